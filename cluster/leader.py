@@ -1,0 +1,137 @@
+"""The leader loop: only the Raft leader fires, and firing is a committed command.
+
+On becoming leader (as pysyncobj hints): commit a barrier so this node has
+applied everything earlier leaders committed, then repeatedly take the jobs
+due within the look-ahead from the state machine's index ordered by next
+fire time (never a scan of all jobs) and propose them in batched ``Fire``
+commands, pipelined. A fire item names the instant the leader expects; the
+state machine ignores it if that instant was already handled, so two nodes
+that both think they lead, or a retried proposal, cannot fire twice. On
+losing leadership the loop stops proposing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from cluster import commands as c
+from cluster.clock import Clock
+from cluster.config import SchedulerConfig
+from cluster.results import Ok, Unavailable
+from cluster.store import JobStore
+
+log = logging.getLogger("raftsched.leader")
+
+#: an in-flight fire item with no answer after this long may be proposed again (idempotent)
+INFLIGHT_RETRY_S = 2.0
+#: longest sleep between looks at the due index
+MAX_IDLE_S = 0.05
+
+
+class LeaderLoop:
+    def __init__(self, store: JobStore, clock: Clock, cfg: SchedulerConfig) -> None:
+        self._store = store
+        self._clock = clock
+        self._cfg = cfg
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._inflight: dict[tuple[str, int], float] = {}
+        self._inflight_lock = threading.Lock()
+        self._leading = False
+        self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
+        self.fires_proposed = 0
+        store.on_applied.append(self.wake)
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake()
+        self._thread.join(timeout=5)
+
+    def wake(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def _sleep(self, seconds: float) -> None:
+        with self._wake:
+            self._wake.wait(max(0.0, seconds))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Unavailable as exc:
+                log.info("leader loop: %s", exc)
+                self._leading = False
+                self._sleep(0.1)
+            except Exception:
+                log.exception("leader loop failed; retrying")
+                self._leading = False
+                self._sleep(0.5)
+
+    def _step(self) -> None:
+        raft = self._store.raft
+        if not raft.is_leader():
+            if self._leading:
+                log.info("no longer the leader: firing stops")
+            self._leading = False
+            self._sleep(0.05)
+            return
+        if not self._leading:
+            self._become_leader()
+            return
+        idle = self._fire_due()
+        if idle is not None:
+            self._sleep(idle)
+
+    def _become_leader(self) -> None:
+        result = self._store.submit(c.Barrier(self._clock.now_ms()))
+        if not isinstance(result, Ok):
+            raise Unavailable(f"leader barrier failed: {result}")
+        with self._inflight_lock:
+            self._inflight.clear()
+        self._leading = True
+        log.info("became leader: barrier committed at index %s, firing starts", result.value)
+
+    def _fire_due(self) -> float | None:
+        """Propose what is due; return how long to sleep, or None to loop at once."""
+        cfg = self._cfg
+        now = self._clock.now_ms()
+        lookahead = int(cfg.fire_lookahead_s * 1000)
+        limit = cfg.fire_batch * 4
+        due, next_due = self._store.read(
+            lambda m: (m.due_jobs(now + lookahead, limit + len(self._inflight)), m.next_due_ms()), barrier=False
+        )
+        mono = self._clock.monotonic()
+        with self._inflight_lock:
+            items = [d for d in due if self._inflight.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
+            for item in items:
+                self._inflight[item] = mono
+        for start in range(0, len(items), cfg.fire_batch):
+            self._propose(items[start : start + cfg.fire_batch], now, lookahead)
+        if len(items) >= limit:
+            return None
+        if next_due is None:
+            return MAX_IDLE_S
+        return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
+
+    def _propose(self, batch: list[tuple[str, int]], now: int, lookahead: int) -> None:
+        cmd = c.Fire(now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000))
+
+        def done(_result: Any, error: int) -> None:
+            with self._inflight_lock:
+                for item in batch:
+                    self._inflight.pop(item, None)
+            if error != 0:
+                log.debug("fire batch of %d not committed (reason %s); will retry", len(batch), error)
+
+        self._store.raft.propose_async(c.encode(cmd), done)
+        self.fires_proposed += len(batch)

@@ -1,0 +1,196 @@
+"""The scheduler's use cases in domain terms: what JobService does, without protobuf.
+
+Each write validates its input, stamps ``now`` and proposes one command;
+each read runs after a read barrier. Results come back as copies of the
+records, so callers never hold live state. Refusals raise
+``RejectedError``/``ValidationError``/``Unavailable``; ``rpc.errors`` maps
+them to gRPC status codes.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from cluster import commands as c
+from cluster.clock import Clock
+from cluster.model import Job, JobSpec, JobStatus, Run, RunStatus
+from cluster.results import NotFound, Ok, Rejected, RejectedError, Result, ValidationError
+from cluster.schedule import ScheduleError, upcoming, validate_schedule
+from cluster.state import JobStateMachine
+from cluster.store import JobStore
+from cluster.validation import Limits, validate_spec
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+MAX_PREVIEW = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list
+    next_token: str
+
+
+def new_job_id(now_ms: int) -> str:
+    """Job ids sort by creation time: 12 hex digits of milliseconds, then 8 random ones."""
+    return f"j-{now_ms:012x}{os.urandom(4).hex()}"
+
+
+def _page_size(size: int) -> int:
+    if size < 0:
+        raise ValidationError(f"page_size {size} is negative")
+    return min(size or DEFAULT_PAGE, MAX_PAGE)
+
+
+def _unwrap(result: Result) -> object:
+    if isinstance(result, Rejected):
+        raise RejectedError(result)
+    assert isinstance(result, Ok)
+    return result.value
+
+
+class SchedulerService:
+    def __init__(self, store: JobStore, clock: Clock, limits: Limits) -> None:
+        self._store = store
+        self._clock = clock
+        self._limits = limits
+
+    # -------------------------------------------------------------- writes
+
+    def _write(self, cmd: c.Command) -> object:
+        value = _unwrap(self._store.submit(cmd))
+        with self._store.lock:
+            return copy.copy(value)
+
+    def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
+        validate_spec(spec, self._limits)
+        if len(idempotency_key) > 256:
+            raise ValidationError("idempotency_key is longer than 256 characters")
+        now = self._clock.now_ms()
+        job = self._write(c.CreateJob(now, new_job_id(now), spec, idempotency_key))
+        assert isinstance(job, Job)
+        return job
+
+    def update_job(self, job_id: str, spec: JobSpec) -> Job:
+        _require_id("job_id", job_id)
+        validate_spec(spec, self._limits)
+        return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec))
+
+    def _job_write(self, cmd: c.Command) -> Job:
+        job = self._write(cmd)
+        assert isinstance(job, Job)
+        return job
+
+    def pause_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        return self._job_write(c.PauseJob(self._clock.now_ms(), job_id))
+
+    def resume_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        return self._job_write(c.ResumeJob(self._clock.now_ms(), job_id))
+
+    def delete_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        return self._job_write(c.DeleteJob(self._clock.now_ms(), job_id))
+
+    def trigger_job(self, job_id: str) -> Run:
+        _require_id("job_id", job_id)
+        run = self._write(c.TriggerJob(self._clock.now_ms(), job_id))
+        assert isinstance(run, Run)
+        return run
+
+    def cancel_run(self, run_id: str) -> Run:
+        _require_id("run_id", run_id)
+        run = self._write(c.CancelRun(self._clock.now_ms(), run_id))
+        assert isinstance(run, Run)
+        return run
+
+    # -------------------------------------------------------------- reads
+
+    def get_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        job = self._store.read(lambda m: copy.copy(m.jobs.get(job_id)))
+        if job is None:
+            raise RejectedError(NotFound(f"job {job_id} not found"))
+        return job
+
+    def get_run(self, run_id: str) -> Run:
+        _require_id("run_id", run_id)
+        run = self._store.read(lambda m: copy.copy(m.runs.get(run_id)))
+        if run is None:
+            raise RejectedError(NotFound(f"run {run_id} not found"))
+        return run
+
+    def list_jobs(
+        self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
+    ) -> Page:
+        size = _page_size(page_size)
+
+        def keep(j: Job) -> bool:
+            return (
+                (not queue or j.spec.queue == queue)
+                and (status is None or j.status is status)
+                and j.spec.name.startswith(name_prefix)
+            )
+
+        def collect(m: JobStateMachine) -> Page:
+            return _collect(m.iter_jobs(page_token), keep, size, lambda j: j.job_id)
+
+        return self._store.read(collect)
+
+    def list_runs(self, job_id: str = "", status: RunStatus | None = None, page_size: int = 0, page_token: str = "") -> Page:
+        size = _page_size(page_size)
+
+        def keep(r: Run) -> bool:
+            return status is None or r.status is status
+
+        def collect(m: JobStateMachine) -> Page:
+            if job_id:
+                if job_id not in m.jobs:
+                    raise RejectedError(NotFound(f"job {job_id} not found"))
+                after = _parse_run_token(page_token)
+                return _collect(m.iter_job_runs(job_id, after), keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}")
+            return _collect(m.iter_runs(page_token), keep, size, lambda r: r.run_id)
+
+        return self._store.read(collect)
+
+    def preview(self, spec_schedule: object, after_ms: int | None, count: int) -> list[int]:
+        try:
+            validate_schedule(spec_schedule)  # type: ignore[arg-type]
+        except ScheduleError as exc:
+            raise ValidationError(str(exc)) from exc
+        if count < 0:
+            raise ValidationError(f"count {count} is negative")
+        count = min(count or 10, MAX_PREVIEW)
+        start = self._clock.now_ms() if after_ms is None else after_ms
+        return upcoming(spec_schedule, start, start, count)  # type: ignore[arg-type]
+
+
+def _require_id(field: str, value: str) -> None:
+    if not value:
+        raise ValidationError(f"{field} is required")
+
+
+def _parse_run_token(token: str) -> tuple[int, str] | None:
+    if not token:
+        return None
+    ms, sep, run_id = token.partition("|")
+    if not sep or not ms.lstrip("-").isdigit():
+        raise ValidationError(f"page_token {token!r} is not a token this server gave out")
+    return (int(ms), run_id)
+
+
+def _collect(items: object, keep: Callable, size: int, key: Callable) -> Page:
+    out: list = []
+    last = None
+    for item in items:  # type: ignore[attr-defined]
+        if not keep(item):
+            continue
+        if len(out) == size:
+            return Page(out, key(last))
+        out.append(copy.copy(item))
+        last = item
+    return Page(out, "")

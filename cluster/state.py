@@ -1,0 +1,438 @@
+"""The replicated job state machine: pure, deterministic, no I/O and no clock.
+
+Contract (the hashicorp/raft FSM boundary):
+
+* ``apply(data, index)`` decodes one committed Raft entry and applies it.
+  It is deterministic (same log, same state, on every node), never raises for
+  any input (a malformed entry is a ``Rejected`` result), and returns an
+  ``Ok``/``Rejected`` result to the proposer. ``index`` is the entry's Raft
+  log index: it names manual runs and, later, fencing tokens.
+* Time only comes in commands. ``now_ms`` is the largest ``now`` seen so far,
+  so a new leader whose clock lags can never move time backwards.
+* ``snapshot()`` returns bytes that ``restore()`` turns back into the same
+  state (derived indexes are rebuilt).
+* Exactly-once firing: each job keeps a ``cursor``; every instant at or
+  before it was fired or skipped. A ``Fire`` item applies only while the
+  job's ``next_fire_ms`` still equals the proposer's expectation.
+
+Readers on other threads must hold the caller's lock (see ``cluster.store``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from sortedcontainers import SortedDict, SortedList
+
+from cluster import commands as c
+from cluster.codec import job_from_plain, job_to_plain, run_from_plain, run_to_plain, spec_fingerprint
+from cluster.firing import FireAt, Skip, Window, plan
+from cluster.model import (
+    ACTIVE_RUN_STATUSES,
+    ConcurrencyPolicy,
+    Job,
+    JobStatus,
+    Run,
+    RunStatus,
+    manual_run_id,
+    run_id_for,
+)
+from cluster.results import (
+    AlreadyExists,
+    FailedPrecondition,
+    FireReport,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    Ok,
+    Result,
+)
+from cluster.schedule import first_fire, next_fire
+
+SNAPSHOT_FORMAT = 1
+
+#: (kind, run) pairs describing what an apply changed, for WatchRuns
+RunEvent = tuple[str, Run]
+
+
+class JobStateMachine:
+    """All jobs and runs, and the indexes the leader and the API read."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0
+        self.applied_index = 0
+        self.jobs: SortedDict = SortedDict()  # job_id -> Job
+        self.runs: SortedDict = SortedDict()  # run_id -> Run
+        #: idempotency key -> (job_id, fingerprint of the spec it was created with)
+        self.idempotency: dict[str, tuple[str, str]] = {}
+        self._reset_indexes()
+        self.events: list[RunEvent] = []
+
+    def _reset_indexes(self) -> None:
+        self.due: SortedList = SortedList()  # (next_fire_ms, job_id) of ACTIVE jobs
+        self.runs_by_job: dict[str, SortedList] = {}  # job_id -> (scheduled_ms, run_id)
+        self.active_by_job: dict[str, set[str]] = {}  # job_id -> PENDING/LEASED run ids
+        self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
+
+    # ------------------------------------------------------------ apply
+
+    def apply(self, data: bytes, index: int) -> Result:
+        """Apply one committed entry. Never raises."""
+        try:
+            cmd = c.decode(data)
+        except c.CommandFormatError as exc:
+            return InvalidArgument(f"entry {index} was not applied: {exc}")
+        return self.apply_command(cmd, index)
+
+    def apply_command(self, cmd: c.Command, index: int) -> Result:
+        if index > self.applied_index:
+            self.applied_index = index
+        if cmd.now_ms > self.now_ms:
+            self.now_ms = cmd.now_ms
+        handler = _HANDLERS[type(cmd)]
+        try:
+            result: Result = handler(self, cmd, index)
+        except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
+            return Internal(f"entry {index} ({type(cmd).__name__}) failed to apply: {exc!r}")
+        return result
+
+    # ------------------------------------------------------------ jobs
+
+    def _create_job(self, cmd: c.CreateJob, index: int) -> Result:
+        fingerprint = spec_fingerprint(cmd.spec)
+        if cmd.idempotency_key:
+            known = self.idempotency.get(cmd.idempotency_key)
+            if known is not None:
+                known_id, known_fp = known
+                if known_fp == fingerprint:
+                    return Ok(self.jobs[known_id])
+                return AlreadyExists(
+                    f"idempotency key {cmd.idempotency_key!r} was already used for job {known_id} with a "
+                    "different spec; use a new key for a new job"
+                )
+        existing = self.jobs.get(cmd.job_id)
+        if existing is not None:  # the same proposal applied twice
+            if spec_fingerprint(existing.spec) == fingerprint:
+                return Ok(existing)
+            return AlreadyExists(f"job {cmd.job_id} already exists")
+        anchor = self.now_ms
+        nxt = first_fire(cmd.spec.schedule, anchor)
+        cursor = anchor if nxt is None else min(anchor, nxt - 1)
+        status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
+        job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
+        self.jobs[job.job_id] = job
+        if cmd.idempotency_key:
+            self.idempotency[cmd.idempotency_key] = (job.job_id, fingerprint)
+        self._index_job(job)
+        return Ok(job)
+
+    def _get_job_for_change(self, job_id: str) -> Job | NotFound:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return NotFound(f"job {job_id} not found")
+        return job
+
+    def _update_job(self, cmd: c.UpdateJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.DELETED:
+            return FailedPrecondition(f"job {job.job_id} is deleted; create a new job instead")
+        self._unindex_job(job)
+        if job.spec.schedule != cmd.spec.schedule:
+            job.anchor_ms = self.now_ms
+            nxt = first_fire(cmd.spec.schedule, job.anchor_ms)
+            if nxt is not None and nxt <= job.cursor_ms:
+                nxt = next_fire(cmd.spec.schedule, job.cursor_ms, job.anchor_ms)
+            job.next_fire_ms = nxt
+            if job.status is JobStatus.COMPLETED and nxt is not None:
+                job.status = JobStatus.ACTIVE
+            elif job.status is JobStatus.ACTIVE and nxt is None:
+                job.status = JobStatus.COMPLETED
+        job.spec = cmd.spec
+        job.updated_ms = self.now_ms
+        self._index_job(job)
+        return Ok(job)
+
+    def _pause_job(self, cmd: c.PauseJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.PAUSED:
+            return Ok(job)
+        if job.status is not JobStatus.ACTIVE:
+            return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only an ACTIVE job can be paused")
+        self._unindex_job(job)
+        job.status = JobStatus.PAUSED
+        job.updated_ms = self.now_ms
+        return Ok(job)
+
+    def _resume_job(self, cmd: c.ResumeJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.ACTIVE:
+            return Ok(job)
+        if job.status is not JobStatus.PAUSED:
+            return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only a PAUSED job can be resumed")
+        job.status = JobStatus.ACTIVE
+        job.updated_ms = self.now_ms
+        if job.next_fire_ms is not None and job.next_fire_ms <= self.now_ms:
+            self._skip_paused(job)
+        if job.next_fire_ms is None:
+            job.status = JobStatus.COMPLETED
+        self._index_job(job)
+        return Ok(job)
+
+    def _skip_paused(self, job: Job) -> None:
+        """Instants that came due while the job was paused are skipped, with a record."""
+        first = job.next_fire_ms
+        assert first is not None
+        count, last, nxt = 0, first, first
+        while nxt is not None and nxt <= self.now_ms and count < 100_000:
+            count, last = count + 1, nxt
+            nxt = next_fire(job.spec.schedule, nxt, job.anchor_ms)
+        if nxt is not None and nxt <= self.now_ms:
+            nxt = next_fire(job.spec.schedule, self.now_ms, job.anchor_ms)
+        self._record_skip(job, Skip(first, last, count, "the job was paused when this instant came due"))
+        job.cursor_ms = max(job.cursor_ms, last)
+        job.next_fire_ms = nxt
+
+    def _delete_job(self, cmd: c.DeleteJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.DELETED:
+            return Ok(job)
+        self._unindex_job(job)
+        job.status = JobStatus.DELETED
+        job.updated_ms = self.now_ms
+        for run_id in list(self.active_by_job.get(job.job_id, ())):
+            run = self.runs[run_id]
+            if run.status is RunStatus.PENDING:
+                self._finish(run, RunStatus.CANCELLED, "the job was deleted")
+        return Ok(job)
+
+    def _trigger_job(self, cmd: c.TriggerJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.DELETED:
+            return FailedPrecondition(f"job {job.job_id} is deleted; it cannot be triggered")
+        run = self._new_run(job, manual_run_id(job.job_id, index), self.now_ms, manual=True)
+        return Ok(run)
+
+    # ------------------------------------------------------------ runs
+
+    def _cancel_run(self, cmd: c.CancelRun, index: int) -> Result:
+        run = self.runs.get(cmd.run_id)
+        if run is None:
+            return NotFound(f"run {cmd.run_id} not found")
+        if run.status is RunStatus.PENDING:
+            self._finish(run, RunStatus.CANCELLED, "cancelled by request")
+            return Ok(run)
+        if run.status is RunStatus.LEASED:
+            if not run.cancel_requested:
+                run.cancel_requested = True
+                self.events.append(("cancel_requested", run))
+            return Ok(run)
+        return FailedPrecondition(f"run {run.run_id} is already {run.status.value}; only PENDING or LEASED runs can be cancelled")
+
+    def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
+        run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
+        self.runs[run_id] = run
+        self.runs_by_job.setdefault(job.job_id, SortedList()).add((scheduled_ms, run_id))
+        self._activate(run)
+        self.events.append(("fired", run))
+        return run
+
+    def _activate(self, run: Run) -> None:
+        self.active_by_job.setdefault(run.job_id, set()).add(run.run_id)
+        if run.status is RunStatus.PENDING:
+            self.pending.setdefault(run.queue, SortedList()).add((run.not_before_ms, run.run_id))
+
+    def _deactivate(self, run: Run) -> None:
+        active = self.active_by_job.get(run.job_id)
+        if active is not None:
+            active.discard(run.run_id)
+            if not active:
+                del self.active_by_job[run.job_id]
+        if run.status is RunStatus.PENDING:
+            queue = self.pending.get(run.queue)
+            if queue is not None:
+                queue.discard((run.not_before_ms, run.run_id))
+
+    def _finish(self, run: Run, status: RunStatus, error: str = "") -> None:
+        self._deactivate(run)
+        run.status = status
+        run.finished_ms = self.now_ms
+        if error:
+            run.error = error
+        self.events.append(("finished", run))
+
+    def _record_skip(self, job: Job, skip: Skip) -> None:
+        run_id = run_id_for(job.job_id, skip.instant_ms)
+        if run_id in self.runs:
+            return
+        run = Run(run_id, job.job_id, job.spec.queue, skip.instant_ms, self.now_ms, RunStatus.SKIPPED)
+        run.error = skip.reason
+        run.skipped_count = skip.count
+        run.skipped_until_ms = skip.last_ms
+        run.finished_ms = self.now_ms
+        self.runs[run_id] = run
+        self.runs_by_job.setdefault(job.job_id, SortedList()).add((skip.instant_ms, run_id))
+        self.events.append(("skipped", run))
+
+    # ------------------------------------------------------------ firing
+
+    def _fire(self, cmd: c.Fire, index: int) -> Result:
+        report = FireReport()
+        for job_id, expected in cmd.items:
+            job = self.jobs.get(job_id)
+            if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
+                report.stale += 1
+                continue
+            self._fire_job(job, cmd, report)
+        return Ok(report)
+
+    def _fire_job(self, job: Job, cmd: c.Fire, report: FireReport) -> None:
+        spec = job.spec
+        window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
+        assert job.next_fire_ms is not None
+        self._unindex_job(job)
+        decisions, nxt = plan(spec.schedule, job.anchor_ms, job.next_fire_ms, window)
+        pending_skip: Skip | None = None
+        for d in decisions:
+            if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and self.active_by_job.get(job.job_id):
+                d = Skip(d.instant_ms, d.instant_ms, 1, "the previous run is still active (concurrency FORBID)")
+            if isinstance(d, Skip):
+                report.skipped += d.count
+                if pending_skip is not None and pending_skip.reason == d.reason:
+                    pending_skip = Skip(pending_skip.instant_ms, d.last_ms, pending_skip.count + d.count, d.reason)
+                else:
+                    if pending_skip is not None:
+                        self._record_skip(job, pending_skip)
+                    pending_skip = d
+                job.cursor_ms = d.last_ms
+                continue
+            if pending_skip is not None:
+                self._record_skip(job, pending_skip)
+                pending_skip = None
+            if spec.concurrency is ConcurrencyPolicy.REPLACE:
+                self._replace_active(job)
+            run = self._new_run(job, run_id_for(job.job_id, d.instant_ms), d.instant_ms)
+            report.created.append(run.run_id)
+            job.fire_count += 1
+            job.cursor_ms = d.instant_ms
+        if pending_skip is not None:
+            self._record_skip(job, pending_skip)
+        job.next_fire_ms = nxt
+        if nxt is None:
+            job.status = JobStatus.COMPLETED
+            job.updated_ms = self.now_ms
+        self._index_job(job)
+
+    def _replace_active(self, job: Job) -> None:
+        for run_id in list(self.active_by_job.get(job.job_id, ())):
+            run = self.runs[run_id]
+            if run.status is RunStatus.PENDING:
+                self._finish(run, RunStatus.CANCELLED, "replaced by a newer run (concurrency REPLACE)")
+            elif not run.cancel_requested:
+                run.cancel_requested = True
+                self.events.append(("cancel_requested", run))
+
+    def _barrier(self, cmd: c.Barrier, index: int) -> Result:
+        return Ok(index)
+
+    # ------------------------------------------------------------ indexes
+
+    def _index_job(self, job: Job) -> None:
+        if job.status is JobStatus.ACTIVE and job.next_fire_ms is not None:
+            self.due.add((job.next_fire_ms, job.job_id))
+
+    def _unindex_job(self, job: Job) -> None:
+        if job.next_fire_ms is not None:
+            self.due.discard((job.next_fire_ms, job.job_id))
+
+    # ------------------------------------------------------------ queries
+
+    def due_jobs(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
+        """(job_id, next_fire_ms) of ACTIVE jobs due at or before ``until_ms``, earliest first."""
+        out: list[tuple[str, int]] = []
+        for next_ms, job_id in self.due.irange(maximum=(until_ms, "\uffff")):
+            out.append((job_id, next_ms))
+            if len(out) >= limit:
+                break
+        return out
+
+    def next_due_ms(self) -> int | None:
+        return self.due[0][0] if self.due else None
+
+    def iter_jobs(self, after_id: str = "") -> Iterator[Job]:
+        for job_id in self.jobs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.jobs:
+            yield self.jobs[job_id]
+
+    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None) -> Iterator[Run]:
+        index = self.runs_by_job.get(job_id)
+        if index is None:
+            return
+        keys = index.irange(minimum=after, inclusive=(False, True)) if after else index
+        for _, run_id in keys:
+            yield self.runs[run_id]
+
+    def iter_runs(self, after_id: str = "") -> Iterator[Run]:
+        for run_id in self.runs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.runs:
+            yield self.runs[run_id]
+
+    def drain_events(self) -> list[RunEvent]:
+        events, self.events = self.events, []
+        return events
+
+    # ------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        body: dict[str, Any] = {
+            "format": SNAPSHOT_FORMAT,
+            "now": self.now_ms,
+            "applied": self.applied_index,
+            "jobs": [job_to_plain(j) for j in self.jobs.values()],
+            "runs": [run_to_plain(r) for r in self.runs.values()],
+            "idem": {k: list(v) for k, v in self.idempotency.items()},
+        }
+        return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+    def restore(self, data: bytes) -> None:
+        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot."""
+        body = json.loads(data)
+        if body.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"snapshot format {body.get('format')!r} is not supported (expected {SNAPSHOT_FORMAT})")
+        self.__init__()  # type: ignore[misc]
+        self.now_ms = int(body["now"])
+        self.applied_index = int(body["applied"])
+        for p in body["jobs"]:
+            job = job_from_plain(p)
+            self.jobs[job.job_id] = job
+            self._index_job(job)
+        for key, (job_id, fingerprint) in body["idem"].items():
+            self.idempotency[key] = (str(job_id), str(fingerprint))
+        for p in body["runs"]:
+            run = run_from_plain(p)
+            self.runs[run.run_id] = run
+            self.runs_by_job.setdefault(run.job_id, SortedList()).add((run.scheduled_ms, run.run_id))
+            if run.status in ACTIVE_RUN_STATUSES:
+                self._activate(run)
+
+
+_HANDLERS: dict[type, Any] = {
+    c.CreateJob: JobStateMachine._create_job,
+    c.UpdateJob: JobStateMachine._update_job,
+    c.PauseJob: JobStateMachine._pause_job,
+    c.ResumeJob: JobStateMachine._resume_job,
+    c.DeleteJob: JobStateMachine._delete_job,
+    c.TriggerJob: JobStateMachine._trigger_job,
+    c.CancelRun: JobStateMachine._cancel_run,
+    c.Fire: JobStateMachine._fire,
+    c.Barrier: JobStateMachine._barrier,
+}
+

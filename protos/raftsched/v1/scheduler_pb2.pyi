@@ -1,0 +1,516 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATUS_UNSPECIFIED: _ClassVar[JobStatus]
+    JOB_STATUS_ACTIVE: _ClassVar[JobStatus]
+    JOB_STATUS_PAUSED: _ClassVar[JobStatus]
+    JOB_STATUS_COMPLETED: _ClassVar[JobStatus]
+    JOB_STATUS_DELETED: _ClassVar[JobStatus]
+
+class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATUS_UNSPECIFIED: _ClassVar[RunStatus]
+    RUN_STATUS_PENDING: _ClassVar[RunStatus]
+    RUN_STATUS_LEASED: _ClassVar[RunStatus]
+    RUN_STATUS_SUCCEEDED: _ClassVar[RunStatus]
+    RUN_STATUS_FAILED: _ClassVar[RunStatus]
+    RUN_STATUS_CANCELLED: _ClassVar[RunStatus]
+    RUN_STATUS_DEAD_LETTER: _ClassVar[RunStatus]
+    RUN_STATUS_SKIPPED: _ClassVar[RunStatus]
+
+class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONCURRENCY_POLICY_UNSPECIFIED: _ClassVar[ConcurrencyPolicy]
+    CONCURRENCY_POLICY_ALLOW: _ClassVar[ConcurrencyPolicy]
+    CONCURRENCY_POLICY_FORBID: _ClassVar[ConcurrencyPolicy]
+    CONCURRENCY_POLICY_REPLACE: _ClassVar[ConcurrencyPolicy]
+
+class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MISFIRE_POLICY_UNSPECIFIED: _ClassVar[MisfirePolicy]
+    MISFIRE_POLICY_FIRE_ALL: _ClassVar[MisfirePolicy]
+    MISFIRE_POLICY_FIRE_ONCE: _ClassVar[MisfirePolicy]
+    MISFIRE_POLICY_SKIP: _ClassVar[MisfirePolicy]
+
+class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_UNSPECIFIED: _ClassVar[Outcome]
+    OUTCOME_SUCCEEDED: _ClassVar[Outcome]
+    OUTCOME_FAILED: _ClassVar[Outcome]
+
+class MemberRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMBER_ROLE_UNSPECIFIED: _ClassVar[MemberRole]
+    MEMBER_ROLE_LEADER: _ClassVar[MemberRole]
+    MEMBER_ROLE_FOLLOWER: _ClassVar[MemberRole]
+    MEMBER_ROLE_CANDIDATE: _ClassVar[MemberRole]
+    MEMBER_ROLE_UNKNOWN: _ClassVar[MemberRole]
+JOB_STATUS_UNSPECIFIED: JobStatus
+JOB_STATUS_ACTIVE: JobStatus
+JOB_STATUS_PAUSED: JobStatus
+JOB_STATUS_COMPLETED: JobStatus
+JOB_STATUS_DELETED: JobStatus
+RUN_STATUS_UNSPECIFIED: RunStatus
+RUN_STATUS_PENDING: RunStatus
+RUN_STATUS_LEASED: RunStatus
+RUN_STATUS_SUCCEEDED: RunStatus
+RUN_STATUS_FAILED: RunStatus
+RUN_STATUS_CANCELLED: RunStatus
+RUN_STATUS_DEAD_LETTER: RunStatus
+RUN_STATUS_SKIPPED: RunStatus
+CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
+CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
+CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy
+CONCURRENCY_POLICY_REPLACE: ConcurrencyPolicy
+MISFIRE_POLICY_UNSPECIFIED: MisfirePolicy
+MISFIRE_POLICY_FIRE_ALL: MisfirePolicy
+MISFIRE_POLICY_FIRE_ONCE: MisfirePolicy
+MISFIRE_POLICY_SKIP: MisfirePolicy
+OUTCOME_UNSPECIFIED: Outcome
+OUTCOME_SUCCEEDED: Outcome
+OUTCOME_FAILED: Outcome
+MEMBER_ROLE_UNSPECIFIED: MemberRole
+MEMBER_ROLE_LEADER: MemberRole
+MEMBER_ROLE_FOLLOWER: MemberRole
+MEMBER_ROLE_CANDIDATE: MemberRole
+MEMBER_ROLE_UNKNOWN: MemberRole
+
+class CronSchedule(_message.Message):
+    __slots__ = ("expression", "timezone")
+    EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    expression: str
+    timezone: str
+    def __init__(self, expression: _Optional[str] = ..., timezone: _Optional[str] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("max_attempts", "initial_backoff", "max_backoff", "multiplier", "jitter")
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    MAX_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    max_attempts: int
+    initial_backoff: _duration_pb2.Duration
+    max_backoff: _duration_pb2.Duration
+    multiplier: float
+    jitter: float
+    def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., jitter: _Optional[float] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    EVERY_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    queue: str
+    type: str
+    payload: bytes
+    at: _timestamp_pb2.Timestamp
+    after: _duration_pb2.Duration
+    every: _duration_pb2.Duration
+    cron: CronSchedule
+    retry: RetryPolicy
+    lease_ttl: _duration_pb2.Duration
+    timeout: _duration_pb2.Duration
+    concurrency: ConcurrencyPolicy
+    misfire: MisfirePolicy
+    catchup_window: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    FIRE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    spec: JobSpec
+    status: JobStatus
+    next_fire_time: _timestamp_pb2.Timestamp
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    idempotency_key: str
+    fire_count: int
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_TIME_FIELD_NUMBER: _ClassVar[int]
+    FIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOG_URI_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    job_id: str
+    scheduled_time: _timestamp_pb2.Timestamp
+    fired_at: _timestamp_pb2.Timestamp
+    attempt: int
+    status: RunStatus
+    executor_id: str
+    lease_id: str
+    fencing_token: int
+    lease_expires_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    result: bytes
+    error: str
+    log_uri: str
+    queue: str
+    manual: bool
+    skipped_count: int
+    skipped_until: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    not_before: _timestamp_pb2.Timestamp
+    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateJobRequest(_message.Message):
+    __slots__ = ("spec", "idempotency_key")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("queue", "status", "name_prefix", "page_size", "page_token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    status: JobStatus
+    name_prefix: str
+    page_size: int
+    page_token: str
+    def __init__(self, queue: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., name_prefix: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job_id", "spec")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    spec: JobSpec
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+
+class PauseJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ResumeJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class TriggerJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ListRunsRequest(_message.Message):
+    __slots__ = ("job_id", "status", "page_size", "page_token")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    status: RunStatus
+    page_size: int
+    page_token: str
+    def __init__(self, job_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ("runs", "next_page_token")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    next_page_token: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class GetRunOutputRequest(_message.Message):
+    __slots__ = ("run_id", "attempt")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    attempt: int
+    def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class RunOutput(_message.Message):
+    __slots__ = ("run_id", "attempt", "log", "result", "log_uri", "missing_reason")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    LOG_URI_FIELD_NUMBER: _ClassVar[int]
+    MISSING_REASON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    attempt: int
+    log: bytes
+    result: bytes
+    log_uri: str
+    missing_reason: str
+    def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log: _Optional[bytes] = ..., result: _Optional[bytes] = ..., log_uri: _Optional[str] = ..., missing_reason: _Optional[str] = ...) -> None: ...
+
+class WatchRunsRequest(_message.Message):
+    __slots__ = ("job_id", "queue", "include_existing")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_EXISTING_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    queue: str
+    include_existing: bool
+    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., include_existing: _Optional[bool] = ...) -> None: ...
+
+class RunEvent(_message.Message):
+    __slots__ = ("run", "observed_at", "kind")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    observed_at: _timestamp_pb2.Timestamp
+    kind: str
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class PreviewScheduleRequest(_message.Message):
+    __slots__ = ("spec", "after", "count")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    after: _timestamp_pb2.Timestamp
+    count: int
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class PreviewScheduleResponse(_message.Message):
+    __slots__ = ("times",)
+    TIMES_FIELD_NUMBER: _ClassVar[int]
+    times: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    def __init__(self, times: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ...) -> None: ...
+
+class AcquireLeaseRequest(_message.Message):
+    __slots__ = ("executor_id", "queues", "max_runs", "wait")
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    executor_id: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    max_runs: int
+    wait: _duration_pb2.Duration
+    def __init__(self, executor_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max_runs: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("lease_id", "fencing_token", "expires_at", "run", "type", "payload", "timeout")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    fencing_token: int
+    expires_at: _timestamp_pb2.Timestamp
+    run: Run
+    type: str
+    payload: bytes
+    timeout: _duration_pb2.Duration
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class AcquireLeaseResponse(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class LeaseRef(_message.Message):
+    __slots__ = ("lease_id", "fencing_token")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    fencing_token: int
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class RenewLeaseRequest(_message.Message):
+    __slots__ = ("executor_id", "leases")
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    executor_id: str
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, executor_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class LeaseRenewal(_message.Message):
+    __slots__ = ("lease_id", "ok", "expires_at", "cancel_requested", "error")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    ok: bool
+    expires_at: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    error: str
+    def __init__(self, lease_id: _Optional[str] = ..., ok: _Optional[bool] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class RenewLeaseResponse(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRenewal]
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRenewal, _Mapping]]] = ...) -> None: ...
+
+class CompleteRunRequest(_message.Message):
+    __slots__ = ("lease_id", "fencing_token", "outcome", "result", "error", "log_uri")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOG_URI_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    fencing_token: int
+    outcome: Outcome
+    result: bytes
+    error: str
+    log_uri: str
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ...) -> None: ...
+
+class CompleteRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class GetClusterStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    raft_address: str
+    grpc_address: str
+    role: MemberRole
+    reachable: bool
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ...) -> None: ...
+
+class ClusterStatus(_message.Message):
+    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum")
+    SELF_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HAS_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    self_id: str
+    leader_id: str
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    term: int
+    commit_index: int
+    applied_index: int
+    last_snapshot_index: int
+    has_quorum: bool
+    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ...) -> None: ...
+
+class AddNodeRequest(_message.Message):
+    __slots__ = ("id", "raft_address", "grpc_address")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    raft_address: str
+    grpc_address: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ...) -> None: ...
+
+class RemoveNodeRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...

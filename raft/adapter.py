@@ -1,0 +1,276 @@
+"""The pysyncobj adapter: replicate opaque commands into a ``StateMachine``.
+
+It knows nothing of jobs. What it relies on in pysyncobj 0.3.17 (read from
+its source):
+
+* One stable ``@replicated apply_entry(data)`` method: method ids are
+  positions in a sorted list, so a single method keeps old journals valid.
+* A command proposed on a follower is forwarded to the last known leader;
+  its callback fires when *this* node applies the entry (read-your-writes on
+  the proposing node), with DISCARDED if another term's entry took its
+  index, LEADER_CHANGED if the forward was lost with a leader change, and
+  never if the forward was silently lost: ``propose`` therefore always has
+  a timeout, after which the outcome is unknown (the command may still
+  commit; commands must be idempotent).
+* ``commandsWaitLeader=False``: with no known leader a proposal fails at
+  once (MISSING_LEADER) instead of waiting forever.
+* Apply and callbacks run on the single tick thread; ``apply_entry`` never
+  raises (a raise would be retried forever on every replica).
+* Leadership is a hint: ``is_leader`` may be true on two nodes for a while.
+  Anything that must be decided by one leader is a committed command.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+from raft.snapshot_file import read_snapshot, write_snapshot
+
+log = logging.getLogger("raftsched.raft")
+
+#: process exit code when a snapshot (local or streamed from the leader) cannot be loaded
+EXIT_BAD_SNAPSHOT = 74
+
+
+class StateMachine(Protocol):
+    """What the adapter replicates. ``apply`` must be deterministic and never raise;
+    ``restore(snapshot())`` must give back the same state."""
+
+    def apply(self, data: bytes, index: int) -> Any: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+class ProposalError(Exception):
+    """A proposal did not (visibly) commit. ``reason`` is a FAIL_REASON name or 'TIMEOUT'."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+_REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
+
+_MESSAGES = {
+    "MISSING_LEADER": "no Raft leader is known right now (an election may be under way); retry shortly",
+    "NOT_LEADER": "the node the command was forwarded to is no longer the leader; retry",
+    "LEADER_CHANGED": "the leader changed before the command committed; retry",
+    "DISCARDED": "the command was overwritten by a new leader's log and did not commit; retry",
+    "QUEUE_FULL": "the node's command queue is full; retry with backoff",
+    "REQUEST_DENIED": "the leader refused the command",
+    "UNKNOWN_OUTCOME": "the command's outcome is unknown; it may or may not have committed",
+    "TIMEOUT": (
+        "the command did not commit in time (no leader or no quorum?); it may still commit later: "
+        "retry (with the same idempotency key, so a retry cannot act twice)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    """Where this replica listens and whom it talks to, and its tuning."""
+
+    self_address: str
+    peer_addresses: tuple[str, ...]
+    journal_file: str | None = None
+    dump_file: str | None = None
+    password: str | None = None
+    #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
+    append_entries_period: float = 0.02
+    auto_tick_period: float = 0.005
+    raft_min_timeout: float = 0.8
+    raft_max_timeout: float = 1.6
+    leader_fallback_timeout: float = 2.0
+    connection_retry_time: float = 0.5
+    connection_timeout: float = 3.5
+    log_compaction_min_entries: int = 200_000
+    log_compaction_min_time: float = 600.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Serializer = Callable[[str, Any], None]
+Deserializer = Callable[[str], Any]
+
+
+def build_conf(
+    s: RaftSettings,
+    on_state_changed: Callable[[int, int], None] | None,
+    serializer: Serializer | None,
+    deserializer: Deserializer | None,
+) -> SyncObjConf:
+    """The one place raftsched settings become a ``SyncObjConf``."""
+    kwargs: dict[str, Any] = dict(
+        password=s.password,
+        autoTickPeriod=s.auto_tick_period,
+        appendEntriesPeriod=s.append_entries_period,
+        raftMinTimeout=s.raft_min_timeout,
+        raftMaxTimeout=s.raft_max_timeout,
+        leaderFallbackTimeout=s.leader_fallback_timeout,
+        connectionRetryTime=s.connection_retry_time,
+        connectionTimeout=max(s.connection_timeout, s.raft_max_timeout),
+        commandsWaitLeader=False,
+        logCompactionMinEntries=s.log_compaction_min_entries,
+        logCompactionMinTime=s.log_compaction_min_time,
+        journalFile=s.journal_file,
+        fullDumpFile=s.dump_file,
+        onStateChanged=on_state_changed,
+        appendEntriesBatchSizeBytes=2**18,
+        sendBufferSize=2**20,
+        recvBufferSize=2**20,
+        serializer=serializer,
+        deserializer=deserializer,
+    )
+    kwargs.update(s.extra)
+    return SyncObjConf(**kwargs)
+
+
+class _Replica(SyncObj):  # type: ignore[misc]
+    def __init__(self, owner: "RaftNode", s: RaftSettings, conf: SyncObjConf) -> None:
+        self._owner = owner
+        super().__init__(s.self_address, list(s.peer_addresses), conf)
+
+    @replicated
+    def apply_entry(self, data: bytes) -> Any:
+        return self._owner._apply(data, self.raftLastApplied + 1)
+
+
+class _Waiter:
+    __slots__ = ("event", "result", "error")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.result: Any = None
+        self.error: int = FAIL_REASON.SUCCESS
+
+    def __call__(self, result: Any, error: int) -> None:
+        self.result, self.error = result, error
+        self.event.set()
+
+
+class RaftNode:
+    """One replica. ``lock`` is held while the state machine applies, so readers holding it see whole entries."""
+
+    def __init__(
+        self,
+        settings: RaftSettings,
+        machine: StateMachine,
+        lock: threading.RLock,
+        after_apply: Callable[[], None] | None = None,
+        on_role_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._machine = machine
+        self._lock = lock
+        self._after_apply = after_apply
+        self._on_role_change = on_role_change
+        self.last_snapshot_index = 0
+        self.last_snapshot_seconds = 0.0
+        if settings.dump_file is not None and os.path.exists(settings.dump_file):
+            self.last_snapshot_index = read_snapshot(settings.dump_file).index  # fail fast on a bad file
+        hooks = (self._serialize, self._deserialize) if settings.dump_file is not None else (None, None)
+        conf = build_conf(settings, self._state_changed, *hooks)
+        self._replica = _Replica(self, settings, conf)
+
+    # ---------------------------------------------------------- snapshots
+
+    def _serialize(self, path: str, raft_data: Any) -> None:
+        started = time.monotonic()
+        with self._lock:
+            state = self._machine.snapshot()
+        write_snapshot(path, raft_data, state)
+        self.last_snapshot_index = int(raft_data[0][1])
+        self.last_snapshot_seconds = time.monotonic() - started
+        log.info("snapshot at index %d written in %.3f s", self.last_snapshot_index, self.last_snapshot_seconds)
+
+    def _deserialize(self, path: str) -> Any:
+        try:
+            snap = read_snapshot(path)
+            with self._lock:
+                self._machine.restore(snap.state)
+        except Exception as exc:  # pysyncobj would swallow this and run on with a wrong state
+            log.critical("cannot load snapshot %s: %s; stopping this node", path, exc)
+            os._exit(EXIT_BAD_SNAPSHOT)
+        self.last_snapshot_index = snap.index
+        return (snap.entries[0], snap.entries[1], snap.cluster)
+
+    # ---------------------------------------------------------- apply path
+
+    def _apply(self, data: bytes, index: int) -> Any:
+        with self._lock:
+            try:
+                result = self._machine.apply(data, index)
+            except Exception:  # never let pysyncobj retry an entry forever
+                log.exception("state machine raised on entry %d; the entry is skipped", index)
+                result = None
+        if self._after_apply is not None:
+            try:
+                self._after_apply()
+            except Exception:
+                log.exception("after-apply hook failed")
+        return result
+
+    def _state_changed(self, old: int, new: int) -> None:
+        if self._on_role_change is not None:
+            self._on_role_change(new == 2)  # _RAFT_STATE.LEADER
+
+    # ---------------------------------------------------------- proposals
+
+    def propose_async(self, data: bytes, callback: Callable[[Any, int], None]) -> None:
+        """Propose; ``callback(result, fail_reason)`` runs on the tick thread (keep it short)."""
+        self._replica.apply_entry(data, callback=callback)
+
+    def propose(self, data: bytes, timeout: float) -> Any:
+        """Propose and wait until this node applied it. Raises ``ProposalError``."""
+        waiter = _Waiter()
+        self._replica.apply_entry(data, callback=waiter)
+        if not waiter.event.wait(timeout):
+            raise ProposalError("TIMEOUT", _MESSAGES["TIMEOUT"])
+        if waiter.error != FAIL_REASON.SUCCESS:
+            reason = _REASONS.get(waiter.error, str(waiter.error))
+            raise ProposalError(reason, _MESSAGES.get(reason, f"the command failed: {reason}"))
+        return waiter.result
+
+    # ---------------------------------------------------------- status
+
+    def is_leader(self) -> bool:
+        return bool(self._replica._isLeader())
+
+    def leader_address(self) -> str | None:
+        leader = self._replica._getLeader()
+        return None if leader is None else str(leader.id if hasattr(leader, "id") else leader)
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._replica.getStatus())
+
+    def is_connected(self, address: str) -> bool:
+        for node in self._replica.otherNodes:
+            if node.id == address:
+                return bool(self._replica.isNodeConnected(node))
+        return False
+
+    @property
+    def applied_index(self) -> int:
+        return int(self._replica.raftLastApplied)
+
+    @property
+    def commit_index(self) -> int:
+        return int(self._replica.raftCommitIndex)
+
+    @property
+    def term(self) -> int:
+        return int(self._replica.raftCurrentTerm)
+
+    def force_snapshot(self) -> None:
+        self._replica.forceLogCompaction()
+
+    def stop(self) -> None:
+        self._replica.destroy()

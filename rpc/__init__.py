@@ -1,0 +1,1 @@
+"""gRPC servicers, protobuf conversion, the status table, the client and the command-line client."""

@@ -1,0 +1,116 @@
+"""A Python client for a raftsched cluster: any node, retries on UNAVAILABLE.
+
+``Client(["127.0.0.1:50051", ...])`` keeps a channel per node and sends each
+call to the node that answered last; UNAVAILABLE (no leader yet, node down)
+moves to the next node with exponential backoff until ``deadline_s``.
+CreateJob always carries an idempotency key (a fresh one unless you pass
+yours), so a retried create never makes two jobs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Any, Iterator
+
+import grpc
+
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE,)
+
+
+class Client:
+    def __init__(self, addresses: list[str] | str, deadline_s: float = 15.0, call_timeout_s: float = 10.0) -> None:
+        if isinstance(addresses, str):
+            addresses = [a.strip() for a in addresses.split(",") if a.strip()]
+        if not addresses:
+            raise ValueError("give at least one node address (host:port)")
+        self.addresses = list(addresses)
+        self.deadline_s = deadline_s
+        self.call_timeout_s = call_timeout_s
+        self._channels = [grpc.insecure_channel(a, options=[("grpc.max_receive_message_length", 64 << 20)]) for a in addresses]
+        self._jobs = [pb_grpc.JobServiceStub(ch) for ch in self._channels]
+        self._leases = [pb_grpc.LeaseServiceStub(ch) for ch in self._channels]
+        self._cluster = [pb_grpc.ClusterServiceStub(ch) for ch in self._channels]
+        self._current = random.randrange(len(addresses))
+
+    def close(self) -> None:
+        for ch in self._channels:
+            ch.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, stubs: list[Any], method: str, request: Any, timeout: float | None = None) -> Any:
+        deadline = time.monotonic() + self.deadline_s
+        delay = 0.05
+        while True:
+            stub = stubs[self._current]
+            try:
+                return getattr(stub, method)(request, timeout=timeout or self.call_timeout_s)
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code not in RETRYABLE or time.monotonic() + delay > deadline:
+                    raise
+                self._current = (self._current + 1) % len(stubs)
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
+
+    def job(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        """Call any JobService method by name."""
+        return self._call(self._jobs, method, request, timeout)
+
+    def lease(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        return self._call(self._leases, method, request, timeout)
+
+    def cluster(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        return self._call(self._cluster, method, request, timeout)
+
+    # ---------------------------------------------------------------- helpers
+
+    def create_job(self, spec: pb.JobSpec, idempotency_key: str = "") -> pb.Job:
+        key = idempotency_key or f"auto-{uuid.uuid4().hex}"
+        return self.job("CreateJob", pb.CreateJobRequest(spec=spec, idempotency_key=key))
+
+    def get_job(self, job_id: str) -> pb.Job:
+        return self.job("GetJob", pb.GetJobRequest(job_id=job_id))
+
+    def get_run(self, run_id: str) -> pb.Run:
+        return self.job("GetRun", pb.GetRunRequest(run_id=run_id))
+
+    def list_runs(self, job_id: str = "", status: int = 0, page_size: int = 1000) -> list[pb.Run]:
+        """Every run (of a job, with a status), following pages."""
+        runs: list[pb.Run] = []
+        token = ""
+        while True:
+            resp = self.job("ListRuns", pb.ListRunsRequest(job_id=job_id, status=status, page_size=page_size, page_token=token))
+            runs.extend(resp.runs)
+            token = resp.next_page_token
+            if not token:
+                return runs
+
+    def list_jobs(self, queue: str = "", status: int = 0, name_prefix: str = "", page_size: int = 1000) -> list[pb.Job]:
+        jobs: list[pb.Job] = []
+        token = ""
+        while True:
+            resp = self.job(
+                "ListJobs",
+                pb.ListJobsRequest(queue=queue, status=status, name_prefix=name_prefix, page_size=page_size, page_token=token),
+            )
+            jobs.extend(resp.jobs)
+            token = resp.next_page_token
+            if not token:
+                return jobs
+
+    def cluster_status(self) -> pb.ClusterStatus:
+        return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
+
+    def watch_runs(self, job_id: str = "", queue: str = "", include_existing: bool = False) -> Iterator[pb.RunEvent]:
+        stub = self._jobs[self._current]
+        return stub.WatchRuns(pb.WatchRunsRequest(job_id=job_id, queue=queue, include_existing=include_existing))

@@ -1,0 +1,183 @@
+"""Protobuf <-> domain conversion: the one module that maps fields.
+
+Unset (zero) durations and policies become the documented defaults here;
+negative spans stay negative so that validation can name them.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cluster.model import (
+    DEFAULT_CATCHUP_WINDOW_MS,
+    DEFAULT_LEASE_TTL_MS,
+    After,
+    At,
+    ConcurrencyPolicy,
+    Cron,
+    Every,
+    Job,
+    JobSpec,
+    JobStatus,
+    MisfirePolicy,
+    RetryPolicy,
+    Run,
+    RunStatus,
+    Schedule,
+)
+from cluster.results import ValidationError
+from protos.raftsched.v1 import scheduler_pb2 as pb
+
+_DEFAULT_RETRY = RetryPolicy()
+
+
+def dur_ms(d: Duration) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def ts_ms(t: Timestamp) -> int:
+    return t.seconds * 1000 + t.nanos // 1_000_000
+
+
+def to_ts(ms: int, into: Timestamp) -> None:
+    into.seconds, rem = divmod(ms, 1000)
+    into.nanos = rem * 1_000_000
+
+
+def to_dur(ms: int, into: Duration) -> None:
+    sign = -1 if ms < 0 else 1
+    secs, rem = divmod(abs(ms), 1000)
+    into.seconds, into.nanos = sign * secs, sign * rem * 1_000_000
+
+
+def schedule_from_pb(spec: pb.JobSpec) -> Schedule:
+    kind = spec.WhichOneof("schedule")
+    if kind == "at":
+        return At(ts_ms(spec.at))
+    if kind == "after":
+        return After(dur_ms(spec.after))
+    if kind == "every":
+        return Every(dur_ms(spec.every))
+    if kind == "cron":
+        return Cron(spec.cron.expression, spec.cron.timezone or "UTC")
+    raise ValidationError("the job spec has no schedule: set one of at, after, every or cron")
+
+
+def _retry_from_pb(spec: pb.JobSpec) -> RetryPolicy:
+    if not spec.HasField("retry"):
+        return _DEFAULT_RETRY
+    r = spec.retry
+    return RetryPolicy(
+        max_attempts=r.max_attempts or _DEFAULT_RETRY.max_attempts,
+        initial_backoff_ms=dur_ms(r.initial_backoff) if r.HasField("initial_backoff") else _DEFAULT_RETRY.initial_backoff_ms,
+        max_backoff_ms=dur_ms(r.max_backoff) if r.HasField("max_backoff") else _DEFAULT_RETRY.max_backoff_ms,
+        multiplier=r.multiplier or _DEFAULT_RETRY.multiplier,
+        jitter=r.jitter or _DEFAULT_RETRY.jitter,
+    )
+
+
+def _span(spec: pb.JobSpec, name: str, default: int) -> int:
+    if not spec.HasField(name):
+        return default
+    ms = dur_ms(getattr(spec, name))
+    return default if ms == 0 and default != 0 else ms
+
+
+_CONC = {
+    pb.CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy.ALLOW,
+    pb.CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy.ALLOW,
+    pb.CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy.FORBID,
+    pb.CONCURRENCY_POLICY_REPLACE: ConcurrencyPolicy.REPLACE,
+}
+_CONC_PB = {v: k for k, v in _CONC.items() if k != pb.CONCURRENCY_POLICY_UNSPECIFIED}
+_MISFIRE = {
+    pb.MISFIRE_POLICY_UNSPECIFIED: MisfirePolicy.FIRE_ALL,
+    pb.MISFIRE_POLICY_FIRE_ALL: MisfirePolicy.FIRE_ALL,
+    pb.MISFIRE_POLICY_FIRE_ONCE: MisfirePolicy.FIRE_ONCE,
+    pb.MISFIRE_POLICY_SKIP: MisfirePolicy.SKIP,
+}
+_MISFIRE_PB = {v: k for k, v in _MISFIRE.items() if k != pb.MISFIRE_POLICY_UNSPECIFIED}
+JOB_STATUS_PB = {s: pb.JobStatus.Value(f"JOB_STATUS_{s.value}") for s in JobStatus}
+JOB_STATUS_FROM_PB = {v: k for k, v in JOB_STATUS_PB.items()}
+RUN_STATUS_PB = {s: pb.RunStatus.Value(f"RUN_STATUS_{s.value}") for s in RunStatus}
+RUN_STATUS_FROM_PB = {v: k for k, v in RUN_STATUS_PB.items()}
+
+
+def _enum(table: dict, value: int, field: str) -> object:
+    if value not in table:
+        raise ValidationError(f"{field} has an unknown value {value}")
+    return table[value]
+
+
+def spec_from_pb(spec: pb.JobSpec) -> JobSpec:
+    return JobSpec(
+        name=spec.name,
+        schedule=schedule_from_pb(spec),
+        queue=spec.queue or "default",
+        type=spec.type or "shell",
+        payload=bytes(spec.payload),
+        retry=_retry_from_pb(spec),
+        lease_ttl_ms=_span(spec, "lease_ttl", DEFAULT_LEASE_TTL_MS),
+        timeout_ms=_span(spec, "timeout", 0),
+        concurrency=_enum(_CONC, spec.concurrency, "concurrency"),  # type: ignore[arg-type]
+        misfire=_enum(_MISFIRE, spec.misfire, "misfire"),  # type: ignore[arg-type]
+        catchup_window_ms=_span(spec, "catchup_window", DEFAULT_CATCHUP_WINDOW_MS),
+    )
+
+
+def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
+    out.name, out.queue, out.type, out.payload = s.name, s.queue, s.type, s.payload
+    sch = s.schedule
+    if isinstance(sch, At):
+        to_ts(sch.at_ms, out.at)
+    elif isinstance(sch, After):
+        to_dur(sch.after_ms, out.after)
+    elif isinstance(sch, Every):
+        to_dur(sch.every_ms, out.every)
+    elif isinstance(sch, Cron):
+        out.cron.expression, out.cron.timezone = sch.expression, sch.timezone
+    r = s.retry
+    out.retry.max_attempts, out.retry.multiplier, out.retry.jitter = r.max_attempts, r.multiplier, r.jitter
+    to_dur(r.initial_backoff_ms, out.retry.initial_backoff)
+    to_dur(r.max_backoff_ms, out.retry.max_backoff)
+    to_dur(s.lease_ttl_ms, out.lease_ttl)
+    to_dur(s.timeout_ms, out.timeout)
+    to_dur(s.catchup_window_ms, out.catchup_window)
+    out.concurrency = _CONC_PB[s.concurrency]
+    out.misfire = _MISFIRE_PB[s.misfire]
+
+
+def job_to_pb(j: Job) -> pb.Job:
+    out = pb.Job(job_id=j.job_id, status=JOB_STATUS_PB[j.status], idempotency_key=j.idempotency_key, fire_count=j.fire_count)
+    spec_to_pb(j.spec, out.spec)
+    if j.next_fire_ms is not None and j.status is JobStatus.ACTIVE:
+        to_ts(j.next_fire_ms, out.next_fire_time)
+    to_ts(j.created_ms, out.created_at)
+    to_ts(j.updated_ms, out.updated_at)
+    return out
+
+
+_RUN_TIMES = (
+    ("fired_ms", "fired_at"),
+    ("lease_expires_ms", "lease_expires_at"),
+    ("started_ms", "started_at"),
+    ("finished_ms", "finished_at"),
+    ("skipped_until_ms", "skipped_until"),
+)
+
+
+def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
+    out = out if out is not None else pb.Run()
+    out.run_id, out.job_id, out.queue = r.run_id, r.job_id, r.queue
+    out.attempt, out.status = r.attempt, RUN_STATUS_PB[r.status]
+    out.executor_id, out.lease_id, out.fencing_token = r.executor_id, r.lease_id, r.fencing_token
+    out.result, out.error, out.log_uri = r.result, r.error, r.log_uri
+    out.manual, out.skipped_count, out.cancel_requested = r.manual, r.skipped_count, r.cancel_requested
+    to_ts(r.scheduled_ms, out.scheduled_time)
+    to_ts(r.not_before_ms, out.not_before)
+    for attr, name in _RUN_TIMES:
+        ms = getattr(r, attr)
+        if ms:
+            to_ts(ms, getattr(out, name))
+    return out

@@ -1,0 +1,80 @@
+"""One table from domain errors to gRPC status codes, and the servicer guard that applies it."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable, TypeVar
+
+import grpc
+
+from cluster.config import ConfigError
+from cluster.results import (
+    AlreadyExists,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    Rejected,
+    RejectedError,
+    Unavailable,
+    ValidationError,
+)
+
+log = logging.getLogger("raftsched.rpc")
+
+_REJECTED_CODES: dict[type[Rejected], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    Internal: grpc.StatusCode.INTERNAL,
+}
+
+
+def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    """The gRPC status for a domain error, or None if it is not one (a bug)."""
+    if isinstance(exc, RejectedError):
+        return _REJECTED_CODES.get(type(exc.rejected), grpc.StatusCode.FAILED_PRECONDITION), exc.rejected.message
+    if isinstance(exc, (ValidationError, ConfigError)):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
+    if isinstance(exc, Unavailable):
+        return grpc.StatusCode.UNAVAILABLE, str(exc)
+    return None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(fn: F) -> F:
+    """Turn domain errors raised by a servicer method into their status codes."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return fn(self, request, context)
+        except Exception as exc:  # noqa: BLE001 - every error leaves with a status
+            mapped = status_of(exc)
+            if mapped is None:
+                log.exception("%s failed", fn.__name__)
+                mapped = (grpc.StatusCode.INTERNAL, f"internal error in {fn.__name__}: {exc!r}; see the node log")
+            context.abort(mapped[0], mapped[1])
+
+    return wrapper  # type: ignore[return-value]
+
+
+def guarded_stream(fn: F) -> F:
+    """``guarded`` for server-streaming methods (generators)."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            yield from fn(self, request, context)
+        except Exception as exc:  # noqa: BLE001
+            mapped = status_of(exc)
+            if mapped is None:
+                log.exception("%s failed", fn.__name__)
+                mapped = (grpc.StatusCode.INTERNAL, f"internal error in {fn.__name__}: {exc!r}; see the node log")
+            context.abort(mapped[0], mapped[1])
+
+    return wrapper  # type: ignore[return-value]

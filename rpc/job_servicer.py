@@ -1,0 +1,131 @@
+"""JobService over gRPC: conversion around ``cluster.service.SchedulerService``.
+
+Any node serves every RPC: writes are proposed through Raft (pysyncobj
+forwards a follower's proposal to the leader), reads run after a read
+barrier, and WatchRuns streams what this node applies.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import grpc
+
+from cluster.events import EventHub
+from cluster.model import ACTIVE_RUN_STATUSES, Run
+from cluster.service import SchedulerService
+from cluster.state import JobStateMachine
+from cluster.store import JobStore
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc import convert as cv
+from rpc.errors import guarded, guarded_stream
+
+WATCH_POLL_S = 0.5
+MAX_EXISTING = 10_000
+
+
+class JobServicer(pb_grpc.JobServiceServicer):
+    def __init__(self, service: SchedulerService, store: JobStore, hub: EventHub) -> None:
+        self._svc = service
+        self._store = store
+        self._hub = hub
+
+    @guarded
+    def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        return cv.job_to_pb(self._svc.create_job(cv.spec_from_pb(request.spec), request.idempotency_key))
+
+    @guarded
+    def GetJob(self, request: pb.GetJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        return cv.job_to_pb(self._svc.get_job(request.job_id))
+
+    @guarded
+    def ListJobs(self, request: pb.ListJobsRequest, context: grpc.ServicerContext) -> pb.ListJobsResponse:
+        status = cv.JOB_STATUS_FROM_PB.get(request.status) if request.status else None
+        page = self._svc.list_jobs(request.queue, status, request.name_prefix, request.page_size, request.page_token)
+        return pb.ListJobsResponse(jobs=[cv.job_to_pb(j) for j in page.items], next_page_token=page.next_token)
+
+    @guarded
+    def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        return cv.job_to_pb(self._svc.update_job(request.job_id, cv.spec_from_pb(request.spec)))
+
+    @guarded
+    def PauseJob(self, request: pb.PauseJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        return cv.job_to_pb(self._svc.pause_job(request.job_id))
+
+    @guarded
+    def ResumeJob(self, request: pb.ResumeJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        return cv.job_to_pb(self._svc.resume_job(request.job_id))
+
+    @guarded
+    def DeleteJob(self, request: pb.DeleteJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        return cv.job_to_pb(self._svc.delete_job(request.job_id))
+
+    @guarded
+    def TriggerJob(self, request: pb.TriggerJobRequest, context: grpc.ServicerContext) -> pb.Run:
+        return cv.run_to_pb(self._svc.trigger_job(request.job_id))
+
+    @guarded
+    def GetRun(self, request: pb.GetRunRequest, context: grpc.ServicerContext) -> pb.Run:
+        return cv.run_to_pb(self._svc.get_run(request.run_id))
+
+    @guarded
+    def ListRuns(self, request: pb.ListRunsRequest, context: grpc.ServicerContext) -> pb.ListRunsResponse:
+        status = cv.RUN_STATUS_FROM_PB.get(request.status) if request.status else None
+        page = self._svc.list_runs(request.job_id, status, request.page_size, request.page_token)
+        return pb.ListRunsResponse(runs=[cv.run_to_pb(r) for r in page.items], next_page_token=page.next_token)
+
+    @guarded
+    def CancelRun(self, request: pb.CancelRunRequest, context: grpc.ServicerContext) -> pb.Run:
+        return cv.run_to_pb(self._svc.cancel_run(request.run_id))
+
+    @guarded
+    def GetRunOutput(self, request: pb.GetRunOutputRequest, context: grpc.ServicerContext) -> pb.RunOutput:
+        run = self._svc.get_run(request.run_id)
+        out = pb.RunOutput(run_id=run.run_id, attempt=request.attempt or run.attempt, result=run.result, log_uri=run.log_uri)
+        if not run.log_uri:
+            out.missing_reason = f"no log is stored for run {run.run_id} (status {run.status.value})"
+        return out
+
+    @guarded
+    def PreviewSchedule(self, request: pb.PreviewScheduleRequest, context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
+        schedule = cv.schedule_from_pb(request.spec)
+        after = cv.ts_ms(request.after) if request.HasField("after") else None
+        resp = pb.PreviewScheduleResponse()
+        for ms in self._svc.preview(schedule, after, request.count):
+            cv.to_ts(ms, resp.times.add())
+        return resp
+
+    @guarded_stream
+    def WatchRuns(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext) -> Iterator[pb.RunEvent]:
+        job_id, queue = request.job_id, request.queue
+
+        def accept(run: Run) -> bool:
+            return (not job_id or run.job_id == job_id) and (not queue or run.queue == queue)
+
+        sub = self._hub.subscribe(accept)
+        try:
+            if request.include_existing:
+                for run in self._store.read(lambda m: _existing(m, job_id, accept)):
+                    yield pb.RunEvent(run=cv.run_to_pb(run), kind="existing")
+            while context.is_active():
+                if sub.overflowed:
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "this watcher fell too far behind; watch again")
+                change = sub.get(WATCH_POLL_S)
+                if change is None:
+                    continue
+                event = pb.RunEvent(run=cv.run_to_pb(change.run), kind=change.kind)
+                cv.to_ts(change.observed_ms, event.observed_at)
+                yield event
+        finally:
+            sub.close()
+
+
+def _existing(m: JobStateMachine, job_id: str, accept: object) -> list[Run]:
+    import copy
+
+    if job_id:
+        runs = list(m.iter_job_runs(job_id))[-MAX_EXISTING:]
+    else:
+        runs = [r for r in m.iter_runs() if r.status in ACTIVE_RUN_STATUSES][:MAX_EXISTING]
+    return [copy.copy(r) for r in runs]

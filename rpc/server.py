@@ -1,0 +1,34 @@
+"""Builds the gRPC server of one node."""
+
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+
+from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def build_server(
+    address: str,
+    job: pb_grpc.JobServiceServicer,
+    lease: pb_grpc.LeaseServiceServicer,
+    cluster: pb_grpc.ClusterServiceServicer,
+    workers: int = 64,
+) -> grpc.Server:
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    pb_grpc.add_JobServiceServicer_to_server(job, server)
+    pb_grpc.add_LeaseServiceServicer_to_server(lease, server)
+    pb_grpc.add_ClusterServiceServicer_to_server(cluster, server)
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen for gRPC on {address}: is the port in use?")
+    return server

@@ -1,0 +1,1 @@
+"""LMDB state and the run-output stores (local disk, S3)."""

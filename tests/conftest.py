@@ -1,0 +1,53 @@
+"""Shared fixtures: real 3-node clusters on loopback, each in its own temp dir."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Iterator
+
+import pytest
+
+from cluster.local import LocalCluster
+from rpc.client import Client
+
+
+def _dump_logs(cluster: LocalCluster) -> None:
+    for node in cluster.nodes.values():
+        if os.path.exists(node.log_path):
+            with open(node.log_path, encoding="utf-8", errors="replace") as f:
+                tail = f.readlines()[-30:]
+            print(f"----- {node.node_id} log tail ({node.log_path}) -----\n" + "".join(tail))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root = str(tmp_path_factory.mktemp("cluster"))
+    c = LocalCluster.create(root, 3)
+    c.start_all()
+    try:
+        c.wait_leader(30)
+        yield c
+    finally:
+        c.stop_all()
+        _dump_logs(c)
+
+
+@pytest.fixture()
+def fresh_cluster(tmp_path) -> Iterator[LocalCluster]:
+    c = LocalCluster.create(str(tmp_path / "cluster"), 3)
+    c.start_all()
+    try:
+        c.wait_leader(30)
+        yield c
+    finally:
+        for node_id in c.nodes:
+            c.kill(node_id)
+        _dump_logs(c)
+        shutil.rmtree(os.path.join(c.root, "var"), ignore_errors=True)
+
+
+@pytest.fixture()
+def client(cluster: LocalCluster) -> Iterator[Client]:
+    with Client(cluster.addresses) as cl:
+        yield cl

@@ -1,0 +1,208 @@
+"""JobService and ClusterService end to end: real node processes, real gRPC over TCP."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from cluster.local import LocalCluster
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc import convert as cv
+from rpc.client import Client
+from tests.helpers import at_spec, cron_spec, every_spec, now_ms, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _follower_and_other(cluster: LocalCluster) -> tuple[str, str]:
+    leader = cluster.wait_leader()
+    followers = [n for n in cluster.nodes if n != leader]
+    return cluster.nodes[followers[0]].grpc, cluster.nodes[followers[1]].grpc
+
+
+def test_create_through_follower_read_through_another_node(cluster: LocalCluster) -> None:
+    via, other = _follower_and_other(cluster)
+    with Client([via]) as a, Client([other]) as b:
+        job = a.create_job(cron_spec("nightly", "30 2 * * *", "Europe/Berlin"))
+        assert job.job_id and job.status == pb.JOB_STATUS_ACTIVE
+        got = b.get_job(job.job_id)  # linearizable read on another follower: no sleep needed
+        assert got.job_id == job.job_id
+        assert got.spec.cron.expression == "30 2 * * *"
+        assert got.spec.cron.timezone == "Europe/Berlin"
+        assert got.HasField("next_fire_time")
+        assert job.job_id in [j.job_id for j in b.list_jobs(name_prefix="nightly")]
+
+
+def test_defaults_are_applied(client: Client) -> None:
+    job = client.create_job(every_spec("defaults", 3_600_000))
+    s = job.spec
+    assert s.queue == "default"
+    assert cv.dur_ms(s.lease_ttl) == 30_000
+    assert s.retry.max_attempts == 3
+    assert s.misfire == pb.MISFIRE_POLICY_FIRE_ALL
+    assert s.concurrency == pb.CONCURRENCY_POLICY_ALLOW
+
+
+def test_every_job_fires_once_per_instant_and_is_watchable(client: Client) -> None:
+    job = client.create_job(every_spec("ticker", 300))
+    events = client.watch_runs(job_id=job.job_id)
+    fired = []
+    for ev in events:
+        if ev.kind == "fired":
+            fired.append(ev.run)
+        if len(fired) >= 3:
+            events.cancel()
+            break
+    instants = [cv.ts_ms(r.scheduled_time) for r in fired]
+    created = cv.ts_ms(job.created_at)
+    assert instants == [created + 300 * k for k in (1, 2, 3)]
+    for r in fired:
+        assert r.status == pb.RUN_STATUS_PENDING
+        assert r.run_id == f"{job.job_id}@{cv.ts_ms(r.scheduled_time)}"
+        # the look-ahead may commit a fire a little early, never more than 100 ms
+        assert cv.ts_ms(r.fired_at) >= cv.ts_ms(r.scheduled_time) - 100
+    client.job("PauseJob", pb.PauseJobRequest(job_id=job.job_id))
+    runs = client.list_runs(job_id=job.job_id)
+    times = [cv.ts_ms(r.scheduled_time) for r in runs if r.status != pb.RUN_STATUS_SKIPPED]
+    assert len(times) == len(set(times))
+    assert times == sorted(times)
+
+
+def test_one_off_job_fires_once_and_completes(client: Client) -> None:
+    job = client.create_job(at_spec("once", now_ms() + 500))
+    wait_for(lambda: client.get_job(job.job_id).status == pb.JOB_STATUS_COMPLETED, 10, "the at-job to complete")
+    runs = client.list_runs(job_id=job.job_id)
+    assert len(runs) == 1
+    assert cv.ts_ms(runs[0].scheduled_time) == cv.ts_ms(job.spec.at)
+
+
+def test_pause_resume_delete_trigger_cancel(client: Client) -> None:
+    job = client.create_job(every_spec("lifecycle", 3_600_000))
+    jid = job.job_id
+    assert client.job("PauseJob", pb.PauseJobRequest(job_id=jid)).status == pb.JOB_STATUS_PAUSED
+    assert client.job("ResumeJob", pb.ResumeJobRequest(job_id=jid)).status == pb.JOB_STATUS_ACTIVE
+    run = client.job("TriggerJob", pb.TriggerJobRequest(job_id=jid))
+    assert run.manual and run.status == pb.RUN_STATUS_PENDING
+    cancelled = client.job("CancelRun", pb.CancelRunRequest(run_id=run.run_id))
+    assert cancelled.status == pb.RUN_STATUS_CANCELLED
+    with pytest.raises(grpc.RpcError) as err:
+        client.job("CancelRun", pb.CancelRunRequest(run_id=run.run_id))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    deleted = client.job("DeleteJob", pb.DeleteJobRequest(job_id=jid))
+    assert deleted.status == pb.JOB_STATUS_DELETED
+    assert client.get_job(jid).status == pb.JOB_STATUS_DELETED  # soft delete: still readable
+    with pytest.raises(grpc.RpcError) as err:
+        client.job("ResumeJob", pb.ResumeJobRequest(job_id=jid))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_update_job_changes_schedule(client: Client) -> None:
+    job = client.create_job(every_spec("upd", 3_600_000))
+    spec = cron_spec("upd", "0 9 * * 1-5", "America/New_York")
+    updated = client.job("UpdateJob", pb.UpdateJobRequest(job_id=job.job_id, spec=spec))
+    assert updated.spec.cron.expression == "0 9 * * 1-5"
+    assert client.get_job(job.job_id).spec.WhichOneof("schedule") == "cron"
+
+
+def test_idempotency_key(client: Client) -> None:
+    spec = every_spec("idem", 3_600_000)
+    first = client.create_job(spec, idempotency_key="billing-2026-11")
+    again = client.create_job(spec, idempotency_key="billing-2026-11")
+    assert again.job_id == first.job_id
+    other = every_spec("idem", 7_200_000)
+    before = len(client.list_jobs())
+    with pytest.raises(grpc.RpcError) as err:
+        client.create_job(other, idempotency_key="billing-2026-11")
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert "billing-2026-11" in err.value.details()
+    assert len(client.list_jobs()) == before
+
+
+def test_list_jobs_paging_and_filters(client: Client) -> None:
+    ids = {client.create_job(every_spec(f"page-{i}", 3_600_000, queue="paging")).job_id for i in range(7)}
+    seen, token, pages = [], "", 0
+    while True:
+        resp = client.job("ListJobs", pb.ListJobsRequest(queue="paging", page_size=3, page_token=token))
+        seen += [j.job_id for j in resp.jobs]
+        pages += 1
+        token = resp.next_page_token
+        if not token:
+            break
+    assert set(seen) == ids and len(seen) == 7 and pages == 3
+    assert seen == sorted(seen)
+
+
+def test_preview_schedule_shows_dst(client: Client) -> None:
+    spec = cron_spec("p", "30 2 * * *", "America/New_York")
+    after = pb.PreviewScheduleRequest(spec=spec, count=3)
+    cv.to_ts(1772_841_600_000, after.after)  # 2026-03-07T00:00Z
+    times = [cv.ts_ms(t) for t in client.job("PreviewSchedule", after).times]
+    # 03-07 02:30 EST, 03-08 (gap) -> 03:00 EDT, 03-09 02:30 EDT
+    assert times == [1772_868_600_000, 1772_953_200_000, 1773_037_800_000]
+
+
+BAD_SPECS = [
+    ("invalid cron", cron_spec("bad", "61 * * * *"), "61"),
+    ("unknown zone", cron_spec("bad", "0 * * * *", "Mars/Olympus"), "Mars/Olympus"),
+    ("negative every", every_spec("bad", -1000), "every"),
+    ("negative after", None, "negative"),
+    ("oversize payload", every_spec("bad", 60_000, payload=b"x" * (1024 * 1024 + 1)), "limit"),
+    ("no schedule", pb.JobSpec(name="bad"), "schedule"),
+    ("bad queue", every_spec("bad", 60_000, queue="has space"), "queue"),
+]
+
+
+@pytest.mark.parametrize("label,spec,needle", BAD_SPECS, ids=[b[0] for b in BAD_SPECS])
+def test_bad_input_is_invalid_argument_and_changes_nothing(client: Client, label: str, spec: pb.JobSpec | None, needle: str) -> None:
+    if spec is None:
+        spec = pb.JobSpec(name="bad")
+        cv.to_dur(-5000, spec.after)
+    before = len(client.list_jobs())
+    with pytest.raises(grpc.RpcError) as err:
+        client.create_job(spec)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, label
+    assert needle.lower() in err.value.details().lower(), err.value.details()
+    assert len(client.list_jobs()) == before
+
+
+@pytest.mark.parametrize(
+    "method,request_",
+    [
+        ("GetJob", pb.GetJobRequest(job_id="j-nope")),
+        ("PauseJob", pb.PauseJobRequest(job_id="j-nope")),
+        ("DeleteJob", pb.DeleteJobRequest(job_id="j-nope")),
+        ("TriggerJob", pb.TriggerJobRequest(job_id="j-nope")),
+        ("GetRun", pb.GetRunRequest(run_id="j-nope@1")),
+        ("CancelRun", pb.CancelRunRequest(run_id="j-nope@1")),
+        ("ListRuns", pb.ListRunsRequest(job_id="j-nope")),
+        ("UpdateJob", pb.UpdateJobRequest(job_id="j-nope", spec=every_spec("x", 60_000))),
+    ],
+)
+def test_unknown_ids_are_not_found(client: Client, method: str, request_: object) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        client.job(method, request_)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "j-nope" in err.value.details()
+
+
+def test_missing_id_is_invalid_argument(client: Client) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        client.job("GetJob", pb.GetJobRequest())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_cluster_status_from_every_node(cluster: LocalCluster) -> None:
+    leader = cluster.wait_leader()
+    for node_id in cluster.nodes:
+        s = cluster.status(node_id)
+        assert s is not None and s.self_id == node_id and s.leader_id == leader
+        assert sorted(m.id for m in s.members) == ["n1", "n2", "n3"]
+        assert all(m.reachable for m in s.members)
+        roles = {m.id: m.role for m in s.members}
+        assert roles[leader] == pb.MEMBER_ROLE_LEADER
+
+
+def test_lease_service_answers_unimplemented(client: Client) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        client.lease("AcquireLease", pb.AcquireLeaseRequest(executor_id="e", queues=["default"], max_runs=1))
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
