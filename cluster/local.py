@@ -95,6 +95,16 @@ class LocalCluster:
         }
         return cls(root, path, nodes)
 
+    @classmethod
+    def open(cls, root: str) -> "LocalCluster":
+        """The cluster whose config is ``root/cluster.toml`` (processes not attached)."""
+        from cluster.config import load_config
+
+        path = os.path.join(root, "cluster.toml")
+        cfg = load_config(path)
+        nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes}
+        return cls(root, path, nodes)
+
     @property
     def addresses(self) -> list[str]:
         return [n.grpc for n in self.nodes.values()]

@@ -2,6 +2,7 @@
 
     python scripts/launch_cluster.py [--nodes 3] [--dir local-cluster] [--no-sample]
     python scripts/launch_cluster.py --stop [--dir local-cluster]
+    python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
 
 Nodes run in the background (their own sessions), so this script returns;
 their pids are kept in DIR/pids.json for --stop. Node i listens for Raft on
@@ -21,10 +22,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from cluster.local import LocalCluster  # noqa: E402
-from protos.raftsched.v1 import scheduler_pb2 as pb  # noqa: E402
-from rpc import convert as cv  # noqa: E402
-from rpc.client import Client  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 def _pids_path(root: str) -> str:
@@ -56,7 +54,30 @@ def stop(root: str) -> int:
     return 0
 
 
-def sample_job(client: Client) -> pb.Job:
+def start_node(root: str, node_id: str) -> int:
+    """Start one node of an existing local cluster again (after a kill)."""
+    from cluster.local import LocalCluster
+
+    cluster = LocalCluster.open(root)
+    if node_id not in cluster.nodes:
+        print(f"no node {node_id!r} in {cluster.config_path}")
+        return 1
+    node = cluster.start(node_id)
+    pids = {}
+    if os.path.exists(_pids_path(root)):
+        with open(_pids_path(root), encoding="utf-8") as f:
+            pids = json.load(f)
+    pids[node_id] = node.pid
+    with open(_pids_path(root), "w", encoding="utf-8") as f:
+        json.dump(pids, f)
+    print(f"{node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}  log {node.log_path}")
+    return 0
+
+
+def sample_job(client: Any) -> Any:
+    from protos.raftsched.v1 import scheduler_pb2 as pb
+    from rpc import convert as cv
+
     spec = pb.JobSpec(
         name="hello",
         queue="default",
@@ -68,8 +89,11 @@ def sample_job(client: Client) -> pb.Job:
 
 
 def start(root: str, count: int, sample: bool) -> int:
+    from cluster.local import LocalCluster
+    from rpc.client import Client
+
     if os.path.exists(_pids_path(root)):
-        print(f"a cluster seems to run from {root} already; stop it first: python scripts/launch_cluster.py --stop --dir {root}")
+        print(f"a cluster seems to run from {root} already; stop it first: scripts/launch_cluster.sh --stop --dir {root}")
         return 1
     cluster = LocalCluster.create(root, count, base_ports=(7001, 50051))
     cluster.start_all()
@@ -95,7 +119,7 @@ def start(root: str, count: int, sample: bool) -> int:
     print("  raftsched cluster status")
     print("  raftsched job list")
     print("  raftsched run watch")
-    print(f"Stop: python scripts/launch_cluster.py --stop --dir {root}   (or: kill {' '.join(str(p) for p in pids.values())})")
+    print(f"Stop: scripts/launch_cluster.sh --stop --dir {root}   (or: kill {' '.join(str(p) for p in pids.values())})")
     print(f"Addresses for clients: RAFTSCHED_CLUSTER={addrs}")
     return 0
 
@@ -105,11 +129,14 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--dir", default=os.path.join(os.getcwd(), "local-cluster"))
     p.add_argument("--no-sample", action="store_true")
-    p.add_argument("--stop", action="store_true")
+    p.add_argument("--stop", action="store_true", help="stop every node of the cluster in --dir")
+    p.add_argument("--start-node", metavar="ID", help="start one node of the cluster in --dir again (after a kill)")
     a = p.parse_args()
     root = os.path.abspath(a.dir)
     if a.stop:
         return stop(root)
+    if a.start_node:
+        return start_node(root, a.start_node)
     if a.nodes < 1:
         p.error("--nodes must be at least 1")
     return start(root, a.nodes, not a.no_sample)
