@@ -1,0 +1,132 @@
+"""The `raftsched` command line and the node process lifecycle, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from cluster.local import LocalCluster, write_config
+
+pytestmark = pytest.mark.integration
+
+
+def raftsched(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cluster.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_cli_job_lifecycle(cluster: LocalCluster) -> None:
+    addrs = ",".join(cluster.addresses)
+    out = raftsched("job", "create", "--cluster", addrs, "--name", "cli-report", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--json")
+    assert out.returncode == 0, out.stderr
+    job = json.loads(out.stdout)
+    assert job["spec"]["cron"] == {"expression": "0 6 * * *", "timezone": "Asia/Tokyo"}
+    listed = raftsched("job", "list", "--cluster", addrs)
+    assert listed.returncode == 0 and "cli-report" in listed.stdout and "ACTIVE" in listed.stdout
+    assert "JOB ID" in listed.stdout.splitlines()[0]
+    paused = raftsched("job", "pause", job["job_id"], "--cluster", addrs, "--json")
+    assert json.loads(paused.stdout)["status"] == "JOB_STATUS_PAUSED"
+    run = raftsched("job", "trigger", job["job_id"], "--cluster", addrs, "--json")
+    run_id = json.loads(run.stdout)["run_id"]
+    runs = raftsched("run", "list", "--job", job["job_id"], "--cluster", addrs)
+    assert run_id in runs.stdout and "PENDING" in runs.stdout
+    status = raftsched("cluster", "status", "--cluster", addrs)
+    assert status.returncode == 0 and "LEADER" in status.stdout
+
+
+def test_cli_reports_errors_clearly(cluster: LocalCluster) -> None:
+    addrs = ",".join(cluster.addresses)
+    bad = raftsched("job", "create", "--cluster", addrs, "--name", "x", "--cron", "not a cron")
+    assert bad.returncode == 1
+    assert "INVALID_ARGUMENT" in bad.stderr and "not a cron" in bad.stderr
+    missing = raftsched("job", "get", "j-missing", "--cluster", addrs)
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr and "j-missing" in missing.stderr
+    usage = raftsched("job", "create", "--cluster", addrs, "--name", "x", "--every", "ten seconds")
+    assert usage.returncode == 2 and "span" in usage.stderr
+
+
+def test_preview_on_the_command_line(cluster: LocalCluster) -> None:
+    out = raftsched("job", "preview", "--cluster", ",".join(cluster.addresses), "--cron", "0 12 29 2 *", "--count", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert len([line for line in lines if "-02-29" in line]) == 2
+
+
+def test_sigterm_stops_a_node_cleanly_and_it_rejoins(cluster: LocalCluster) -> None:
+    leader = cluster.wait_leader()
+    follower = next(n for n in cluster.nodes if n != leader)
+    assert cluster.terminate(follower) == 0
+    cluster.start(follower)
+    assert cluster.wait_leader() in cluster.nodes
+    s = cluster.status(follower)
+    assert s is not None and s.leader_id
+
+
+def _node(config: str, node_id: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "node", "--config", config, "--node-id", node_id],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_node_refuses_unknown_id_and_bad_config(tmp_path) -> None:
+    config = write_config(str(tmp_path), 3)
+    out = _node(config, "n9")
+    assert out.returncode == 2 and "n9" in out.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[cluster]\n[[nodes]]\nid = 'n1'\nraft = 'nope'\ngrpc = '127.0.0.1:1'\n")
+    out = _node(str(bad), "n1")
+    assert out.returncode == 2 and "host:port" in out.stderr
+
+
+def test_node_refuses_a_data_dir_of_another_node(tmp_path) -> None:
+    config = write_config(str(tmp_path), 3)
+    node_dir = tmp_path / "var" / "n1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": "n2", "members": []}))
+    out = _node(config, "n1")
+    assert out.returncode == 2
+    assert "belongs to node 'n2'" in out.stderr
+
+
+def _snapshot_header(version: int, crc: int, body: bytes) -> bytes:
+    return struct.pack(">8sHII", b"RSCHSNAP", version, crc, len(body)) + body
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (_snapshot_header(1, 12345, b"\x00\x00\x00\x02{}state"), "checksum mismatch"),
+        (_snapshot_header(99, 0, b""), "newer than this version understands"),
+        (b"RSCH", "truncated"),
+        (b"PK\x03\x04 a zip file, not ours......", "not a raftsched snapshot"),
+    ],
+    ids=["bad-checksum", "newer-format", "truncated", "foreign"],
+)
+def test_node_refuses_a_damaged_snapshot(tmp_path, content: bytes, needle: str) -> None:
+    config = write_config(str(tmp_path), 3)
+    node_dir = tmp_path / "var" / "n1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    (node_dir / "raft.snapshot").write_bytes(content)
+    out = _node(config, "n1")
+    assert out.returncode == 2
+    assert f"snapshot {node_dir / 'raft.snapshot'}" in out.stderr or f"{node_dir / 'raft.snapshot'} is not" in out.stderr
+    assert needle in out.stderr
+    assert (node_dir / "raft.snapshot").read_bytes() == content  # never overwritten
+
+
+def test_node_refuses_non_loopback_without_secret(tmp_path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        "[cluster]\ndata_dir='var'\n[[nodes]]\nid='n1'\nraft='10.9.9.9:7001'\ngrpc='127.0.0.1:50999'\n"
+    )
+    out = _node(str(cfg), "n1")
+    assert out.returncode == 2 and "secret_file" in out.stderr
