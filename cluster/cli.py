@@ -18,7 +18,11 @@ def build_parser() -> argparse.ArgumentParser:
     execu.add_argument("--config", help="path to cluster.toml")
     execu.add_argument("--cluster", help="comma-separated gRPC addresses instead of --config")
     execu.add_argument("--queue", action="append", default=[], help="queue to serve (repeatable)")
-    execu.add_argument("--concurrency", type=int, default=4)
+    execu.add_argument("--concurrency", type=int, default=4, help="runs executed at once (default 4)")
+    execu.add_argument("--handler", action="append", default=[], help="TYPE=module:function: a Python handler")
+    execu.add_argument("--executor-id", default="", help="default: host:pid")
+    execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
+    execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
     client_cli.add_client_commands(sub)
     return parser
 
@@ -30,12 +34,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_node(args.config, args.node_id)
     if args.command == "executor":
-        print(
-            "raftsched executor: executors are not available in this version yet (leases are coming); "
-            "runs stay PENDING until then",
-            file=sys.stderr,
-        )
-        return 2
+        from cluster.executor_main import run_executor
+
+        return run_executor(args)
     return client_cli.run(args)
 
 

@@ -37,7 +37,10 @@ def b64(data: bytes) -> str:
 
 
 def unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"))
+    """Strict: anything but well-formed base64 text raises ValueError (a corrupt entry, not empty bytes)."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected base64 text, got {type(text).__name__}")
+    return base64.b64decode(text.encode("ascii"), validate=True)
 
 
 def schedule_to_plain(schedule: Schedule) -> Plain:

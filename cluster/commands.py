@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from cluster.codec import Plain, spec_from_plain, spec_to_plain
+from cluster.codec import Plain, b64, spec_from_plain, spec_to_plain, unb64
 from cluster.model import JobSpec
 
 FORMAT_VERSION = 1
@@ -91,13 +91,75 @@ class Fire:
 
 
 @dataclass(frozen=True, slots=True)
+class AcquireLeases:
+    """Lease up to ``max_runs`` leasable PENDING runs of ``queues``, oldest due first."""
+
+    now_ms: int
+    executor_id: str
+    queues: tuple[str, ...]
+    max_runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class RenewLeases:
+    now_ms: int
+    executor_id: str
+    leases: tuple[tuple[str, int], ...]  # (lease_id, fencing_token)
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteRun:
+    """The outcome of one attempt. ``draw`` in [0, 1) is the proposer's random jitter draw for a retry."""
+
+    now_ms: int
+    lease_id: str
+    fencing_token: int
+    succeeded: bool
+    result: bytes = b""
+    error: str = ""
+    log_uri: str = ""
+    draw: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireLeases:
+    """Proposed by the leader for leases past their deadline: (lease_id, token, jitter draw)."""
+
+    now_ms: int
+    leases: tuple[tuple[str, int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GraceLeases:
+    """Proposed once by a new leader: every live lease lasts at least ``grace_ms`` from now."""
+
+    now_ms: int
+    grace_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Barrier:
     """A no-op: once it is applied, everything committed before it is applied too."""
 
     now_ms: int
 
 
-Command = Union[CreateJob, UpdateJob, PauseJob, ResumeJob, DeleteJob, TriggerJob, CancelRun, Fire, Barrier]
+Command = Union[
+    CreateJob,
+    UpdateJob,
+    PauseJob,
+    ResumeJob,
+    DeleteJob,
+    TriggerJob,
+    CancelRun,
+    Fire,
+    Barrier,
+    AcquireLeases,
+    RenewLeases,
+    CompleteRun,
+    ExpireLeases,
+    GraceLeases,
+]
 
 _JOB_ONLY: dict[str, type] = {
     "pause_job": PauseJob,
@@ -126,6 +188,25 @@ def _to_plain(cmd: Command) -> Plain:
         }
     if isinstance(cmd, Barrier):
         return {"op": "barrier"}
+    if isinstance(cmd, AcquireLeases):
+        return {"op": "acquire", "exec": cmd.executor_id, "queues": list(cmd.queues), "max": cmd.max_runs}
+    if isinstance(cmd, RenewLeases):
+        return {"op": "renew", "exec": cmd.executor_id, "leases": [list(x) for x in cmd.leases]}
+    if isinstance(cmd, CompleteRun):
+        return {
+            "op": "complete",
+            "lease": cmd.lease_id,
+            "token": cmd.fencing_token,
+            "ok": cmd.succeeded,
+            "result": b64(cmd.result),
+            "error": cmd.error,
+            "log": cmd.log_uri,
+            "draw": cmd.draw,
+        }
+    if isinstance(cmd, ExpireLeases):
+        return {"op": "expire", "leases": [list(x) for x in cmd.leases]}
+    if isinstance(cmd, GraceLeases):
+        return {"op": "grace", "grace": cmd.grace_ms}
     raise TypeError(f"not a command: {cmd!r}")
 
 
@@ -149,7 +230,25 @@ def _decode_fire(p: Plain, now: int) -> Command:
     return Fire(now, items, int(p["look"]), int(p["mis"]))
 
 
+def _decode_complete(p: Plain, now: int) -> Command:
+    return CompleteRun(
+        now,
+        str(p["lease"]),
+        int(p["token"]),
+        bool(p["ok"]),
+        unb64(p["result"]),
+        str(p["error"]),
+        str(p["log"]),
+        float(p["draw"]),
+    )
+
+
 _DECODERS: dict[str, Callable[[Plain, int], Command]] = {
+    "acquire": lambda p, now: AcquireLeases(now, str(p["exec"]), tuple(str(q) for q in p["queues"]), int(p["max"])),
+    "renew": lambda p, now: RenewLeases(now, str(p["exec"]), tuple((str(i), int(t)) for i, t in p["leases"])),
+    "complete": _decode_complete,
+    "expire": lambda p, now: ExpireLeases(now, tuple((str(i), int(t), float(d)) for i, t, d in p["leases"])),
+    "grace": lambda p, now: GraceLeases(now, int(p["grace"])),
     "create_job": _decode_create,
     "update_job": _decode_update,
     "fire": _decode_fire,
@@ -163,12 +262,12 @@ for _op, _cls in _JOB_ONLY.items():
 def decode(data: bytes) -> Command:
     try:
         plain: Any = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise CommandFormatError(f"command is not valid JSON: {exc}") from exc
     if not isinstance(plain, dict):
         raise CommandFormatError("command is not a JSON object")
     version = plain.get("v")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:  # not True, not 1.0
         raise CommandFormatError(
             f"command format version {version!r} is not supported (this node understands {FORMAT_VERSION}); "
             "upgrade this node"
@@ -178,5 +277,5 @@ def decode(data: bytes) -> Command:
         raise CommandFormatError(f"unknown command {plain.get('op')!r}; upgrade this node")
     try:
         return decoder(plain, int(plain["now"]))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(1e999)
         raise CommandFormatError(f"malformed {plain.get('op')} command: {exc!r}") from exc

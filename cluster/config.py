@@ -48,6 +48,10 @@ class SchedulerConfig:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     #: how long an RPC waits for its command to commit before answering UNAVAILABLE
     request_timeout_s: float = 5.0
+    #: a new leader gives every live lease at least this long (about one election timeout)
+    lease_grace_s: float = 2.0
+    #: the largest result a CompleteRun may carry
+    max_result_bytes: int = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,9 @@ def is_loopback(address: str) -> bool:
 def _check_address(path: str, where: str, address: Any) -> str:
     if not isinstance(address, str) or ":" not in address:
         raise ConfigError(f"{path}: {where} must be 'host:port', got {address!r}")
-    port = address.rsplit(":", 1)[1]
+    host, port = address.rsplit(":", 1)
+    if not host.strip("[]"):
+        raise ConfigError(f"{path}: {where} has no host in {address!r}")
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{path}: {where} has a bad port in {address!r}")
     return address
@@ -146,6 +152,15 @@ def _nodes(path: str, raw: Any) -> tuple[NodeAddress, ...]:
     return tuple(nodes)
 
 
+_KINDS: dict[type, tuple[type, ...]] = {float: (int, float), int: (int,), str: (str,)}
+
+
+def _check_type(path: str, section: str, key: str, value: Any, want: type) -> None:
+    """A number where a number belongs (never a bool), a string where a string belongs."""
+    if isinstance(value, bool) or not isinstance(value, _KINDS.get(want, (want,))):
+        raise ConfigError(f"{path}: [{section}] {key} must be a {want.__name__}, got {value!r}")
+
+
 def _section(path: str, raw: dict[str, Any], name: str, cls: type) -> Any:
     table = raw.get(name, {})
     if not isinstance(table, dict):
@@ -154,6 +169,8 @@ def _section(path: str, raw: dict[str, Any], name: str, cls: type) -> Any:
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [{name}]: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    for key, value in table.items():
+        _check_type(path, name, key, value, type(cls.__dataclass_fields__[key].default))
     try:
         return cls(**table)
     except TypeError as exc:
@@ -167,6 +184,13 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     base = os.path.dirname(os.path.abspath(path))
     cluster = raw.get("cluster", {})
+    if not isinstance(cluster, dict):
+        raise ConfigError(f"{path}: [cluster] must be a table")
+    unknown = sorted(set(cluster) - {"data_dir", "secret_file"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [cluster]: {', '.join(unknown)} (known: data_dir, secret_file)")
+    for key, value in cluster.items():
+        _check_type(path, "cluster", key, value, str)
     data_dir = os.path.join(base, str(cluster.get("data_dir", "var")))
     secret = cluster.get("secret_file")
     logs = _section(path, raw, "logs", LogsConfig)

@@ -7,9 +7,10 @@ Rules, for each due instant ``i`` (``i <= now + lookahead``), with
 ``late = now - i``:
 
 * ``late <= misfire_threshold``: on time -> fire.
-* ``late > catchup_window``: too old for any policy -> skipped, and every
-  older instant with it in one record ("missed by more than the catchup
-  window").
+* ``late > catchup_window`` (and not on time: a window shorter than the
+  threshold never skips an on-time instant): too old for any policy ->
+  skipped, and every older instant with it in one record ("missed by more
+  than the catchup window").
 * otherwise the instant was *missed* (no leader, whole cluster down, paused
   leader) and the job's misfire policy decides:
   FIRE_ALL fires it; FIRE_ONCE fires only the latest missed instant and
@@ -58,9 +59,14 @@ class Window:
     policy: MisfirePolicy
 
 
+def _too_old_ms(w: Window) -> int:
+    """How late an instant must be to be too old: an on-time instant never is, whatever the window."""
+    return max(w.catchup_window_ms, w.misfire_threshold_ms)
+
+
 def _skip_too_old(schedule: Schedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[Skip, int | None]:
     """Skip every instant older than the catchup window, in one record."""
-    edge = w.now_ms - w.catchup_window_ms  # instants < edge are too old
+    edge = w.now_ms - _too_old_ms(w)  # instants < edge are too old
     reason = f"missed by more than the catchup window ({w.catchup_window_ms} ms)"
     if isinstance(schedule, Every):
         step = schedule.every_ms
@@ -96,7 +102,7 @@ def plan(schedule: Schedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[
     horizon = w.now_ms + w.lookahead_ms
     while i is not None and i <= horizon and len(decisions) < DECISION_BUDGET:
         late = w.now_ms - i
-        if late > w.catchup_window_ms:
+        if late > _too_old_ms(w):
             skip, i = _skip_too_old(schedule, anchor_ms, i, w)
             decisions.append(skip)
             continue

@@ -13,6 +13,7 @@ losing leadership the loop stops proposing.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from typing import Any
 
@@ -39,6 +40,7 @@ class LeaderLoop:
         self._stop = threading.Event()
         self._inflight: dict[tuple[str, int], float] = {}
         self._inflight_lock = threading.Lock()
+        self._expiring: dict[tuple[str, int], float] = {}
         self._leading = False
         self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
         self.fires_proposed = 0
@@ -89,17 +91,26 @@ class LeaderLoop:
             self._become_leader()
             return
         idle = self._fire_due()
-        if idle is not None:
-            self._sleep(idle)
+        lease_idle = self._expire_due()
+        if idle is not None and lease_idle is not None:
+            self._sleep(min(idle, lease_idle))
 
     def _become_leader(self) -> None:
         result = self._store.submit(c.Barrier(self._clock.now_ms()))
         if not isinstance(result, Ok):
             raise Unavailable(f"leader barrier failed: {result}")
+        grace_ms = int(self._cfg.lease_grace_s * 1000)
+        extended = self._store.submit(c.GraceLeases(self._clock.now_ms(), grace_ms))
         with self._inflight_lock:
             self._inflight.clear()
+            self._expiring.clear()
         self._leading = True
-        log.info("became leader: barrier committed at index %s, firing starts", result.value)
+        log.info(
+            "became leader: barrier committed at index %s, %s live leases given at least %d ms, firing starts",
+            result.value,
+            extended.value if isinstance(extended, Ok) else "?",
+            grace_ms,
+        )
 
     def _fire_due(self) -> float | None:
         """Propose what is due; return how long to sleep, or None to loop at once."""
@@ -122,6 +133,33 @@ class LeaderLoop:
         if next_due is None:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
+
+    def _expire_due(self) -> float | None:
+        """Propose the expiry of leases past their deadline; return how long to sleep, or None."""
+        now = self._clock.now_ms()
+        limit = 1000
+        due, next_deadline = self._store.read(
+            lambda m: (m.expired_leases(now, limit + len(self._expiring)), m.next_lease_deadline()), barrier=False
+        )
+        mono = self._clock.monotonic()
+        with self._inflight_lock:
+            items = [d for d in due if self._expiring.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
+            for item in items:
+                self._expiring[item] = mono
+        if items:
+            cmd = c.ExpireLeases(now, tuple((lease_id, token, random.random()) for lease_id, token in items))
+
+            def done(_result: Any, error: int) -> None:
+                with self._inflight_lock:
+                    for item in items:
+                        self._expiring.pop(item, None)
+
+            self._store.raft.propose_async(c.encode(cmd), done)
+        if len(items) >= limit:
+            return None
+        if next_deadline is None or next_deadline < now:
+            return MAX_IDLE_S
+        return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
 
     def _propose(self, batch: list[tuple[str, int]], now: int, lookahead: int) -> None:
         cmd = c.Fire(now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000))

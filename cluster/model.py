@@ -41,7 +41,7 @@ class Every:
 
 @dataclass(frozen=True, slots=True)
 class Cron:
-    """A cron expression (5 fields, or 6 with seconds first) evaluated in an IANA zone."""
+    """A cron expression (5 fields, or 6 with seconds LAST, as croniter reads it) evaluated in an IANA zone."""
 
     expression: str
     timezone: str = "UTC"

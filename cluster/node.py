@@ -17,6 +17,7 @@ from cluster.clock import Clock, SystemClock
 from cluster.config import ClusterConfig, ConfigError, load_config
 from cluster.events import EventHub
 from cluster.leader import LeaderLoop
+from cluster.lease_service import LeaseService
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
@@ -89,10 +90,11 @@ class Node:
         self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
         self.service = SchedulerService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes))
+        self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
         self.server = build_server(
             me.grpc,
             JobServicer(self.service, self.store, self.hub),
-            LeaseServicer(),
+            LeaseServicer(self.leases),
             ClusterServicer(self.raft, node_id, cfg.nodes),
         )
 

@@ -71,6 +71,10 @@ class Unavailable(SchedError):
     """No leader, no quorum, or the outcome is unknown: maps to UNAVAILABLE (retry)."""
 
 
+class Overloaded(SchedError):
+    """A consumer fell too far behind or a limit of the node was hit: maps to RESOURCE_EXHAUSTED."""
+
+
 class RejectedError(SchedError):
     """A ``Rejected`` outcome raised to a caller that wants an exception."""
 

@@ -28,6 +28,7 @@ from sortedcontainers import SortedDict, SortedList
 from cluster import commands as c
 from cluster.codec import job_from_plain, job_to_plain, run_from_plain, run_to_plain, spec_fingerprint
 from cluster.firing import FireAt, Skip, Window, plan
+from cluster.leasing import LeaseRules
 from cluster.model import (
     ACTIVE_RUN_STATUSES,
     ConcurrencyPolicy,
@@ -56,7 +57,7 @@ SNAPSHOT_FORMAT = 1
 RunEvent = tuple[str, Run]
 
 
-class JobStateMachine:
+class JobStateMachine(LeaseRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
     def __init__(self) -> None:
@@ -74,6 +75,8 @@ class JobStateMachine:
         self.runs_by_job: dict[str, SortedList] = {}  # job_id -> (scheduled_ms, run_id)
         self.active_by_job: dict[str, set[str]] = {}  # job_id -> PENDING/LEASED run ids
         self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
+        self.leases: dict[str, str] = {}  # lease_id -> run_id of LEASED runs
+        self.lease_deadlines: SortedList = SortedList()  # (lease_expires_ms, lease_id)
 
     # ------------------------------------------------------------ apply
 
@@ -251,6 +254,9 @@ class JobStateMachine:
         self.active_by_job.setdefault(run.job_id, set()).add(run.run_id)
         if run.status is RunStatus.PENDING:
             self.pending.setdefault(run.queue, SortedList()).add((run.not_before_ms, run.run_id))
+        elif run.status is RunStatus.LEASED:
+            self.leases[run.lease_id] = run.run_id
+            self.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
 
     def _deactivate(self, run: Run) -> None:
         active = self.active_by_job.get(run.job_id)
@@ -262,6 +268,8 @@ class JobStateMachine:
             queue = self.pending.get(run.queue)
             if queue is not None:
                 queue.discard((run.not_before_ms, run.run_id))
+        elif run.status is RunStatus.LEASED:
+            self._release(run)
 
     def _finish(self, run: Run, status: RunStatus, error: str = "") -> None:
         self._deactivate(run)
@@ -287,27 +295,30 @@ class JobStateMachine:
     # ------------------------------------------------------------ firing
 
     def _fire(self, cmd: c.Fire, index: int) -> Result:
-        report = FireReport()
+        created: list[str] = []
+        skipped = stale = 0
         for job_id, expected in cmd.items:
             job = self.jobs.get(job_id)
             if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
-                report.stale += 1
+                stale += 1
                 continue
-            self._fire_job(job, cmd, report)
-        return Ok(report)
+            skipped += self._fire_job(job, cmd, created)
+        return Ok(FireReport(created, skipped, stale))  # FireReport is frozen: build it once
 
-    def _fire_job(self, job: Job, cmd: c.Fire, report: FireReport) -> None:
+    def _fire_job(self, job: Job, cmd: c.Fire, created: list[str]) -> int:
+        """Fire or skip the job's due instants; append the new run ids; return how many were skipped."""
         spec = job.spec
         window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
         assert job.next_fire_ms is not None
         self._unindex_job(job)
         decisions, nxt = plan(spec.schedule, job.anchor_ms, job.next_fire_ms, window)
         pending_skip: Skip | None = None
+        skipped = 0
         for d in decisions:
             if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and self.active_by_job.get(job.job_id):
                 d = Skip(d.instant_ms, d.instant_ms, 1, "the previous run is still active (concurrency FORBID)")
             if isinstance(d, Skip):
-                report.skipped += d.count
+                skipped += d.count
                 if pending_skip is not None and pending_skip.reason == d.reason:
                     pending_skip = Skip(pending_skip.instant_ms, d.last_ms, pending_skip.count + d.count, d.reason)
                 else:
@@ -322,7 +333,7 @@ class JobStateMachine:
             if spec.concurrency is ConcurrencyPolicy.REPLACE:
                 self._replace_active(job)
             run = self._new_run(job, run_id_for(job.job_id, d.instant_ms), d.instant_ms)
-            report.created.append(run.run_id)
+            created.append(run.run_id)
             job.fire_count += 1
             job.cursor_ms = d.instant_ms
         if pending_skip is not None:
@@ -332,6 +343,7 @@ class JobStateMachine:
             job.status = JobStatus.COMPLETED
             job.updated_ms = self.now_ms
         self._index_job(job)
+        return skipped
 
     def _replace_active(self, job: Job) -> None:
         for run_id in list(self.active_by_job.get(job.job_id, ())):
@@ -360,7 +372,7 @@ class JobStateMachine:
     def due_jobs(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
         """(job_id, next_fire_ms) of ACTIVE jobs due at or before ``until_ms``, earliest first."""
         out: list[tuple[str, int]] = []
-        for next_ms, job_id in self.due.irange(maximum=(until_ms, "\uffff")):
+        for next_ms, job_id in self.due.irange(maximum=(until_ms + 1, ""), inclusive=(True, False)):
             out.append((job_id, next_ms))
             if len(out) >= limit:
                 break
@@ -434,5 +446,10 @@ _HANDLERS: dict[type, Any] = {
     c.CancelRun: JobStateMachine._cancel_run,
     c.Fire: JobStateMachine._fire,
     c.Barrier: JobStateMachine._barrier,
+    c.AcquireLeases: JobStateMachine._acquire,
+    c.RenewLeases: JobStateMachine._renew,
+    c.CompleteRun: JobStateMachine._complete,
+    c.ExpireLeases: JobStateMachine._expire,
+    c.GraceLeases: JobStateMachine._grace,
 }
 

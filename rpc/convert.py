@@ -78,10 +78,8 @@ def _retry_from_pb(spec: pb.JobSpec) -> RetryPolicy:
 
 
 def _span(spec: pb.JobSpec, name: str, default: int) -> int:
-    if not spec.HasField(name):
-        return default
-    ms = dur_ms(getattr(spec, name))
-    return default if ms == 0 and default != 0 else ms
+    """Unset means the default; a span that is set is taken as it is (so an explicit 0 TTL is refused)."""
+    return dur_ms(getattr(spec, name)) if spec.HasField(name) else default
 
 
 _CONC = {

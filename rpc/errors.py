@@ -15,6 +15,7 @@ from cluster.results import (
     Internal,
     InvalidArgument,
     NotFound,
+    Overloaded,
     Rejected,
     RejectedError,
     Unavailable,
@@ -40,6 +41,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
         return grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     if isinstance(exc, Unavailable):
         return grpc.StatusCode.UNAVAILABLE, str(exc)
+    if isinstance(exc, Overloaded):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
     return None
 
 

@@ -13,6 +13,7 @@ import grpc
 
 from cluster.events import EventHub
 from cluster.model import ACTIVE_RUN_STATUSES, Run
+from cluster.results import Overloaded
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
@@ -20,6 +21,7 @@ from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
 from rpc.errors import guarded, guarded_stream
+from storage.output import OutputMissing, read_file_uri
 
 WATCH_POLL_S = 0.5
 MAX_EXISTING = 10_000
@@ -83,8 +85,17 @@ class JobServicer(pb_grpc.JobServiceServicer):
     def GetRunOutput(self, request: pb.GetRunOutputRequest, context: grpc.ServicerContext) -> pb.RunOutput:
         run = self._svc.get_run(request.run_id)
         out = pb.RunOutput(run_id=run.run_id, attempt=request.attempt or run.attempt, result=run.result, log_uri=run.log_uri)
-        if not run.log_uri:
+        if request.attempt and request.attempt != run.attempt:
+            out.missing_reason = f"only the latest attempt ({run.attempt}) of run {run.run_id} is recorded"
+        elif not run.log_uri:
             out.missing_reason = f"no log is stored for run {run.run_id} (status {run.status.value})"
+        else:
+            try:
+                log, result = read_file_uri(run.log_uri)
+                out.log = log
+                out.result = result or run.result
+            except OutputMissing as exc:
+                out.missing_reason = str(exc)
         return out
 
     @guarded
@@ -110,7 +121,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
                     yield pb.RunEvent(run=cv.run_to_pb(run), kind="existing")
             while context.is_active():
                 if sub.overflowed:
-                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "this watcher fell too far behind; watch again")
+                    raise Overloaded("this watcher fell too far behind the applied changes; watch again")
                 change = sub.get(WATCH_POLL_S)
                 if change is None:
                     continue

@@ -200,9 +200,3 @@ def test_cluster_status_from_every_node(cluster: LocalCluster) -> None:
         assert all(m.reachable for m in s.members)
         roles = {m.id: m.role for m in s.members}
         assert roles[leader] == pb.MEMBER_ROLE_LEADER
-
-
-def test_lease_service_answers_unimplemented(client: Client) -> None:
-    with pytest.raises(grpc.RpcError) as err:
-        client.lease("AcquireLease", pb.AcquireLeaseRequest(executor_id="e", queues=["default"], max_runs=1))
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED

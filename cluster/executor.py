@@ -1,0 +1,223 @@
+"""The executor: lease runs, run them, renew the leases, complete with the outcome.
+
+Threads: one acquirer (long-polls ``acquire`` for as many runs as there are
+free slots), one renewer (renews every held lease in one call, every third of
+the shortest TTL; a refused renewal stops that run and drops its result), and
+a worker per run. Completion is retried across failovers by the API client;
+a refused completion (the lease was lost) is logged and dropped — the
+cluster has already given the run to someone else. ``stop(grace)`` stops
+acquiring, waits up to ``grace`` for running work, then cancels the rest and
+lets their leases expire.
+
+Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}).run()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from cluster.handlers import BUILTIN_HANDLERS, HandlerError, LeaseLost, Task, TaskContext
+from storage.output import OutputKey, OutputStore
+
+log = logging.getLogger("raftsched.executor")
+
+ACQUIRE_WAIT_MS = 10_000
+MIN_RENEW_S = 0.05
+
+
+class RenewResultLike(Protocol):
+    lease_id: str
+    ok: bool
+    cancel_requested: bool
+    error: str
+
+
+class LeaseApi(Protocol):
+    """What the executor needs from the cluster (``rpc.executor_client.GrpcLeaseApi`` or a fake)."""
+
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]: ...
+
+    def renew(self, leases: list[tuple[str, int]]) -> list[RenewResultLike]: ...
+
+    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None: ...
+
+
+@dataclass
+class _Held:
+    task: Task
+    ctx: TaskContext
+    ttl_s: float
+    lost: bool = False
+
+
+class Executor:
+    def __init__(
+        self,
+        api: LeaseApi,
+        queues: list[str],
+        concurrency: int = 4,
+        handlers: dict[str, Callable[[Task, TaskContext], object]] | None = None,
+        output: OutputStore | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.api = api
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.handlers = dict(BUILTIN_HANDLERS)
+        self.handlers.update(handlers or {})
+        self.output = output
+        self._held: dict[str, _Held] = {}
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.completed = 0
+        self.lost = 0
+
+    def register(self, job_type: str, fn: Callable[[Task, TaskContext], object]) -> None:
+        self.handlers[job_type] = fn
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        for target, name in ((self._acquire_loop, "acquire"), (self._renew_loop, "renew")):
+            t = threading.Thread(target=target, name=f"executor-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """Stop taking work; finish what runs within ``grace_s``; cancel the rest (its leases expire)."""
+        self._stopping.set()
+        deadline = time.monotonic() + grace_s
+        with self._lock:
+            while self._held and time.monotonic() < deadline:
+                self._lock.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            for held in self._held.values():
+                held.lost = True  # never complete: let the lease expire so another executor retries
+                held.ctx.reason = "the executor is shutting down"
+                held.ctx.cancelled.set()
+        for t in self._threads:
+            t.join(timeout=2)
+
+    def run(self) -> None:
+        """Run in the foreground until ``stop`` is called from another thread."""
+        self.start()
+        self._stopping.wait()
+
+    # ------------------------------------------------------------ acquiring
+
+    def _free_slots(self) -> int:
+        with self._lock:
+            while len(self._held) >= self.concurrency and not self._stopping.is_set():
+                self._lock.wait(0.5)
+            return self.concurrency - len(self._held)
+
+    def _acquire_loop(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            free = self._free_slots()
+            if self._stopping.is_set() or free <= 0:
+                continue
+            try:
+                tasks = self.api.acquire(self.queues, free, ACQUIRE_WAIT_MS)
+                backoff = 0.1
+            except Exception as exc:  # noqa: BLE001 - the cluster may be failing over
+                log.warning("acquire failed (%s); retrying in %.1f s", exc, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            for task in tasks:
+                self._launch(task)
+
+    def _launch(self, task: Task) -> None:
+        ttl_s = max(0.1, (task.expires_ms - time.time() * 1000) / 1000.0)
+        ctx = TaskContext()
+        if task.timeout_ms > 0:
+            ctx.deadline = time.monotonic() + task.timeout_ms / 1000.0
+        held = _Held(task, ctx, ttl_s)
+        with self._lock:
+            self._held[task.lease_id] = held
+        threading.Thread(target=self._work, args=(held,), name=f"run-{task.run_id}", daemon=True).start()
+
+    # ------------------------------------------------------------ renewing
+
+    def _renew_loop(self) -> None:
+        while not self._stopping.is_set() or self._held:
+            with self._lock:
+                held = list(self._held.values())
+            period = min([h.ttl_s / 3.0 for h in held], default=0.5)
+            if held:
+                self._renew_once(held)
+            if self._stopping.wait(max(MIN_RENEW_S, period)) and not self._held:
+                return
+
+    def _renew_once(self, held: list[_Held]) -> None:
+        try:
+            results = self.api.renew([(h.task.lease_id, h.task.fencing_token) for h in held])
+        except Exception as exc:  # noqa: BLE001 - keep trying: the new leader grants a grace period
+            log.warning("renewal of %d leases failed (%s); retrying", len(held), exc)
+            return
+        by_id = {h.task.lease_id: h for h in held}
+        for r in results:
+            h = by_id.get(r.lease_id)
+            if h is None:
+                continue
+            if not r.ok:
+                log.warning("lease %s of run %s was lost: %s", r.lease_id, h.task.run_id, r.error)
+                h.lost = True
+                h.ctx.reason = f"lease lost: {r.error}"
+                h.ctx.cancelled.set()
+            elif r.cancel_requested and not h.ctx.cancelled.is_set():
+                h.ctx.reason = "cancelled by request"
+                h.ctx.cancelled.set()
+
+    # ------------------------------------------------------------ working
+
+    def _work(self, held: _Held) -> None:
+        task, ctx = held.task, held.ctx
+        succeeded, result, error = False, b"", ""
+        try:
+            handler = self.handlers.get(task.type)
+            if handler is None:
+                raise HandlerError(f"this executor has no handler for job type {task.type!r}")
+            value = handler(task, ctx)
+            result = value if isinstance(value, bytes) else (b"" if value is None else str(value).encode("utf-8"))
+            succeeded = True
+        except HandlerError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a user's handler failed
+            error = f"{type(exc).__name__}: {exc}"
+            ctx.log.write(traceback.format_exc())
+        try:
+            self._finish(held, succeeded, result, error)
+        finally:
+            with self._lock:
+                self._held.pop(task.lease_id, None)
+                self._lock.notify_all()
+
+    def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
+        task = held.task
+        if held.lost:
+            self.lost += 1
+            log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
+            return
+        log_uri = ""
+        if self.output is not None:
+            key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
+            try:
+                log_uri = self.output.put(key, held.ctx.log.getvalue(), result)
+            except Exception as exc:  # noqa: BLE001 - never lose the completion for the log
+                log.warning("run %s: output not stored: %s", task.run_id, exc)
+        try:
+            self.api.complete(task, succeeded, result, error, log_uri)
+            self.completed += 1
+        except LeaseLost as exc:
+            self.lost += 1
+            log.warning("run %s: completion refused (lease lost): %s", task.run_id, exc)
+        except Exception as exc:  # noqa: BLE001
+            log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, exc)

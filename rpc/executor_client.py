@@ -1,0 +1,77 @@
+"""The executor's view of LeaseService: domain values in, domain values out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from cluster.handlers import LeaseLost, Task
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc import convert as cv
+from rpc.client import Client
+
+
+@dataclass(frozen=True)
+class RenewResult:
+    lease_id: str
+    ok: bool
+    expires_ms: int
+    cancel_requested: bool
+    error: str
+
+
+class GrpcLeaseApi:
+    """Implements ``cluster.executor.LeaseApi`` over gRPC, following the leader through any node."""
+
+    def __init__(self, client: Client, executor_id: str) -> None:
+        self.client = client
+        self.executor_id = executor_id
+
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]:
+        req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs)
+        cv.to_dur(wait_ms, req.wait)
+        resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10)
+        return [
+            Task(
+                lease_id=lease.lease_id,
+                fencing_token=lease.fencing_token,
+                run_id=lease.run.run_id,
+                job_id=lease.run.job_id,
+                attempt=lease.run.attempt,
+                type=lease.type,
+                payload=bytes(lease.payload),
+                timeout_ms=cv.dur_ms(lease.timeout),
+                expires_ms=cv.ts_ms(lease.expires_at),
+                scheduled_ms=cv.ts_ms(lease.run.scheduled_time),
+            )
+            for lease in resp.leases
+        ]
+
+    def renew(self, leases: list[tuple[str, int]]) -> list[RenewResult]:
+        req = pb.RenewLeaseRequest(executor_id=self.executor_id)
+        for lease_id, token in leases:
+            req.leases.add(lease_id=lease_id, fencing_token=token)
+        try:
+            resp = self.client.lease("RenewLease", req)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
+                raise
+            return [RenewResult(lease_id, False, 0, False, exc.details()) for lease_id, _ in leases]  # type: ignore[attr-defined]
+        return [RenewResult(r.lease_id, r.ok, cv.ts_ms(r.expires_at), r.cancel_requested, r.error) for r in resp.leases]
+
+    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
+        req = pb.CompleteRunRequest(
+            lease_id=task.lease_id,
+            fencing_token=task.fencing_token,
+            outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
+            result=result,
+            error=error,
+            log_uri=log_uri,
+        )
+        try:
+            self.client.lease("CompleteRun", req)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
+                raise LeaseLost(exc.details()) from exc  # type: ignore[attr-defined]
+            raise
