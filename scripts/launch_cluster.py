@@ -1,6 +1,6 @@
-"""Start (or stop) a local raftsched cluster on loopback, and create a sample job.
+"""Start (or stop) a local raftsched cluster on loopback with an executor and a sample job.
 
-    python scripts/launch_cluster.py [--nodes 3] [--dir local-cluster] [--no-sample]
+    python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample]
     python scripts/launch_cluster.py --stop [--dir local-cluster]
     python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
 
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -88,7 +89,7 @@ def sample_job(client: Any) -> Any:
     return client.create_job(spec, idempotency_key="sample-hello")
 
 
-def start(root: str, count: int, sample: bool) -> int:
+def start(root: str, count: int, sample: bool, n_executors: int) -> int:
     from cluster.local import LocalCluster
     from rpc.client import Client
 
@@ -104,12 +105,26 @@ def start(root: str, count: int, sample: bool) -> int:
         cluster.stop_all()
         return 1
     pids = {n.node_id: n.pid for n in cluster.nodes.values()}
+    executors = {}
+    for i in range(n_executors):
+        name = f"executor-{i + 1}"
+        log_path = os.path.join(root, f"{name}.log")
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cluster.cli", "executor", "--config", cluster.config_path, "--queue", "default",
+                 "--executor-id", name],
+                stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True,
+            )
+        pids[name] = proc.pid
+        executors[name] = (proc.pid, log_path)
     with open(_pids_path(root), "w", encoding="utf-8") as f:
         json.dump(pids, f)
     print(f"raftsched: {count}-node cluster on loopback, leader {leader}")
     print(f"  config: {cluster.config_path}")
     for n in cluster.nodes.values():
         print(f"  {n.node_id}: grpc {n.grpc}  raft {n.raft}  pid {n.pid}  log {n.log_path}")
+    for name, (pid, log_path) in executors.items():
+        print(f"  {name}: queue default  pid {pid}  log {log_path}  run logs in {os.path.join(root, 'var', 'outputs')}")
     if sample:
         with Client(cluster.addresses) as client:
             job = sample_job(client)
@@ -119,6 +134,7 @@ def start(root: str, count: int, sample: bool) -> int:
     print("  raftsched cluster status")
     print("  raftsched job list")
     print("  raftsched run watch")
+    print("  raftsched run logs <run id>")
     print(f"Stop: scripts/launch_cluster.sh --stop --dir {root}   (or: kill {' '.join(str(p) for p in pids.values())})")
     print(f"Addresses for clients: RAFTSCHED_CLUSTER={addrs}")
     return 0
@@ -128,7 +144,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--dir", default=os.path.join(os.getcwd(), "local-cluster"))
-    p.add_argument("--no-sample", action="store_true")
+    p.add_argument("--no-sample", action="store_true", help="do not create the sample job")
+    p.add_argument("--executors", type=int, default=1, help="executor processes to start (default 1)")
     p.add_argument("--stop", action="store_true", help="stop every node of the cluster in --dir")
     p.add_argument("--start-node", metavar="ID", help="start one node of the cluster in --dir again (after a kill)")
     a = p.parse_args()
@@ -139,7 +156,7 @@ def main() -> int:
         return start_node(root, a.start_node)
     if a.nodes < 1:
         p.error("--nodes must be at least 1")
-    return start(root, a.nodes, not a.no_sample)
+    return start(root, a.nodes, not a.no_sample, a.executors)
 
 
 if __name__ == "__main__":
