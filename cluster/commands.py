@@ -33,6 +33,8 @@ class CreateJob:
     job_id: str
     spec: JobSpec
     idempotency_key: str = ""
+    #: ``codec.spec_fingerprint(spec)``, computed once by the proposer instead of on every replica
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,13 @@ _OP_OF: dict[type, str] = {v: k for k, v in _JOB_ONLY.items()}
 
 def _to_plain(cmd: Command) -> Plain:
     if isinstance(cmd, CreateJob):
-        return {"op": "create_job", "job_id": cmd.job_id, "spec": spec_to_plain(cmd.spec), "idem": cmd.idempotency_key}
+        return {
+            "op": "create_job",
+            "job_id": cmd.job_id,
+            "spec": spec_to_plain(cmd.spec),
+            "idem": cmd.idempotency_key,
+            "fp": cmd.fingerprint,
+        }
     if isinstance(cmd, UpdateJob):
         return {"op": "update_job", "job_id": cmd.job_id, "spec": spec_to_plain(cmd.spec)}
     if isinstance(cmd, (PauseJob, ResumeJob, DeleteJob, TriggerJob)):
@@ -218,7 +226,7 @@ def encode(cmd: Command) -> bytes:
 
 
 def _decode_create(p: Plain, now: int) -> Command:
-    return CreateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")))
+    return CreateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", "")))
 
 
 def _decode_update(p: Plain, now: int) -> Command:

@@ -16,6 +16,7 @@ from typing import Callable
 
 from cluster import commands as c
 from cluster.clock import Clock
+from cluster.codec import spec_fingerprint
 from cluster.model import Job, JobSpec, JobStatus, Run, RunStatus
 from cluster.results import NotFound, Ok, Rejected, RejectedError, Result, ValidationError
 from cluster.schedule import ScheduleError, upcoming, validate_schedule
@@ -70,7 +71,7 @@ class SchedulerService:
         if len(idempotency_key) > 256:
             raise ValidationError("idempotency_key is longer than 256 characters")
         now = self._clock.now_ms()
-        job = self._write(c.CreateJob(now, new_job_id(now), spec, idempotency_key))
+        job = self._write(c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec)))
         assert isinstance(job, Job)
         return job
 

@@ -103,7 +103,7 @@ class JobStateMachine(LeaseRules):
     # ------------------------------------------------------------ jobs
 
     def _create_job(self, cmd: c.CreateJob, index: int) -> Result:
-        fingerprint = spec_fingerprint(cmd.spec)
+        fingerprint = cmd.fingerprint or spec_fingerprint(cmd.spec)
         if cmd.idempotency_key:
             known = self.idempotency.get(cmd.idempotency_key)
             if known is not None:
