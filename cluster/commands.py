@@ -225,6 +225,13 @@ def encode(cmd: Command) -> bytes:
     return json.dumps(plain, separators=(",", ":")).encode("utf-8")
 
 
+def _seq(value: Any) -> list[Any]:
+    """A JSON array, or TypeError: a string must not pass as a list of one-letter items."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
 def _decode_create(p: Plain, now: int) -> Command:
     return CreateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", "")))
 
@@ -234,7 +241,7 @@ def _decode_update(p: Plain, now: int) -> Command:
 
 
 def _decode_fire(p: Plain, now: int) -> Command:
-    items = tuple((str(j), int(t)) for j, t in p["items"])
+    items = tuple((str(j), int(t)) for j, t in _seq(p["items"]))
     return Fire(now, items, int(p["look"]), int(p["mis"]))
 
 
@@ -252,10 +259,10 @@ def _decode_complete(p: Plain, now: int) -> Command:
 
 
 _DECODERS: dict[str, Callable[[Plain, int], Command]] = {
-    "acquire": lambda p, now: AcquireLeases(now, str(p["exec"]), tuple(str(q) for q in p["queues"]), int(p["max"])),
-    "renew": lambda p, now: RenewLeases(now, str(p["exec"]), tuple((str(i), int(t)) for i, t in p["leases"])),
+    "acquire": lambda p, now: AcquireLeases(now, str(p["exec"]), tuple(str(q) for q in _seq(p["queues"])), int(p["max"])),
+    "renew": lambda p, now: RenewLeases(now, str(p["exec"]), tuple((str(i), int(t)) for i, t in _seq(p["leases"]))),
     "complete": _decode_complete,
-    "expire": lambda p, now: ExpireLeases(now, tuple((str(i), int(t), float(d)) for i, t, d in p["leases"])),
+    "expire": lambda p, now: ExpireLeases(now, tuple((str(i), int(t), float(d)) for i, t, d in _seq(p["leases"]))),
     "grace": lambda p, now: GraceLeases(now, int(p["grace"])),
     "create_job": _decode_create,
     "update_job": _decode_update,

@@ -64,23 +64,34 @@ def _too_old_ms(w: Window) -> int:
     return max(w.catchup_window_ms, w.misfire_threshold_ms)
 
 
-def _skip_too_old(schedule: Schedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[Skip, int | None]:
-    """Skip every instant older than the catchup window, in one record."""
-    edge = w.now_ms - _too_old_ms(w)  # instants < edge are too old
-    reason = f"missed by more than the catchup window ({w.catchup_window_ms} ms)"
+def skip_through(
+    schedule: Schedule, anchor_ms: int, first_ms: int, until_ms: int, reason: str
+) -> tuple[Skip, int | None]:
+    """One record for every instant from ``first_ms`` (an instant) through ``until_ms``, and the next instant.
+
+    ``Every`` instants are counted arithmetically, however many; others one by
+    one up to ``_COUNT_CAP`` (bounded work inside ``apply``), then jumped over.
+    """
     if isinstance(schedule, Every):
         step = schedule.every_ms
-        count = (edge - first_ms + step - 1) // step  # instants in [first, edge)
+        count = (until_ms - first_ms) // step + 1
         last = first_ms + (count - 1) * step
         return Skip(first_ms, last, count, reason), next_fire(schedule, last, anchor_ms)
     count, last = 1, first_ms
     nxt = next_fire(schedule, first_ms, anchor_ms)
-    while nxt is not None and nxt < edge and count < _COUNT_CAP:
+    while nxt is not None and nxt <= until_ms and count < _COUNT_CAP:
         count, last = count + 1, nxt
         nxt = next_fire(schedule, nxt, anchor_ms)
-    if nxt is not None and nxt < edge:  # too many to count one by one: jump
-        nxt = next_fire(schedule, edge - 1, anchor_ms)
+    if nxt is not None and nxt <= until_ms:  # too many to count one by one: jump
+        nxt = next_fire(schedule, until_ms, anchor_ms)
     return Skip(first_ms, last, count, reason), nxt
+
+
+def _skip_too_old(schedule: Schedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[Skip, int | None]:
+    """Skip every instant older than the catchup window, in one record."""
+    edge = w.now_ms - _too_old_ms(w)  # instants < edge are too old
+    reason = f"missed by more than the catchup window ({w.catchup_window_ms} ms)"
+    return skip_through(schedule, anchor_ms, first_ms, edge - 1, reason)
 
 
 def _missed(schedule: Schedule, anchor_ms: int, i: int, w: Window) -> Decision:

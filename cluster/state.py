@@ -27,7 +27,7 @@ from sortedcontainers import SortedDict, SortedList
 
 from cluster import commands as c
 from cluster.codec import job_from_plain, job_to_plain, run_from_plain, run_to_plain, spec_fingerprint
-from cluster.firing import FireAt, Skip, Window, plan
+from cluster.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.leasing import LeaseRules
 from cluster.model import (
     ACTIVE_RUN_STATUSES,
@@ -192,14 +192,10 @@ class JobStateMachine(LeaseRules):
         """Instants that came due while the job was paused are skipped, with a record."""
         first = job.next_fire_ms
         assert first is not None
-        count, last, nxt = 0, first, first
-        while nxt is not None and nxt <= self.now_ms and count < 100_000:
-            count, last = count + 1, nxt
-            nxt = next_fire(job.spec.schedule, nxt, job.anchor_ms)
-        if nxt is not None and nxt <= self.now_ms:
-            nxt = next_fire(job.spec.schedule, self.now_ms, job.anchor_ms)
-        self._record_skip(job, Skip(first, last, count, "the job was paused when this instant came due"))
-        job.cursor_ms = max(job.cursor_ms, last)
+        reason = "the job was paused when this instant came due"
+        skip, nxt = skip_through(job.spec.schedule, job.anchor_ms, first, self.now_ms, reason)
+        self._record_skip(job, skip)
+        job.cursor_ms = max(job.cursor_ms, skip.last_ms)
         job.next_fire_ms = nxt
 
     def _delete_job(self, cmd: c.DeleteJob, index: int) -> Result:

@@ -1,0 +1,281 @@
+"""Tests for cluster.commands (and the spec encoding in cluster.codec): the Raft log format."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster import commands as c
+from cluster.codec import spec_fingerprint, spec_from_plain, spec_to_plain
+from cluster.model import (
+    After,
+    At,
+    ConcurrencyPolicy,
+    Cron,
+    Every,
+    JobSpec,
+    MisfirePolicy,
+    RetryPolicy,
+)
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_767_225_600_000
+
+# ------------------------------------------------------------------ strategies
+
+ms = st.integers(min_value=0, max_value=2**53)
+text = st.text(max_size=40)
+schedules = st.one_of(
+    st.builds(At, ms),
+    st.builds(After, ms),
+    st.builds(Every, st.integers(100, 10**12)),
+    st.builds(Cron, text, text),
+)
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+retries = st.builds(RetryPolicy, st.integers(1, 1000), ms, ms, finite, finite)
+specs = st.builds(
+    JobSpec,
+    name=text,
+    schedule=schedules,
+    queue=text,
+    type=text,
+    payload=st.binary(max_size=200),
+    retry=retries,
+    lease_ttl_ms=ms,
+    timeout_ms=ms,
+    concurrency=st.sampled_from(list(ConcurrencyPolicy)),
+    misfire=st.sampled_from(list(MisfirePolicy)),
+    catchup_window_ms=ms,
+)
+items = st.lists(st.tuples(text, ms), max_size=20).map(tuple)
+
+commands = st.one_of(
+    st.builds(c.CreateJob, ms, text, specs, text, text),
+    st.builds(c.UpdateJob, ms, text, specs),
+    st.builds(c.PauseJob, ms, text),
+    st.builds(c.ResumeJob, ms, text),
+    st.builds(c.DeleteJob, ms, text),
+    st.builds(c.TriggerJob, ms, text),
+    st.builds(c.CancelRun, ms, text),
+    st.builds(c.Fire, ms, items, ms, ms),
+    st.builds(c.Barrier, ms),
+    st.builds(c.AcquireLeases, ms, text, st.lists(text, max_size=5).map(tuple), st.integers(0, 10**6)),
+    st.builds(c.RenewLeases, ms, text, st.lists(st.tuples(text, ms), max_size=5).map(tuple)),
+    st.builds(c.CompleteRun, ms, text, ms, st.booleans(), st.binary(max_size=50), text, text, finite),
+    st.builds(c.ExpireLeases, ms, st.lists(st.tuples(text, ms, finite), max_size=5).map(tuple)),
+    st.builds(c.GraceLeases, ms, ms),
+)
+
+
+# ------------------------------------------------------------------ round trips
+
+
+@settings(max_examples=200, deadline=None)
+@given(commands)
+def test_every_command_round_trips(cmd: c.Command) -> None:
+    data = c.encode(cmd)
+    assert isinstance(data, bytes)
+    back = c.decode(data)
+    assert type(back) is type(cmd)
+    assert back == cmd
+    assert c.encode(back) == data  # the encoding is canonical
+
+
+@settings(max_examples=200, deadline=None)
+@given(specs)
+def test_spec_plain_round_trip_keeps_the_fingerprint(spec: JobSpec) -> None:
+    plain = json.loads(json.dumps(spec_to_plain(spec)))
+    back = spec_from_plain(plain)
+    assert back == spec
+    assert spec_fingerprint(back) == spec_fingerprint(spec)
+
+
+EXAMPLES: list[c.Command] = [
+    c.CreateJob(T0, "j1", JobSpec("n", Cron("0 9 * * MON-FRI", "Europe/Berlin"), payload=b"\x00\xff"), "key"),
+    c.UpdateJob(T0, "j1", JobSpec("n", At(T0 + 1))),
+    c.PauseJob(T0, "j1"),
+    c.ResumeJob(T0, "j1"),
+    c.DeleteJob(T0, "j1"),
+    c.TriggerJob(T0, "j1"),
+    c.CancelRun(T0, "j1@5"),
+    c.Fire(T0, (("a", 1), ("b", 2)), 100, 5_000),
+    c.Fire(T0, ()),
+    c.Barrier(T0),
+    c.AcquireLeases(T0, "ex-1", ("default", "q2"), 10),
+    c.RenewLeases(T0, "ex-1", (("L5001", 5001),)),
+    c.CompleteRun(T0, "L5001", 5001, True, b"\x00result", "", "s3://b/k", 0.25),
+    c.CompleteRun(T0, "L5001", 5001, False, error="exit 2"),
+    c.ExpireLeases(T0, (("L5001", 5001, 0.75),)),
+    c.GraceLeases(T0, 2_000),
+]
+
+
+@pytest.mark.parametrize("cmd", EXAMPLES, ids=lambda cmd: type(cmd).__name__)
+def test_each_command_type_round_trips(cmd: c.Command) -> None:
+    assert c.decode(c.encode(cmd)) == cmd
+
+
+def test_the_examples_cover_every_command_type() -> None:
+    assert {type(cmd) for cmd in EXAMPLES} == set(typing.get_args(c.Command))
+
+
+def test_wire_format_is_versioned_plain_json() -> None:
+    plain = json.loads(c.encode(c.PauseJob(T0, "j1")))
+    assert plain == {"v": c.FORMAT_VERSION, "op": "pause_job", "now": T0, "job_id": "j1"}
+    fire = json.loads(c.encode(c.Fire(T0, (("a", 1),), 100, 5_000)))
+    assert fire == {"v": 1, "op": "fire", "now": T0, "items": [["a", 1]], "look": 100, "mis": 5_000}
+    create = json.loads(c.encode(c.CreateJob(T0, "j1", JobSpec("n", Every(1_000), payload=b"hi"), "k")))
+    assert create["op"] == "create_job" and create["idem"] == "k"
+    assert create["spec"]["sched"] == {"k": "every", "ms": 1_000}
+    assert create["spec"]["payload"] == "aGk="  # bytes travel as base64, never pickled
+
+
+def test_encode_refuses_what_is_not_a_command() -> None:
+    with pytest.raises(TypeError, match="not a command"):
+        c.encode(object())  # type: ignore[arg-type]
+
+
+def test_create_without_idempotency_key_field_decodes_to_empty_key() -> None:
+    plain = json.loads(c.encode(c.CreateJob(T0, "j1", JobSpec("n", Every(1_000)), "")))
+    del plain["idem"]
+    cmd = c.decode(json.dumps(plain).encode())
+    assert isinstance(cmd, c.CreateJob) and cmd.idempotency_key == ""
+
+
+# ------------------------------------------------------------------ refusals
+
+
+def _raw(**fields: object) -> bytes:
+    return json.dumps(fields).encode()
+
+
+_SPEC = spec_to_plain(JobSpec("n", Every(1_000)))
+
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        (b"", "not valid JSON"),
+        (b"\xff\xfe\xfd", "not valid JSON"),
+        (b"{nope", "not valid JSON"),
+        (b"[" * 100_000, "not valid JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'"barrier"', "not a JSON object"),
+        (b"null", "not a JSON object"),
+        (_raw(op="barrier", now=T0), "version None"),
+        (_raw(v=2, op="barrier", now=T0), "version 2 is not supported"),
+        (_raw(v=0, op="barrier", now=T0), "version 0"),
+        (_raw(v="1", op="barrier", now=T0), "version '1'"),
+        (_raw(v=True, op="barrier", now=T0), "version True"),
+        (_raw(v=1.0, op="barrier", now=T0), "version 1.0"),
+        (_raw(v=1, op="compact_everything", now=T0), "unknown command 'compact_everything'"),
+        (_raw(v=1, op=None, now=T0), "unknown command None"),
+        (_raw(v=1, now=T0), "unknown command None"),
+        (_raw(v=1, op="barrier"), "malformed barrier"),
+        (_raw(v=1, op="barrier", now="later"), "malformed barrier"),
+        (_raw(v=1, op="barrier", now=[1]), "malformed barrier"),
+        (b'{"v":1,"op":"barrier","now":Infinity}', "malformed barrier"),
+        (b'{"v":1,"op":"barrier","now":NaN}', "malformed barrier"),
+        (_raw(v=1, op="pause_job", now=T0), "malformed pause_job"),
+        (_raw(v=1, op="cancel_run", now=T0), "malformed cancel_run"),
+        (_raw(v=1, op="create_job", now=T0, job_id="j"), "malformed create_job"),
+        (_raw(v=1, op="create_job", now=T0, job_id="j", spec=[]), "malformed create_job"),
+        (_raw(v=1, op="create_job", now=T0, job_id="j", spec={**_SPEC, "conc": "NEVER"}), "malformed create_job"),
+        (_raw(v=1, op="create_job", now=T0, job_id="j", spec={**_SPEC, "payload": "!!"}), "malformed create_job"),
+        (_raw(v=1, op="create_job", now=T0, job_id="j", spec={**_SPEC, "sched": {"k": "hourly"}}), "malformed"),
+        (_raw(v=1, op="create_job", now=T0, job_id="j", spec={**_SPEC, "retry": {"max": 3}}), "malformed"),
+        (_raw(v=1, op="update_job", now=T0, job_id="j", spec={**_SPEC, "ttl": "long"}), "malformed update_job"),
+        (_raw(v=1, op="fire", now=T0, items=[["j", 1]]), "malformed fire"),
+        (_raw(v=1, op="fire", now=T0, items=[["j"]], look=0, mis=0), "malformed fire"),
+        (_raw(v=1, op="fire", now=T0, items=[["j", 1, 2]], look=0, mis=0), "malformed fire"),
+        (_raw(v=1, op="fire", now=T0, items=[7], look=0, mis=0), "malformed fire"),
+        (_raw(v=1, op="fire", now=T0, items=None, look=0, mis=0), "malformed fire"),
+        (_raw(v=1, op="fire", now=T0, items=[["j", "x"]], look=0, mis=0), "malformed fire"),
+        (b'{"v":1,"op":"fire","now":1,"items":[["j",1e999]],"look":0,"mis":0}', "malformed fire"),
+        (_raw(v=1, op="acquire", now=T0, exec="e", queues="default", max=1), "malformed acquire"),
+        (_raw(v=1, op="renew", now=T0, exec="e", leases="L1"), "malformed renew"),
+        (_raw(v=1, op="fire", now=T0, items="j", look=0, mis=0), "malformed fire"),
+        (_raw(v=1, op="expire", now=T0, leases={"L1": 1}), "malformed expire"),
+        (_raw(v=1, op="acquire", now=T0, exec="e", queues=["q"], max="lots"), "malformed acquire"),
+        (_raw(v=1, op="renew", now=T0, exec="e", leases=[["L1"]]), "malformed renew"),
+        (_raw(v=1, op="complete", now=T0, lease="L", token=1, ok=True, result=5, error="", log="", draw=0), "complete"),
+        (_raw(v=1, op="complete", now=T0, lease="L1", token=1, ok=True, result="", error="", log=""), "complete"),
+        (_raw(v=1, op="expire", now=T0, leases=[["L1", 1]]), "malformed expire"),
+        (_raw(v=1, op="grace", now=T0), "malformed grace"),
+    ],
+)
+def test_unknown_or_malformed_entries_raise_command_format_error(data: bytes, match: str) -> None:
+    with pytest.raises(c.CommandFormatError, match=match):
+        c.decode(data)
+
+
+def test_unknown_version_message_says_to_upgrade() -> None:
+    with pytest.raises(c.CommandFormatError, match="upgrade this node"):
+        c.decode(_raw(v=99, op="barrier", now=T0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_escape_as_another_exception(data: bytes) -> None:
+    try:
+        c.decode(data)
+    except c.CommandFormatError:
+        pass
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    op=st.sampled_from(["create_job", "update_job", "pause_job", "cancel_run", "fire", "barrier", "nope"]),
+    fields=st.dictionaries(
+        st.sampled_from(["now", "job_id", "spec", "idem", "run_id", "items", "look", "mis"]), json_values
+    ),
+)
+def test_random_json_objects_never_escape_as_another_exception(op: str, fields: dict) -> None:
+    data = json.dumps({"v": 1, "op": op, **fields}).encode()
+    try:
+        c.decode(data)
+    except c.CommandFormatError:
+        pass
+
+
+def _leaf_paths(value: object, path: tuple = ()) -> list[tuple]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _leaf_paths(v, path + (k,))] + [path]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _leaf_paths(v, path + (i,))] + [path]
+    return [path]
+
+
+def _replace(value: object, path: tuple, new: object) -> object:
+    if not path:
+        return new
+    copy = json.loads(json.dumps(value))
+    target = copy
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = new
+    return copy
+
+
+@settings(max_examples=200, deadline=None)
+@given(cmd=commands, data=st.data())
+def test_a_valid_command_with_one_value_corrupted_decodes_or_is_refused(cmd: c.Command, data: st.DataObject) -> None:
+    plain = json.loads(c.encode(cmd))
+    path = data.draw(st.sampled_from(_leaf_paths(plain)))
+    corrupted = _replace(plain, path, data.draw(json_values))
+    try:
+        c.decode(json.dumps(corrupted).encode())
+    except c.CommandFormatError:
+        pass

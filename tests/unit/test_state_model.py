@@ -1,0 +1,524 @@
+"""Random command sequences against the job state machine, checked against invariants
+and a simple reference model (a hypothesis RuleBasedStateMachine).
+
+What must hold after every step, whatever the order of creates, pauses,
+resumes, deletes, triggers, cancels, updates, (duplicate, stale, lagging)
+fires, lease grants, renewals, completions (also by zombies), expiries and
+snapshot/restore cycles:
+
+* no instant of a job is ever covered twice (fired, or skipped with a record);
+* an ``every`` job that was never rescheduled has covered exactly the grid
+  ``anchor + k * every`` up to its cursor: no gap, no duplicate (paused or
+  not, whatever its misfire and concurrency policies);
+* cursors and ``now`` never go backwards; fencing tokens only grow; the
+  derived indexes match the records;
+* replaying the same command log into fresh machines gives identical snapshots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+
+from cluster import commands as c
+from cluster.codec import job_to_plain, run_to_plain
+from cluster.model import (
+    ACTIVE_RUN_STATUSES,
+    TERMINAL_RUN_STATUSES,
+    After,
+    At,
+    ConcurrencyPolicy,
+    Every,
+    JobSpec,
+    JobStatus,
+    MisfirePolicy,
+    RunStatus,
+    Schedule,
+)
+from cluster.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
+from cluster.state import JobStateMachine
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_767_225_600_000
+
+
+def dump(m: JobStateMachine) -> dict[str, Any]:
+    """Everything observable about a machine, indexes included, as plain values."""
+    return {
+        "now": m.now_ms,
+        "applied": m.applied_index,
+        "jobs": {k: job_to_plain(j) for k, j in m.jobs.items()},
+        "runs": {k: run_to_plain(r) for k, r in m.runs.items()},
+        "due": list(m.due),
+        "pending": {q: list(v) for q, v in m.pending.items() if v},
+        "active_by_job": {k: sorted(v) for k, v in m.active_by_job.items() if v},
+        "runs_by_job": {k: list(v) for k, v in m.runs_by_job.items()},
+        "idempotency": dict(m.idempotency),
+        "leases": dict(m.leases),
+        "lease_deadlines": list(m.lease_deadlines),
+    }
+
+
+def job_replaced(m: JobStateMachine, job_id: str) -> bool:
+    return m.jobs[job_id].spec.concurrency is ConcurrencyPolicy.REPLACE
+
+
+def replay(log: list[tuple[bytes, int]]) -> tuple[JobStateMachine, list[str]]:
+    m = JobStateMachine()
+    results = [repr(m.apply(data, index)) for data, index in log]
+    return m, results
+
+
+class StateMachineModel(RuleBasedStateMachine):
+    jobs = Bundle("jobs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.m = JobStateMachine()
+        self.index = 0
+        self.now = T0
+        self.max_now = 0
+        self.log: list[tuple[bytes, int]] = []
+        self.results: list[str] = []
+        self.counter = 0
+        #: jobs whose schedule was changed: their grid moved, so only the generic checks apply
+        self.rescheduled: set[str] = set()
+        #: the largest lookahead any fire used
+        self.max_lookahead = 0
+        self.cursors: dict[str, int] = {}
+        self.creates: dict[str, c.CreateJob] = {}
+        #: jobs that took an UpdateJob: a replayed CreateJob no longer matches their spec
+        self.updated: set[str] = set()
+        #: each job's anchor when it was created
+        self.anchors: dict[str, int] = {}
+        #: run id -> the fencing token of its latest lease; every (lease id, token) ever granted
+        self.tokens: dict[str, int] = {}
+        self.granted: list[tuple[str, int]] = []
+
+    @initialize(
+        target=jobs,
+        every=st.sampled_from([100, 300, 1_000]),
+        concurrency=st.sampled_from(list(ConcurrencyPolicy)),
+    )
+    def first_job(self, every: int, concurrency: ConcurrencyPolicy) -> str:
+        """Every sequence starts with a FIRE_ALL every-job, the reference model's main subject."""
+        return self.create_every(every, MisfirePolicy.FIRE_ALL, concurrency, 24 * 3600 * 1000, "")
+
+    @initialize(
+        target=jobs,
+        every=st.sampled_from([100, 300, 1_000]),
+        misfire=st.sampled_from([MisfirePolicy.FIRE_ONCE, MisfirePolicy.SKIP]),
+        catchup=st.sampled_from([0, 400, 3_000]),
+    )
+    def second_job(self, every: int, misfire: MisfirePolicy, catchup: int) -> str:
+        """And one whose missed instants are skipped: coalesced, skipped, or too old."""
+        return self.create_every(every, misfire, ConcurrencyPolicy.ALLOW, catchup, "")
+
+    # ------------------------------------------------------------ plumbing
+
+    def apply(self, cmd: c.Command) -> Result:
+        self.index += 1
+        data = c.encode(cmd)
+        self.log.append((data, self.index))
+        self.max_now = max(self.max_now, cmd.now_ms)
+        result = self.m.apply(data, self.index)
+        assert not isinstance(result, Internal), result
+        self.results.append(repr(result))
+        return result
+
+    def new_id(self) -> str:
+        self.counter += 1
+        return f"j{self.counter:03d}"
+
+    # ------------------------------------------------------------ rules: jobs
+
+    @rule(
+        target=jobs,
+        every=st.sampled_from([100, 300, 1_000, 2_500]),
+        misfire=st.sampled_from(list(MisfirePolicy)),
+        concurrency=st.sampled_from(list(ConcurrencyPolicy)),
+        catchup=st.sampled_from([0, 400, 3_000, 24 * 3600 * 1000]),
+        key=st.sampled_from(["", "", "k1", "k2"]),
+    )
+    def create_every(
+        self, every: int, misfire: MisfirePolicy, concurrency: ConcurrencyPolicy, catchup: int, key: str
+    ) -> Any:
+        job_id = self.new_id()
+        spec = JobSpec(
+            "e", Every(every), type="noop", misfire=misfire, concurrency=concurrency, catchup_window_ms=catchup
+        )
+        known = self.m.idempotency.get(key) if key else None
+        cmd = c.CreateJob(self.now, job_id, spec, key)
+        result = self.apply(cmd)
+        if known is None:
+            assert isinstance(result, Ok) and result.value.job_id == job_id
+            assert result.value.anchor_ms == self.m.now_ms  # the machine's time, never a lagging proposer's
+            self.anchors[job_id] = result.value.anchor_ms
+            self.creates[job_id] = cmd
+            return job_id
+        if isinstance(result, Ok):  # the same key with the same spec: the first job
+            assert result.value.job_id == known[0] and job_id not in self.m.jobs
+        else:  # the same key with another spec
+            assert isinstance(result, AlreadyExists) and key in result.message
+        return multiple()
+
+    @rule(target=jobs, offset=st.integers(-3_000, 6_000), misfire=st.sampled_from(list(MisfirePolicy)))
+    def create_at(self, offset: int, misfire: MisfirePolicy) -> str:
+        job_id = self.new_id()
+        spec = JobSpec("a", At(self.now + offset), type="noop", misfire=misfire, catchup_window_ms=2_000)
+        self.creates[job_id] = c.CreateJob(self.now, job_id, spec)
+        assert isinstance(self.apply(self.creates[job_id]), Ok)
+        return job_id
+
+    @rule(target=jobs, after=st.integers(0, 6_000))
+    def create_after(self, after: int) -> str:
+        job_id = self.new_id()
+        self.creates[job_id] = c.CreateJob(self.now, job_id, JobSpec("f", After(after), type="noop"))
+        assert isinstance(self.apply(self.creates[job_id]), Ok)
+        return job_id
+
+    @rule(job=jobs)
+    def create_again(self, job: str) -> None:
+        """The same CreateJob proposal applied twice returns the same job."""
+        existing = self.m.jobs[job]
+        snapshot = job_to_plain(existing)
+        result = self.apply(self.creates[job])
+        if job in self.updated and not existing.idempotency_key:
+            assert isinstance(result, (Ok, AlreadyExists))  # its spec changed since
+        else:
+            assert isinstance(result, Ok) and result.value is existing
+        assert job_to_plain(existing) == snapshot
+
+    @rule(job=jobs)
+    def pause(self, job: str) -> None:
+        before = self.m.jobs[job].status
+        result = self.apply(c.PauseJob(self.now, job))
+        if before in (JobStatus.ACTIVE, JobStatus.PAUSED):
+            assert isinstance(result, Ok) and result.value.status is JobStatus.PAUSED
+        else:
+            assert isinstance(result, FailedPrecondition)
+
+    @rule(job=jobs)
+    def resume(self, job: str) -> None:
+        before = self.m.jobs[job].status
+        result = self.apply(c.ResumeJob(self.now, job))
+        if before in (JobStatus.ACTIVE, JobStatus.PAUSED):
+            assert isinstance(result, Ok)
+            j = result.value
+            assert j.status in (JobStatus.ACTIVE, JobStatus.COMPLETED)
+            assert j.next_fire_ms is None or j.next_fire_ms > self.m.now_ms or before is JobStatus.ACTIVE
+        else:
+            assert isinstance(result, FailedPrecondition)
+
+    @rule(job=jobs)
+    def delete(self, job: str) -> None:
+        result = self.apply(c.DeleteJob(self.now, job))
+        assert isinstance(result, Ok) and result.value.status is JobStatus.DELETED
+        assert not any(self.m.runs[r].status is RunStatus.PENDING for r in self.m.active_by_job.get(job, ()))
+
+    @rule(job=jobs)
+    def trigger(self, job: str) -> None:
+        deleted = self.m.jobs[job].status is JobStatus.DELETED
+        result = self.apply(c.TriggerJob(self.now, job))
+        if deleted:
+            assert isinstance(result, FailedPrecondition)
+        else:
+            assert isinstance(result, Ok)
+            assert result.value.run_id == f"{job}@manual-{self.index}" and result.value.manual
+
+    @rule(job=jobs, every=st.sampled_from([200, 1_000]), at_offset=st.none() | st.integers(-2_000, 4_000))
+    def update(self, job: str, every: int, at_offset: int | None) -> None:
+        old = self.m.jobs[job]  # a live record: read what matters before the update changes it
+        old_schedule = old.spec.schedule
+        schedule: Schedule = Every(every) if at_offset is None else At(self.now + at_offset)
+        spec = JobSpec(old.spec.name, schedule, type="noop", misfire=old.spec.misfire, concurrency=old.spec.concurrency)
+        deleted = old.status is JobStatus.DELETED
+        result = self.apply(c.UpdateJob(self.now, job, spec))
+        if deleted:
+            assert isinstance(result, FailedPrecondition)
+            return
+        assert isinstance(result, Ok)
+        self.updated.add(job)
+        if schedule != old_schedule:
+            self.rescheduled.add(job)
+
+    # ------------------------------------------------------------ rules: runs
+
+    @rule(pick=st.integers(0, 10**6))
+    def cancel(self, pick: int) -> None:
+        if not self.m.runs:
+            assert isinstance(self.apply(c.CancelRun(self.now, "nope@1")), NotFound)
+            return
+        run_ids = list(self.m.runs)
+        run = self.m.runs[run_ids[pick % len(run_ids)]]
+        before = run.status
+        result = self.apply(c.CancelRun(self.now, run.run_id))
+        if before is RunStatus.PENDING:
+            assert isinstance(result, Ok) and run.status is RunStatus.CANCELLED
+        elif before is RunStatus.LEASED:
+            assert isinstance(result, Ok) and run.status is RunStatus.LEASED and run.cancel_requested
+        else:
+            assert before in TERMINAL_RUN_STATUSES and isinstance(result, FailedPrecondition)
+
+    # ------------------------------------------------------------ rules: leases
+
+    @rule(executor=st.sampled_from(["ex-a", "ex-b"]), max_runs=st.integers(1, 3))
+    def acquire(self, executor: str, max_runs: int) -> None:
+        result = self.apply(c.AcquireLeases(self.now, executor, ("default",), max_runs))
+        assert isinstance(result, Ok) and len(result.value) <= max_runs
+        for k, grant in enumerate(result.value, start=1):
+            run = grant.run
+            assert run.status is RunStatus.LEASED and run.executor_id == executor
+            assert run.not_before_ms <= self.m.now_ms  # never leased before its instant or its backoff
+            assert run.fencing_token == self.index * 1000 + k
+            assert run.fencing_token > self.tokens.get(run.run_id, 0)  # tokens only grow
+            self.tokens[run.run_id] = run.fencing_token
+            self.granted.append((run.lease_id, run.fencing_token))
+
+    @precondition(lambda self: bool(self.m.leases))
+    @rule(pick=st.integers(0, 10**6), succeeded=st.booleans(), draw=st.floats(0, 0.999))
+    def complete(self, pick: int, succeeded: bool, draw: float) -> None:
+        lease_ids = sorted(self.m.leases)
+        run = self.m.runs[self.m.leases[lease_ids[pick % len(lease_ids)]]]
+        asked_to_cancel = run.cancel_requested
+        result = self.apply(c.CompleteRun(self.now, run.lease_id, run.fencing_token, succeeded, b"", "boom", "", draw))
+        assert isinstance(result, Ok) and result.value is run
+        if asked_to_cancel:
+            assert run.status is RunStatus.CANCELLED
+        elif succeeded:
+            assert run.status is RunStatus.SUCCEEDED
+        else:
+            assert run.status in (RunStatus.PENDING, RunStatus.DEAD_LETTER)
+
+    @precondition(lambda self: bool(self.granted))
+    @rule(pick=st.integers(0, 10**6), succeeded=st.booleans())
+    def complete_with_an_old_lease(self, pick: int, succeeded: bool) -> None:
+        """A zombie executor: its lease was completed, expired or superseded."""
+        lease_id, token = self.granted[pick % len(self.granted)]
+        live = lease_id in self.m.leases
+        before = dump(self.m) if not live else None
+        bad_token = token + 1 if live else token  # a live lease with a wrong token is refused too
+        result = self.apply(c.CompleteRun(self.now, lease_id, bad_token, succeeded))
+        assert isinstance(result, FailedPrecondition), result
+        if before is not None:
+            after = dump(self.m)
+            assert {k: v for k, v in after.items() if k not in ("now", "applied")} == {
+                k: v for k, v in before.items() if k not in ("now", "applied")
+            }
+
+    @rule(dt=st.integers(0, 40_000), draw=st.floats(0, 0.999))
+    def expire(self, dt: int, draw: float) -> None:
+        """The leader proposes the expiry of every lease past its deadline (time passes first)."""
+        self.now += dt
+        due = self.m.expired_leases(self.now - 1, 100)
+        result = self.apply(c.ExpireLeases(self.now, tuple((lid, tok, draw) for lid, tok in due)))
+        assert isinstance(result, Ok) and result.value == len(due)
+        for lease_id, _ in due:
+            assert lease_id not in self.m.leases
+
+    @rule(executor=st.sampled_from(["ex-a", "ex-b"]))
+    def renew(self, executor: str) -> None:
+        held = [(lid, self.m.runs[rid].fencing_token) for lid, rid in sorted(self.m.leases.items())]
+        result = self.apply(c.RenewLeases(self.now, executor, tuple(held)))
+        assert isinstance(result, Ok)
+        for renewal, (lease_id, _) in zip(result.value, held, strict=True):
+            run = self.m.runs[self.m.leases[lease_id]]
+            assert renewal.ok == (run.executor_id == executor)
+            if renewal.ok:
+                assert renewal.expires_ms == run.lease_expires_ms >= self.m.now_ms
+
+    @rule(grace=st.integers(0, 3_000))
+    def grace(self, grace: int) -> None:
+        before = {lid: self.m.runs[rid].lease_expires_ms for lid, rid in self.m.leases.items()}
+        assert isinstance(self.apply(c.GraceLeases(self.now, grace)), Ok)
+        for lease_id, old in before.items():
+            new = self.m.runs[self.m.leases[lease_id]].lease_expires_ms
+            assert new == max(old, self.m.now_ms + grace)  # extended to the floor, never shortened
+
+    # ------------------------------------------------------------ rules: time and firing
+
+    @rule(dt=st.integers(0, 8_000))
+    def advance(self, dt: int) -> None:
+        """Time passes with no leader firing: instants are missed."""
+        self.now += dt
+
+    @rule(
+        lookahead=st.sampled_from([0, 0, 100, 1_000]),
+        threshold=st.sampled_from([0, 500, 5_000]),
+        lag=st.sampled_from([0, 0, 0, 700, 4_000]),
+        limit=st.integers(1, 8),
+        duplicate=st.booleans(),
+        dt=st.integers(0, 1_500),
+    )
+    def fire_due(self, lookahead: int, threshold: int, lag: int, limit: int, duplicate: bool, dt: int) -> None:
+        """What a leader does a little later (maybe with a lagging clock), sometimes proposing a batch twice."""
+        self.now += dt
+        now = self.now - lag
+        items = tuple(self.m.due_jobs(now + lookahead, limit))
+        cmd = c.Fire(now, items, lookahead, threshold)
+        self.max_lookahead = max(self.max_lookahead, lookahead)
+        result = self.apply(cmd)
+        assert isinstance(result, Ok) and isinstance(result.value, FireReport)
+        assert result.value.stale == 0
+        for run_id in result.value.created:
+            run = self.m.runs[run_id]
+            assert run.scheduled_ms <= self.m.now_ms + lookahead
+            assert run.fired_ms == self.m.now_ms
+            # PENDING, or already CANCELLED by a later instant of the same batch (REPLACE)
+            assert run.status is RunStatus.PENDING or job_replaced(self.m, run.job_id)
+        if duplicate:
+            again = self.apply(cmd)
+            assert isinstance(again, Ok)
+            assert again.value.created == [] and again.value.skipped == 0
+            assert again.value.stale == len(items)
+
+    @rule(lookahead=st.sampled_from([0, 100]), dt=st.integers(0, 1_500))
+    def fire_all_due(self, lookahead: int, dt: int) -> None:
+        """A prompt leader with a working clock, firing until nothing is due (a batch may hit the budget)."""
+        self.fire_due(lookahead, 5_000, 0, 1_000, False, dt)
+        for _ in range(10):
+            if not self.m.due_jobs(self.now + lookahead, 1):
+                break
+            self.fire_due(lookahead, 5_000, 0, 1_000, False, 0)
+        assert self.m.due_jobs(self.now + lookahead, 1) == []
+
+    @rule(job=jobs, delta=st.integers(-5_000, 5_000).filter(lambda d: d != 0))
+    def fire_stale(self, job: str, delta: int) -> None:
+        """A fire whose expectation is not the job's next fire time changes nothing."""
+        j = self.m.jobs[job]
+        expected = (j.next_fire_ms or self.now) + delta
+        runs_before = len(self.m.runs)
+        result = self.apply(c.Fire(self.now, ((job, expected),), 0, 500))
+        assert isinstance(result, Ok) and result.value.stale == 1 and result.value.created == []
+        assert len(self.m.runs) == runs_before
+
+    @rule(lag=st.integers(1, 10_000))
+    def lagging_barrier(self, lag: int) -> None:
+        before = self.m.now_ms
+        self.apply(c.Barrier(self.now - lag))
+        assert self.m.now_ms >= before
+
+    @rule()
+    def snapshot_and_restore(self) -> None:
+        data = self.m.snapshot()
+        fresh = JobStateMachine()
+        fresh.restore(data)
+        assert dump(fresh) == dump(self.m)
+        assert fresh.snapshot() == data
+        self.m = fresh
+
+    @precondition(lambda self: len(self.log) > 0)
+    @rule()
+    def replay_is_deterministic(self) -> None:
+        self._check_replay()
+
+    def _check_replay(self) -> None:
+        a, results_a = replay(self.log)
+        b, results_b = replay(self.log)
+        assert results_a == results_b == self.results
+        assert a.snapshot() == b.snapshot() == self.m.snapshot()
+
+    def teardown(self) -> None:
+        self._check_replay()
+
+    # ------------------------------------------------------------ invariants
+
+    @invariant()
+    def time_never_goes_backwards(self) -> None:
+        assert self.m.now_ms == self.max_now
+
+    @invariant()
+    def cursors_only_grow_and_lead_next_fire(self) -> None:
+        for job_id, job in self.m.jobs.items():
+            assert job.cursor_ms >= self.cursors.get(job_id, job.cursor_ms), job_id
+            self.cursors[job_id] = job.cursor_ms
+            assert job.next_fire_ms is None or job.next_fire_ms > job.cursor_ms, job
+            if job.status is JobStatus.ACTIVE:
+                assert job.next_fire_ms is not None, job
+            if job.status is JobStatus.COMPLETED:
+                assert job.next_fire_ms is None, job
+
+    @invariant()
+    def indexes_match_the_records(self) -> None:
+        m = self.m
+        active_jobs = [(k, j) for k, j in m.jobs.items() if j.status is JobStatus.ACTIVE]
+        due = sorted((j.next_fire_ms, k) for k, j in active_jobs if j.next_fire_ms is not None)
+        assert list(m.due) == due
+        active: dict[str, set[str]] = {}
+        pending: dict[str, list[tuple[int, str]]] = {}
+        by_job: dict[str, list[tuple[int, str]]] = {}
+        for run_id, run in m.runs.items():
+            by_job.setdefault(run.job_id, []).append((run.scheduled_ms, run_id))
+            if run.status in ACTIVE_RUN_STATUSES:
+                active.setdefault(run.job_id, set()).add(run_id)
+            if run.status is RunStatus.PENDING:
+                pending.setdefault(run.queue, []).append((run.not_before_ms, run_id))
+        assert {k: v for k, v in m.active_by_job.items() if v} == active
+        assert {k: list(v) for k, v in m.pending.items() if v} == {k: sorted(v) for k, v in pending.items()}
+        assert {k: list(v) for k, v in m.runs_by_job.items()} == {k: sorted(v) for k, v in by_job.items()}
+        leased = [r for r in m.runs.values() if r.status is RunStatus.LEASED]
+        assert m.leases == {r.lease_id: r.run_id for r in leased}
+        assert list(m.lease_deadlines) == sorted((r.lease_expires_ms, r.lease_id) for r in leased)
+
+    @invariant()
+    def no_instant_is_covered_twice_and_grids_have_no_gaps(self) -> None:
+        m = self.m
+        for job_id, job in m.jobs.items():
+            schedule = job.spec.schedule
+            spans: list[tuple[int, int]] = []  # [first, last] instants each run stands for
+            covered: list[int] = []
+            for run in m.iter_job_runs(job_id):
+                if run.manual:
+                    assert run.run_id.startswith(f"{job_id}@manual-")
+                    continue
+                assert run.run_id == f"{job_id}@{run.scheduled_ms}"
+                assert run.not_before_ms >= run.scheduled_ms  # never leasable before its instant
+                assert run.scheduled_ms <= job.cursor_ms, (run, job)
+                assert run.fired_ms + self.max_lookahead >= run.scheduled_ms, run
+                last = run.skipped_until_ms if run.status is RunStatus.SKIPPED else run.scheduled_ms
+                if run.status is RunStatus.SKIPPED:
+                    assert run.skipped_count >= 1 and run.error
+                spans.append((run.scheduled_ms, last))
+                if isinstance(schedule, Every) and job_id not in self.rescheduled:
+                    step = schedule.every_ms
+                    count = run.skipped_count if run.status is RunStatus.SKIPPED else 1
+                    assert last == run.scheduled_ms + (count - 1) * step, run
+                    covered.extend(run.scheduled_ms + k * step for k in range(count))
+            spans.sort()
+            for (_, prev_last), (first, _) in zip(spans, spans[1:], strict=False):
+                assert first > prev_last, (job_id, spans)  # disjoint: nothing fired or skipped twice
+            if job_id in self.rescheduled:
+                continue
+            if job_id in self.anchors:
+                assert job.anchor_ms == self.anchors[job_id] == job.created_ms
+            if isinstance(schedule, Every):
+                assert all(first > job.created_ms for first, _ in spans)
+                grid = list(range(job.anchor_ms + schedule.every_ms, job.cursor_ms + 1, schedule.every_ms))
+                assert sorted(covered) == grid, (job_id, sorted(covered), grid)
+            elif isinstance(schedule, (At, After)):
+                instant = schedule.at_ms if isinstance(schedule, At) else job.anchor_ms + schedule.after_ms
+                assert [first for first, _ in spans] in ([], [instant])
+                if job.status is JobStatus.COMPLETED:
+                    assert len(spans) == 1
+
+
+TestStateMachineModel = StateMachineModel.TestCase
+TestStateMachineModel.settings = settings(
+    max_examples=50,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
