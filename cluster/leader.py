@@ -26,7 +26,11 @@ from cluster.store import JobStore
 log = logging.getLogger("raftsched.leader")
 
 #: an in-flight fire item with no answer after this long may be proposed again (idempotent)
-INFLIGHT_RETRY_S = 2.0
+INFLIGHT_RETRY_S = 5.0
+#: at most this many fire batches wait for their commit at once (the pipeline's depth)
+MAX_BATCHES_IN_FLIGHT = 4
+#: shortest pause between two looks while work is flowing (an apply wakes the loop)
+MIN_PAUSE_S = 0.002
 #: longest sleep between looks at the due index
 MAX_IDLE_S = 0.05
 
@@ -44,7 +48,8 @@ class LeaderLoop:
         self._leading = False
         self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
         self.fires_proposed = 0
-        store.on_applied.append(self.wake)
+        self._planned_ms: int | None = None  # the next due instant the loop last planned around
+        store.on_applied.append(self._after_apply)
 
     @property
     def leading(self) -> bool:
@@ -61,6 +66,16 @@ class LeaderLoop:
     def wake(self) -> None:
         with self._wake:
             self._wake.notify_all()
+
+    def _after_apply(self, _events: list) -> None:
+        """On the tick thread: wake the loop only if a job now comes due earlier than it planned for."""
+        if not self._leading:
+            return
+        due = self._store.machine.due
+        head = due[0][0] if due else None
+        planned = self._planned_ms
+        if head is not None and (planned is None or head < planned):
+            self.wake()
 
     def _sleep(self, seconds: float) -> None:
         with self._wake:
@@ -90,10 +105,7 @@ class LeaderLoop:
         if not self._leading:
             self._become_leader()
             return
-        idle = self._fire_due()
-        lease_idle = self._expire_due()
-        if idle is not None and lease_idle is not None:
-            self._sleep(min(idle, lease_idle))
+        self._sleep(min(self._fire_due(), self._expire_due()))
 
     def _become_leader(self) -> None:
         result = self._store.submit(c.Barrier(self._clock.now_ms()))
@@ -112,15 +124,18 @@ class LeaderLoop:
             grace_ms,
         )
 
-    def _fire_due(self) -> float | None:
-        """Propose what is due; return how long to sleep, or None to loop at once."""
+    def _fire_due(self) -> float:
+        """Propose what is due (pipelined batches); return how long to sleep at most."""
         cfg = self._cfg
         now = self._clock.now_ms()
         lookahead = int(cfg.fire_lookahead_s * 1000)
-        limit = cfg.fire_batch * 4
+        limit = cfg.fire_batch * MAX_BATCHES_IN_FLIGHT - len(self._inflight)
+        if limit <= 0:  # the pipeline is full: wait for a commit to free a slot
+            return MAX_IDLE_S
         due, next_due = self._store.read(
             lambda m: (m.due_jobs(now + lookahead, limit + len(self._inflight)), m.next_due_ms()), barrier=False
         )
+        self._planned_ms = next_due
         mono = self._clock.monotonic()
         with self._inflight_lock:
             items = [d for d in due if self._inflight.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
@@ -128,14 +143,14 @@ class LeaderLoop:
                 self._inflight[item] = mono
         for start in range(0, len(items), cfg.fire_batch):
             self._propose(items[start : start + cfg.fire_batch], now, lookahead)
-        if len(items) >= limit:
-            return None
+        if items:
+            return MIN_PAUSE_S
         if next_due is None:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
 
-    def _expire_due(self) -> float | None:
-        """Propose the expiry of leases past their deadline; return how long to sleep, or None."""
+    def _expire_due(self) -> float:
+        """Propose the expiry of leases past their deadline; return how long to sleep at most."""
         now = self._clock.now_ms()
         limit = 1000
         due, next_deadline = self._store.read(
@@ -155,8 +170,8 @@ class LeaderLoop:
                         self._expiring.pop(item, None)
 
             self._store.raft.propose_async(c.encode(cmd), done)
-        if len(items) >= limit:
-            return None
+        if items:
+            return MIN_PAUSE_S
         if next_deadline is None or next_deadline < now:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
@@ -168,6 +183,7 @@ class LeaderLoop:
             with self._inflight_lock:
                 for item in batch:
                     self._inflight.pop(item, None)
+            self.wake()  # a pipeline slot is free
             if error != 0:
                 log.debug("fire batch of %d not committed (reason %s); will retry", len(batch), error)
 

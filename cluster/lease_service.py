@@ -48,9 +48,11 @@ class LeaseService:
         self._changed = threading.Condition()
         store.on_applied.append(self._wake)
 
-    def _wake(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
+    def _wake(self, events: list) -> None:
+        """On the tick thread: wake long polls only when a run became PENDING (fired or retried)."""
+        if any(kind in ("fired", "retry_scheduled") for kind, _ in events):
+            with self._changed:
+                self._changed.notify_all()
 
     def acquire(
         self, executor_id: str, queues: list[str], max_runs: int, wait_ms: int, alive: Callable[[], bool] = lambda: True

@@ -18,7 +18,7 @@ from cluster import commands as c
 from cluster.clock import Clock
 from cluster.events import EventHub
 from cluster.results import Result, Unavailable
-from cluster.state import JobStateMachine
+from cluster.state import JobStateMachine, RunEvent
 from raft.adapter import ProposalError
 
 T = TypeVar("T")
@@ -95,7 +95,8 @@ class JobStore:
         self.request_timeout_s = request_timeout_s
         self._raft: Replicator | None = None
         self._barrier: ReadBarrier | None = None
-        self.on_applied: list[Callable[[], None]] = []
+        #: called on the tick thread after every apply with the run changes it made
+        self.on_applied: list[Callable[[list[RunEvent]], None]] = []
 
     def attach(self, raft: Replicator) -> None:
         self._raft = raft
@@ -116,7 +117,7 @@ class JobStore:
         if events:
             self.hub.publish(events)
         for hook in self.on_applied:
-            hook()
+            hook(events)
 
     def submit(self, cmd: c.Command, timeout: float | None = None) -> Result:
         try:
