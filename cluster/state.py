@@ -211,6 +211,9 @@ class JobStateMachine(LeaseRules):
             run = self.runs[run_id]
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "the job was deleted")
+            elif not run.cancel_requested:  # LEASED: its executor learns it at the next renewal
+                run.cancel_requested = True
+                self.events.append(("cancel_requested", run))
         return Ok(job)
 
     def _trigger_job(self, cmd: c.TriggerJob, index: int) -> Result:
@@ -241,15 +244,27 @@ class JobStateMachine(LeaseRules):
     def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
         run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
         self.runs[run_id] = run
-        self.runs_by_job.setdefault(job.job_id, SortedList()).add((scheduled_ms, run_id))
+        self._job_runs(job.job_id).add((scheduled_ms, run_id))
         self._activate(run)
         self.events.append(("fired", run))
         return run
 
+    def _job_runs(self, job_id: str) -> SortedList:
+        runs = self.runs_by_job.get(job_id)
+        if runs is None:
+            runs = self.runs_by_job[job_id] = SortedList()
+        return runs
+
     def _activate(self, run: Run) -> None:
-        self.active_by_job.setdefault(run.job_id, set()).add(run.run_id)
+        active = self.active_by_job.get(run.job_id)
+        if active is None:
+            active = self.active_by_job[run.job_id] = set()
+        active.add(run.run_id)
         if run.status is RunStatus.PENDING:
-            self.pending.setdefault(run.queue, SortedList()).add((run.not_before_ms, run.run_id))
+            queue = self.pending.get(run.queue)
+            if queue is None:
+                queue = self.pending[run.queue] = SortedList()
+            queue.add((run.not_before_ms, run.run_id))
         elif run.status is RunStatus.LEASED:
             self.leases[run.lease_id] = run.run_id
             self.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
@@ -285,7 +300,7 @@ class JobStateMachine(LeaseRules):
         run.skipped_until_ms = skip.last_ms
         run.finished_ms = self.now_ms
         self.runs[run_id] = run
-        self.runs_by_job.setdefault(job.job_id, SortedList()).add((skip.instant_ms, run_id))
+        self._job_runs(job.job_id).add((skip.instant_ms, run_id))
         self.events.append(("skipped", run))
 
     # ------------------------------------------------------------ firing
@@ -427,7 +442,7 @@ class JobStateMachine(LeaseRules):
         for p in body["runs"]:
             run = run_from_plain(p)
             self.runs[run.run_id] = run
-            self.runs_by_job.setdefault(run.job_id, SortedList()).add((run.scheduled_ms, run.run_id))
+            self._job_runs(run.job_id).add((run.scheduled_ms, run.run_id))
             if run.status in ACTIVE_RUN_STATUSES:
                 self._activate(run)
 
