@@ -62,6 +62,8 @@ class RaftTuning:
     leader_fallback_timeout: float = 2.0
     snapshot_min_entries: int = 200_000
     snapshot_interval_s: float = 600.0
+    #: fsync every Raft log write: survives a power loss, not only a SIGKILL (slower)
+    fsync: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,10 @@ _KINDS: dict[type, tuple[type, ...]] = {float: (int, float), int: (int,), str: (
 
 def _check_type(path: str, section: str, key: str, value: Any, want: type) -> None:
     """A number where a number belongs (never a bool), a string where a string belongs."""
+    if want is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: [{section}] {key} must be true or false, got {value!r}")
+        return
     if isinstance(value, bool) or not isinstance(value, _KINDS.get(want, (want,))):
         raise ConfigError(f"{path}: [{section}] {key} must be a {want.__name__}, got {value!r}")
 

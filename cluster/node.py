@@ -23,6 +23,7 @@ from cluster.state import JobStateMachine
 from cluster.store import JobStore
 from cluster.validation import Limits
 from raft.adapter import RaftNode, RaftSettings
+from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
 from rpc.cluster_servicer import ClusterServicer
 from rpc.job_servicer import JobServicer
@@ -76,7 +77,8 @@ class Node:
         settings = RaftSettings(
             self_address=me.raft,
             peer_addresses=tuple(n.raft for n in cfg.nodes if n.id != node_id),
-            journal_file=os.path.join(node_dir, "raft.journal"),
+            journal_file=os.path.join(node_dir, "raft.lmdb"),
+            journal_fsync=t.fsync,
             dump_file=os.path.join(node_dir, "raft.snapshot"),
             password=secret,
             append_entries_period=t.append_entries_period,
@@ -93,7 +95,7 @@ class Node:
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
         self.server = build_server(
             me.grpc,
-            JobServicer(self.service, self.store, self.hub),
+            JobServicer(self.service, self.store, self.hub, cfg.logs),
             LeaseServicer(self.leases),
             ClusterServicer(self.raft, node_id, cfg.nodes),
         )
@@ -115,7 +117,7 @@ def run_node(config_path: str, node_id: str) -> int:
     try:
         cfg = load_config(config_path)
         node = Node(cfg, node_id)
-    except (ConfigError, SnapshotError, OSError) as exc:
+    except (ConfigError, SnapshotError, JournalError, OSError) as exc:
         log.error("cannot start node %s: %s", node_id, exc)
         return 2
     stop = threading.Event()

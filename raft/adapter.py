@@ -29,8 +29,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.journal import Journal
 
+from raft.lmdb_journal import LmdbJournal
 from raft.snapshot_file import read_snapshot, write_snapshot
 
 log = logging.getLogger("raftsched.raft")
@@ -81,7 +84,10 @@ class RaftSettings:
 
     self_address: str
     peer_addresses: tuple[str, ...]
+    #: the Raft log: an LMDB environment directory (``raft.lmdb``); None keeps it in memory only
     journal_file: str | None = None
+    #: fsync every log write (survives power loss) instead of only handing it to the OS (survives SIGKILL)
+    journal_fsync: bool = False
     dump_file: str | None = None
     password: str | None = None
     #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
@@ -106,8 +112,13 @@ def build_conf(
     on_state_changed: Callable[[int, int], None] | None,
     serializer: Serializer | None,
     deserializer: Deserializer | None,
+    journal: Journal | None = None,
 ) -> SyncObjConf:
-    """The one place raftsched settings become a ``SyncObjConf``."""
+    """The one place raftsched settings become a ``SyncObjConf``.
+
+    ``journal`` (an open ``LmdbJournal``) rides in ``journalFile``: our
+    ``createJournal`` hook hands it to pysyncobj as it is.
+    """
     kwargs: dict[str, Any] = dict(
         password=s.password,
         autoTickPeriod=s.auto_tick_period,
@@ -120,7 +131,7 @@ def build_conf(
         commandsWaitLeader=False,
         logCompactionMinEntries=s.log_compaction_min_entries,
         logCompactionMinTime=s.log_compaction_min_time,
-        journalFile=s.journal_file,
+        journalFile=journal if journal is not None else s.journal_file,
         fullDumpFile=s.dump_file,
         onStateChanged=on_state_changed,
         appendEntriesBatchSizeBytes=2**18,
@@ -131,6 +142,19 @@ def build_conf(
     )
     kwargs.update(s.extra)
     return SyncObjConf(**kwargs)
+
+
+_original_create_journal = _syncobj_module.createJournal
+
+
+def _create_journal(journal_file: Any) -> Any:
+    """pysyncobj's journal factory, taught to accept an already open journal object."""
+    if isinstance(journal_file, Journal):
+        return journal_file
+    return _original_create_journal(journal_file)
+
+
+_syncobj_module.createJournal = _create_journal
 
 
 class _Replica(SyncObj):  # type: ignore[misc]
@@ -174,10 +198,16 @@ class RaftNode:
         self._on_role_change = on_role_change
         self.last_snapshot_index = 0
         self.last_snapshot_seconds = 0.0
+        keep_from = None
         if settings.dump_file is not None and os.path.exists(settings.dump_file):
-            self.last_snapshot_index = read_snapshot(settings.dump_file).index  # fail fast on a bad file
+            snap = read_snapshot(settings.dump_file)  # fail fast on a bad file
+            self.last_snapshot_index = snap.index
+            keep_from = snap.entries[1][1]  # the log must start at the snapshot's previous entry
+        journal = None
+        if settings.journal_file is not None:
+            journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from)
         hooks = (self._serialize, self._deserialize) if settings.dump_file is not None else (None, None)
-        conf = build_conf(settings, self._state_changed, *hooks)
+        conf = build_conf(settings, self._state_changed, *hooks, journal=journal)
         self._replica = _Replica(self, settings, conf)
 
     # ---------------------------------------------------------- snapshots

@@ -130,3 +130,16 @@ def test_node_refuses_non_loopback_without_secret(tmp_path) -> None:
     )
     out = _node(str(cfg), "n1")
     assert out.returncode == 2 and "secret_file" in out.stderr
+
+
+def test_node_refuses_a_damaged_raft_log(tmp_path) -> None:
+    config = write_config(str(tmp_path), 3)
+    node_dir = tmp_path / "var" / "n1"
+    (node_dir / "raft.lmdb").mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    garbage = b"\x00garbage, not a database" * 400
+    (node_dir / "raft.lmdb" / "data.mdb").write_bytes(garbage)
+    out = _node(config, "n1")
+    assert out.returncode == 2
+    assert str(node_dir / "raft.lmdb") in out.stderr and "move it away" in out.stderr
+    assert (node_dir / "raft.lmdb" / "data.mdb").read_bytes() == garbage  # never overwritten
