@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -34,7 +33,8 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
 
 from raft.lmdb_journal import LmdbJournal
-from raft.snapshot_file import read_snapshot, write_snapshot
+from raft.snapshot_file import read_snapshot
+from raft.snapshotter import Snapshotter
 
 log = logging.getLogger("raftsched.raft")
 
@@ -89,6 +89,8 @@ class RaftSettings:
     #: fsync every log write (survives power loss) instead of only handing it to the OS (survives SIGKILL)
     journal_fsync: bool = False
     dump_file: str | None = None
+    #: write snapshots in a forked child so the tick thread only pauses for the fork
+    snapshot_fork: bool = True
     password: str | None = None
     #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
     append_entries_period: float = 0.02
@@ -113,6 +115,7 @@ def build_conf(
     serializer: Serializer | None,
     deserializer: Deserializer | None,
     journal: Journal | None = None,
+    checker: Callable[[], int] | None = None,
 ) -> SyncObjConf:
     """The one place raftsched settings become a ``SyncObjConf``.
 
@@ -139,6 +142,7 @@ def build_conf(
         recvBufferSize=2**20,
         serializer=serializer,
         deserializer=deserializer,
+        serializeChecker=checker,
     )
     kwargs.update(s.extra)
     return SyncObjConf(**kwargs)
@@ -196,30 +200,37 @@ class RaftNode:
         self._lock = lock
         self._after_apply = after_apply
         self._on_role_change = on_role_change
-        self.last_snapshot_index = 0
-        self.last_snapshot_seconds = 0.0
+        self._loaded_snapshot_index = 0
         keep_from = None
         if settings.dump_file is not None and os.path.exists(settings.dump_file):
             snap = read_snapshot(settings.dump_file)  # fail fast on a bad file
-            self.last_snapshot_index = snap.index
+            self._loaded_snapshot_index = snap.index
             keep_from = snap.entries[1][1]  # the log must start at the snapshot's previous entry
         journal = None
         if settings.journal_file is not None:
             journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from)
-        hooks = (self._serialize, self._deserialize) if settings.dump_file is not None else (None, None)
-        conf = build_conf(settings, self._state_changed, *hooks, journal=journal)
+        # the machine is read without the lock: snapshots run on the tick thread (no apply can run)
+        # or in a forked child (where a lock held by another thread at fork time would never be released)
+        self._snapshotter = (
+            Snapshotter(settings.dump_file, machine.snapshot, settings.snapshot_fork) if settings.dump_file else None
+        )
+        hooks = (self._snapshotter.serialize, self._deserialize) if self._snapshotter else (None, None)
+        conf = build_conf(
+            settings,
+            self._state_changed,
+            *hooks,
+            journal=journal,
+            checker=self._snapshotter.check if self._snapshotter else None,
+        )
         self._replica = _Replica(self, settings, conf)
 
     # ---------------------------------------------------------- snapshots
 
-    def _serialize(self, path: str, raft_data: Any) -> None:
-        started = time.monotonic()
-        with self._lock:
-            state = self._machine.snapshot()
-        write_snapshot(path, raft_data, state)
-        self.last_snapshot_index = int(raft_data[0][1])
-        self.last_snapshot_seconds = time.monotonic() - started
-        log.info("snapshot at index %d written in %.3f s", self.last_snapshot_index, self.last_snapshot_seconds)
+    @property
+    def last_snapshot_index(self) -> int:
+        if self._snapshotter is not None and self._snapshotter.last_index:
+            return self._snapshotter.last_index
+        return self._loaded_snapshot_index
 
     def _deserialize(self, path: str) -> Any:
         try:
@@ -229,7 +240,7 @@ class RaftNode:
         except Exception as exc:  # pysyncobj would swallow this and run on with a wrong state
             log.critical("cannot load snapshot %s: %s; stopping this node", path, exc)
             os._exit(EXIT_BAD_SNAPSHOT)
-        self.last_snapshot_index = snap.index
+        self._loaded_snapshot_index = snap.index
         return (snap.entries[0], snap.entries[1], snap.cluster)
 
     # ---------------------------------------------------------- apply path

@@ -1,0 +1,116 @@
+"""Snapshots written in the background through pysyncobj's serializer hooks.
+
+pysyncobj calls ``serialize(tmp, raft_data)`` on its tick thread and renames
+``tmp`` onto the dump file as soon as it returns; with a ``serializeChecker``
+it waits for SUCCESS before it compacts the log. We use that to keep the tick
+thread free:
+
+1. ``serialize`` forks. The child owns a copy-on-write image of the state at
+   exactly ``raft_data``'s index, encodes it and writes ``<dump>.next`` with
+   fsync, then exits. The parent makes ``tmp`` a hard link of the current
+   dump, so pysyncobj's rename changes nothing, and returns at once: the
+   tick thread pauses only for the fork.
+2. ``check`` (the checker) reaps the child; on success it renames
+   ``<dump>.next`` onto the dump and answers SUCCESS, and only then does
+   pysyncobj drop the log it covers.
+
+A crash at any point leaves a valid dump plus the log after it (the LMDB
+log trims itself to the dump on open). The first snapshot of a node, with no
+dump to link yet, is written synchronously. The child touches no lock, no
+socket and no logging: it encodes, writes and ``os._exit``s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable
+
+from pysyncobj.config import SERIALIZER_STATE
+
+from raft.snapshot_file import write_snapshot
+
+log = logging.getLogger("raftsched.raft")
+
+
+class Snapshotter:
+    def __init__(self, dump_file: str, encode_state: Callable[[], bytes], fork: bool = True) -> None:
+        self.dump_file = dump_file
+        self._encode = encode_state
+        self.fork = fork and hasattr(os, "fork")
+        self._pid: int | None = None
+        self._pending: tuple[int, float] | None = None
+        self._sync_done = False
+        self.last_index = 0
+        self.last_seconds = 0.0
+        self.last_pause_seconds = 0.0
+        self.max_pause_seconds = 0.0
+
+    def serialize(self, tmp_path: str, raft_data: Any) -> None:
+        """pysyncobj's serializer hook (tick thread)."""
+        started = time.monotonic()
+        index = int(raft_data[0][1])
+        if not self.fork or not os.path.exists(self.dump_file):
+            write_snapshot(tmp_path, raft_data, self._encode())
+            self._sync_done = True
+            self._finished(index, started, time.monotonic() - started)
+            return
+        if os.path.lexists(tmp_path):
+            os.unlink(tmp_path)
+        os.link(self.dump_file, tmp_path)  # pysyncobj's rename of tmp onto the dump is then a no-op
+        pid = os.fork()
+        if pid == 0:  # the child: a frozen image of the state at `index`
+            code = 1
+            try:
+                write_snapshot(self.dump_file + ".next", raft_data, self._encode())
+                code = 0
+            finally:
+                os._exit(code)
+        self._pid = pid
+        self._pending = (index, started)
+        self._note_pause(time.monotonic() - started)
+
+    def check(self) -> int:
+        """pysyncobj's serializeChecker (tick thread)."""
+        if self._sync_done:
+            self._sync_done = False
+            return SERIALIZER_STATE.SUCCESS
+        if self._pid is None:
+            return SERIALIZER_STATE.NOT_SERIALIZING
+        pid, status = os.waitpid(self._pid, os.WNOHANG)
+        if pid == 0:
+            return SERIALIZER_STATE.SERIALIZING
+        self._pid = None
+        index, started = self._pending or (0, time.monotonic())
+        if status != 0:
+            log.error("background snapshot at index %d failed (status %d); the log is kept", index, status)
+            return SERIALIZER_STATE.FAILED
+        os.replace(self.dump_file + ".next", self.dump_file)
+        _fsync_dir(os.path.dirname(self.dump_file) or ".")
+        self._finished(index, started, 0.0)
+        return SERIALIZER_STATE.SUCCESS
+
+    def _note_pause(self, pause: float) -> None:
+        self.last_pause_seconds = pause
+        self.max_pause_seconds = max(self.max_pause_seconds, pause)
+
+    def _finished(self, index: int, started: float, pause: float) -> None:
+        self.last_index = index
+        self.last_seconds = time.monotonic() - started
+        if pause:
+            self._note_pause(pause)
+        log.info(
+            "snapshot at index %d written in %.3f s (tick thread paused %.3f s)",
+            index,
+            self.last_seconds,
+            self.last_pause_seconds,
+        )
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
