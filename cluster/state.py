@@ -20,13 +20,13 @@ Readers on other threads must hold the caller's lock (see ``cluster.store``).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator
 
 from sortedcontainers import SortedDict, SortedList
 
 from cluster import commands as c
-from cluster.codec import job_from_plain, job_to_plain, run_from_plain, run_to_plain, spec_fingerprint
+from cluster import snapshot_codec
+from cluster.codec import spec_fingerprint
 from cluster.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.leasing import LeaseRules
 from cluster.model import (
@@ -51,7 +51,7 @@ from cluster.results import (
 )
 from cluster.schedule import first_fire, next_fire
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
 #: (kind, run) pairs describing what an apply changed, for WatchRuns
 RunEvent = tuple[str, Run]
@@ -415,36 +415,24 @@ class JobStateMachine(LeaseRules):
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
-        body: dict[str, Any] = {
-            "format": SNAPSHOT_FORMAT,
-            "now": self.now_ms,
-            "applied": self.applied_index,
-            "jobs": [job_to_plain(j) for j in self.jobs.values()],
-            "runs": [run_to_plain(r) for r in self.runs.values()],
-            "idem": {k: list(v) for k, v in self.idempotency.items()},
-        }
-        return json.dumps(body, separators=(",", ":")).encode("utf-8")
+        return snapshot_codec.encode(self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency)
 
     def restore(self, data: bytes) -> None:
         """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot."""
-        body = json.loads(data)
-        if body.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError(f"snapshot format {body.get('format')!r} is not supported (expected {SNAPSHOT_FORMAT})")
+        now_ms, applied, jobs, runs, idempotency = snapshot_codec.decode(data)
         self.__init__()  # type: ignore[misc]
-        self.now_ms = int(body["now"])
-        self.applied_index = int(body["applied"])
-        for p in body["jobs"]:
-            job = job_from_plain(p)
-            self.jobs[job.job_id] = job
-            self._index_job(job)
-        for key, (job_id, fingerprint) in body["idem"].items():
-            self.idempotency[key] = (str(job_id), str(fingerprint))
-        for p in body["runs"]:
-            run = run_from_plain(p)
-            self.runs[run.run_id] = run
-            self._job_runs(run.job_id).add((run.scheduled_ms, run.run_id))
+        self.now_ms, self.applied_index, self.idempotency = now_ms, applied, idempotency
+        self.jobs = SortedDict((j.job_id, j) for j in jobs)
+        self.due = SortedList(
+            (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
+        )
+        self.runs = SortedDict((r.run_id, r) for r in runs)
+        by_job: dict[str, list[tuple[int, str]]] = {}
+        for run in runs:
+            by_job.setdefault(run.job_id, []).append((run.scheduled_ms, run.run_id))
             if run.status in ACTIVE_RUN_STATUSES:
                 self._activate(run)
+        self.runs_by_job = {job_id: SortedList(keys) for job_id, keys in by_job.items()}
 
 
 _HANDLERS: dict[type, Any] = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import marshal
+
 import pytest
 
 from cluster import commands as c
@@ -1003,7 +1005,15 @@ def test_restore_discards_the_old_state() -> None:
     assert dump(h.m) == dump(JobStateMachine())
 
 
-@pytest.mark.parametrize("data", [b'{"format":99}', b'{"jobs":[]}'])
-def test_restore_refuses_an_unknown_format(data: bytes) -> None:
-    with pytest.raises(ValueError, match="format"):
+@pytest.mark.parametrize(
+    "data,needle",
+    [
+        (marshal.dumps((99, 0, 0, [], [], []), 2), "format 99"),
+        (marshal.dumps({"jobs": []}, 2), "format"),
+        (b'{"format": 1}', "not readable"),
+    ],
+    ids=["newer-format", "foreign-body", "garbage"],
+)
+def test_restore_refuses_an_unknown_format(data: bytes, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
         JobStateMachine().restore(data)
