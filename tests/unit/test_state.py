@@ -8,9 +8,9 @@ no sleeps.
 from __future__ import annotations
 
 import json
+import marshal
 from typing import Any
 
-import marshal
 
 import pytest
 
