@@ -23,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     execu.add_argument("--executor-id", default="", help="default: host:pid")
     execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
+    from cluster.executor_main import add_output_args
+
+    add_output_args(execu)
     client_cli.add_client_commands(sub)
     return parser
 

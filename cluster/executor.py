@@ -15,6 +15,7 @@ Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}).run()``.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 import traceback
@@ -28,6 +29,10 @@ log = logging.getLogger("raftsched.executor")
 
 ACQUIRE_WAIT_MS = 10_000
 MIN_RENEW_S = 0.05
+#: how long a failing output store is retried before the run completes with its output missing
+OUTPUT_RETRY_S = 120.0
+OUTPUT_BACKOFF_S = 0.5
+OUTPUT_MAX_BACKOFF_S = 15.0
 
 
 class RenewResultLike(Protocol):
@@ -202,22 +207,58 @@ class Executor:
 
     def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
         task = held.task
-        if held.lost:
-            self.lost += 1
-            log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
-            return
-        log_uri = ""
-        if self.output is not None:
-            key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
-            try:
-                log_uri = self.output.put(key, held.ctx.log.getvalue(), result)
-            except Exception as exc:  # noqa: BLE001 - never lose the completion for the log
-                log.warning("run %s: output not stored: %s", task.run_id, exc)
         try:
-            self.api.complete(task, succeeded, result, error, log_uri)
-            self.completed += 1
-        except LeaseLost as exc:
-            self.lost += 1
-            log.warning("run %s: completion refused (lease lost): %s", task.run_id, exc)
-        except Exception as exc:  # noqa: BLE001
-            log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, exc)
+            if held.lost:
+                self.lost += 1
+                log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
+                return
+            log_uri, missing = self._store_output(held, result)
+            if missing:
+                error = f"{error}; {missing}" if error else missing
+            try:
+                self.api.complete(task, succeeded, result, error, log_uri)
+                self.completed += 1
+            except LeaseLost as exc:
+                self.lost += 1
+                log.warning("run %s: completion refused (lease lost): %s", task.run_id, exc)
+            except Exception as exc:  # noqa: BLE001
+                log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, exc)
+        finally:
+            held.ctx.log.close()
+
+    def _store_output(self, held: _Held, result: bytes) -> tuple[str, str]:
+        """Write the log and result through the store: (log_uri, "") or ("", "output missing: <why>").
+
+        A failing store is retried with exponential backoff and jitter for up to
+        ``output_retry_s`` (the lease is renewed meanwhile); then, or at once for a
+        failure that retrying cannot fix, or when the executor stops, the run is
+        completed without its output — the completion itself is never given up.
+        """
+        if self.output is None:
+            return "", ""
+        task = held.task
+        key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
+        budget = float(getattr(self, "output_retry_s", OUTPUT_RETRY_S))
+        started = time.monotonic()
+        deadline, delay, tries = started + budget, OUTPUT_BACKOFF_S, 0
+        while True:
+            tries += 1
+            try:
+                return self.output.put(key, held.ctx.log, result), ""
+            except Exception as exc:  # noqa: BLE001 - a store failure must never cost the completion
+                retryable = getattr(exc, "retryable", True)
+                left = deadline - time.monotonic()
+                if not retryable or left <= 0 or held.lost or self._stopping.is_set():
+                    why = "" if retryable else ", not retryable"
+                    took = time.monotonic() - started
+                    missing = (
+                        f"output missing: storing the log at {self.output.uri_for(key)} failed "
+                        f"({tries} tries in {took:.1f} s{why}): {exc}"
+                    )
+                    log.error("run %s: %s", task.run_id, missing)
+                    return "", missing
+                wait = min(left, delay * (0.5 + random.random()))
+                log.warning("run %s: storing output failed (%s); try %d again in %.1f s", task.run_id, exc, tries + 1, wait)
+                if self._stopping.wait(wait):
+                    continue  # stopping: one last try, then give up without waiting
+                delay = min(delay * 2, OUTPUT_MAX_BACKOFF_S)

@@ -166,7 +166,7 @@ class LeaseRules:
         run.result, run.log_uri = cmd.result, cmd.log_uri
         if cmd.succeeded and not run.cancel_requested:
             self._release(run)
-            run.error = ""
+            run.error = cmd.error  # empty, or why the output is missing (the run itself succeeded)
             self._finish(run, RunStatus.SUCCEEDED)
         else:
             self._attempt_failed(run, cmd.error or ("cancelled by request" if run.cancel_requested else "failed"), cmd.draw)

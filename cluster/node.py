@@ -95,7 +95,7 @@ class Node:
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
         self.server = build_server(
             me.grpc,
-            JobServicer(self.service, self.store, self.hub),
+            JobServicer(self.service, self.store, self.hub, cfg.logs),
             LeaseServicer(self.leases),
             ClusterServicer(self.raft, node_id, cfg.nodes),
         )

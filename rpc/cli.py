@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import time
 from typing import Any
 
 import grpc
@@ -168,6 +169,11 @@ def add_client_commands(sub: Any) -> None:
     logs = run.add_parser("logs", parents=[common], help="print a run's log and result")
     logs.add_argument("run_id")
     logs.add_argument("--attempt", type=int, default=0)
+    logs.add_argument(
+        "--follow", "-f", action="store_true",
+        help="wait until the run ends, showing its status and each attempt's log as it is stored",
+    )
+    logs.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     watch = run.add_parser("watch", parents=[common], help="stream run changes as they happen")
     watch.add_argument("--job", default="")
     watch.add_argument("--queue", default="")
@@ -223,20 +229,67 @@ def _run_cmd(a: argparse.Namespace, client: Client) -> None:
         method = "GetRun" if a.action == "get" else "CancelRun"
         r = client.job(method, getattr(pb, f"{method}Request")(run_id=a.run_id))
         _print(a, r, _table(RUN_HEADERS, [_run_row(r)]))
+    elif a.action == "logs" and a.follow:
+        _follow_logs(a, client)
     elif a.action == "logs":
         out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=a.run_id, attempt=a.attempt))
-        text = out.log.decode("utf-8", "replace")
-        if out.result:
-            text += f"\n--- result ---\n{out.result.decode('utf-8', 'replace')}"
-        if out.missing_reason:
-            text += f"\n(output missing: {out.missing_reason})"
-        _print(a, out, text)
+        _print(a, out, out.log.decode("utf-8", "replace") + _output_notes(out))
     elif a.action == "watch":
         for ev in client.watch_runs(a.job, a.queue):
             if a.json:
                 print(json_format.MessageToJson(ev, preserving_proto_field_name=True, indent=None), flush=True)
             else:
                 print(f"{_fmt_ts(ev.observed_at)}  {ev.kind:<16} " + "  ".join(_run_row(ev.run)), flush=True)
+
+
+def _output_notes(out: pb.RunOutput) -> str:
+    text = f"\n--- result ---\n{out.result.decode('utf-8', 'replace')}" if out.result else ""
+    if out.missing_reason:
+        reason = out.missing_reason
+        text += f"\n({reason})" if reason.startswith("output missing") else f"\n(output missing: {reason})"
+    return text
+
+
+_TERMINAL = {
+    pb.RUN_STATUS_SUCCEEDED, pb.RUN_STATUS_FAILED, pb.RUN_STATUS_CANCELLED, pb.RUN_STATUS_DEAD_LETTER, pb.RUN_STATUS_SKIPPED,
+}
+
+
+def _follow_logs(a: argparse.Namespace, client: Client) -> None:
+    """Poll the run until it ends: status changes on stderr, each stored attempt's log on stdout.
+
+    Logs land in the store when an attempt ends (for S3: once uploaded), so
+    until then only the status moves; a log is printed once, when its URI appears.
+    """
+    seen_state: tuple[int, int, str] | None = None
+    printed_uris: set[str] = set()
+    line_open = False  # the last log printed did not end with a newline
+    while True:
+        run = client.get_run(a.run_id)
+        state = (run.status, run.attempt, run.executor_id)
+        if state != seen_state:
+            seen_state = state
+            where = f" on {run.executor_id}" if run.executor_id and run.status == pb.RUN_STATUS_LEASED else ""
+            note = f": {run.error}" if run.error and run.status != pb.RUN_STATUS_LEASED else ""
+            status = pb.RunStatus.Name(run.status)[11:]
+            print(f"[run {run.run_id}: {status}, attempt {run.attempt}{where}{note}]", file=sys.stderr, flush=True)
+        terminal = run.status in _TERMINAL
+        if (run.log_uri and run.log_uri not in printed_uris) or terminal:
+            out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=a.run_id))
+            if run.log_uri and run.log_uri not in printed_uris and out.log_uri == run.log_uri and not out.missing_reason:
+                printed_uris.add(run.log_uri)
+                if not a.json:
+                    if len(printed_uris) > 1 or not terminal:
+                        print(f"--- attempt {out.attempt} log ({out.log_uri}) ---", file=sys.stderr, flush=True)
+                    sys.stdout.buffer.write(out.log)
+                    sys.stdout.flush()
+                    line_open = bool(out.log) and not out.log.endswith(b"\n")
+            if terminal:
+                notes = _output_notes(out)[0 if line_open else 1 :]
+                if a.json or notes:
+                    _print(a, out, notes)
+                return
+        time.sleep(max(0.05, a.interval))
 
 
 def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:

@@ -2,7 +2,10 @@
 
 Any node serves every RPC: writes are proposed through Raft (pysyncobj
 forwards a follower's proposal to the leader), reads run after a read
-barrier, and WatchRuns streams what this node applies.
+barrier, and WatchRuns streams what this node applies. GetRunOutput reads
+the log at the run's ``log_uri`` through ``storage.output.OutputReader``
+(``file://`` on this node's disk, ``s3://`` with the ``[logs]`` endpoint and
+region); an output it cannot read is a ``missing_reason``, never an error.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Iterator
 
 import grpc
 
+from cluster.config import LogsConfig
 from cluster.events import EventHub
 from cluster.model import ACTIVE_RUN_STATUSES, Run
 from cluster.results import Overloaded
@@ -21,17 +25,33 @@ from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
 from rpc.errors import guarded, guarded_stream
-from storage.output import OutputMissing, read_file_uri
+from storage.output import OutputMissing, OutputReader
 
 WATCH_POLL_S = 0.5
 MAX_EXISTING = 10_000
+#: how an executor marks, in a run's error, an output it could not store (cluster.executor)
+MISSING_MARK = "output missing: "
+
+
+def output_reader(logs: LogsConfig) -> OutputReader:
+    """Reads run output by URI; S3 with this node's [logs] endpoint and region (boto3 loaded on first use)."""
+
+    def s3_reader() -> object:
+        from storage.output_s3 import S3OutputReader
+
+        return S3OutputReader(logs.endpoint_url, logs.region)
+
+    return OutputReader(s3_reader)  # type: ignore[arg-type]
 
 
 class JobServicer(pb_grpc.JobServiceServicer):
-    def __init__(self, service: SchedulerService, store: JobStore, hub: EventHub) -> None:
+    def __init__(
+        self, service: SchedulerService, store: JobStore, hub: EventHub, logs: LogsConfig | None = None
+    ) -> None:
         self._svc = service
         self._store = store
         self._hub = hub
+        self._outputs = output_reader(logs or LogsConfig())
 
     @guarded
     def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> pb.Job:
@@ -88,14 +108,15 @@ class JobServicer(pb_grpc.JobServiceServicer):
         if request.attempt and request.attempt != run.attempt:
             out.missing_reason = f"only the latest attempt ({run.attempt}) of run {run.run_id} is recorded"
         elif not run.log_uri:
-            out.missing_reason = f"no log is stored for run {run.run_id} (status {run.status.value})"
+            missing = run.error[run.error.find(MISSING_MARK) :] if MISSING_MARK in run.error else ""
+            out.missing_reason = missing or f"output missing: no log is stored for run {run.run_id} (status {run.status.value})"
         else:
             try:
-                log, result = read_file_uri(run.log_uri)
+                log, result = self._outputs.read(run.log_uri)
                 out.log = log
                 out.result = result or run.result
             except OutputMissing as exc:
-                out.missing_reason = str(exc)
+                out.missing_reason = f"output missing: {exc}"
         return out
 
     @guarded

@@ -1,0 +1,245 @@
+"""The S3 output store (boto3): any S3-compatible server, credentials by boto3's usual chain.
+
+Objects (see ``storage.output`` for the contract):
+
+    s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.log
+    s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.result
+
+A log up to ``part_size`` bytes is one ``put_object``; a larger one is
+streamed from its spool file in a multipart upload of ``part_size`` parts
+(``create_multipart_upload`` / ``upload_part`` / ``complete_multipart_upload``),
+so at most one part is in memory; a failed upload is aborted so no parts are
+left behind. botocore retries each call a little; the executor retries a
+failed ``put`` as a whole with backoff (``cluster.executor``).
+
+Errors become ``OutputStoreError`` (writing) or ``OutputMissing`` (reading)
+with a message naming the bucket, the endpoint and what to fix.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from storage.output import (
+    LogSource,
+    OutputKey,
+    OutputMissing,
+    OutputStoreError,
+    as_log_source,
+    truncation_note,
+)
+
+PART_SIZE = 8 * 1024 * 1024
+MIN_PART_SIZE = 5 * 1024 * 1024  # S3's floor for every part but the last
+
+_NOT_RETRYABLE = {
+    "301", "400", "403", "404", "NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+    "AllAccessDisabled", "InvalidBucketName", "AuthorizationHeaderMalformed", "PermanentRedirect",
+    "InvalidArgument", "EntityTooLarge", "AccountProblem", "InvalidToken", "ExpiredToken", "InvalidObjectState",
+}
+_META_SAFE = re.compile(r"[^A-Za-z0-9_.@:-]")
+_LOG_KEY = re.compile(r"(^|/)attempt-\d+-token-\d+\.log$")
+
+
+def _boto_client(region: str, endpoint_url: str, connect_timeout: float, read_timeout: float, attempts: int) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"max_attempts": attempts, "mode": "standard"},
+        s3={"addressing_style": "path"} if endpoint_url else None,
+    )
+    return boto3.session.Session().client(
+        "s3", region_name=region or None, endpoint_url=endpoint_url or None, config=config
+    )
+
+
+def _error_code(exc: BaseException) -> tuple[str, int]:
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code, status
+
+
+def describe_error(exc: BaseException, where: str) -> tuple[str, bool]:
+    """(a message a person can act on, whether trying again may help) for a boto3/botocore failure."""
+    from botocore import exceptions as bx
+
+    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError)):
+        return (
+            f"no usable AWS credentials for {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "AWS_PROFILE, or run with an instance/task role",
+            False,
+        )
+    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError, bx.ConnectionClosedError)):
+        return f"{where} is unreachable: {exc}", True
+    if isinstance(exc, bx.ClientError):
+        code, status = _error_code(exc)
+        retryable = status >= 500 or status in (408, 429) or code not in _NOT_RETRYABLE and status < 400
+        hint = {
+            "NoSuchBucket": "the bucket does not exist: create it or fix [logs] bucket / --s3-bucket",
+            "404": "the bucket does not exist: create it or fix [logs] bucket / --s3-bucket",
+            "InvalidAccessKeyId": "the access key is not known there: check AWS_ACCESS_KEY_ID or the profile",
+            "SignatureDoesNotMatch": "the secret key does not match the access key: check AWS_SECRET_ACCESS_KEY",
+            "AccessDenied": "these credentials may not use the bucket: grant s3:ListBucket, s3:PutObject, "
+            "s3:GetObject and s3:AbortMultipartUpload on it",
+            "403": "access denied: check the credentials and the bucket policy",
+            "301": "the bucket is in another region: set [logs] region / --s3-region",
+            "PermanentRedirect": "the bucket is in another region: set [logs] region / --s3-region",
+            "AuthorizationHeaderMalformed": "the bucket is in another region: set [logs] region / --s3-region",
+            "InvalidObjectState": "the object is archived (e.g. moved to GLACIER by a lifecycle rule): restore it to read it",
+        }.get(code, "")
+        text = f"{where} answered {code or status}" + (f" ({hint})" if hint else f": {exc}")
+        return text, retryable
+    if isinstance(exc, bx.BotoCoreError):
+        return f"{where} failed: {exc}", True
+    return f"{where} failed: {type(exc).__name__}: {exc}", True
+
+
+class S3OutputStore:
+    """Writes run output to ``s3://bucket/prefix/...``; ``check()`` is a ``head_bucket``."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "raftsched",
+        region: str = "",
+        endpoint_url: str = "",
+        part_size: int = PART_SIZE,
+        client: Any = None,
+    ) -> None:
+        if not bucket:
+            raise ValueError("an S3 output store needs a bucket")
+        if part_size < MIN_PART_SIZE:
+            raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes (S3's minimum part size)")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self.part_size = part_size
+        self._client = client or _boto_client(region, endpoint_url, 5.0, 60.0, 3)
+
+    @property
+    def _where(self) -> str:
+        return f"bucket {self.bucket!r} at {self.endpoint_url or 'AWS S3'}"
+
+    def describe(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" + (f" at {self.endpoint_url}" if self.endpoint_url else "")
+
+    def object_key(self, key: OutputKey, suffix: str = ".log") -> str:
+        return "/".join(p for p in (self.prefix, key.relpath() + suffix) if p)
+
+    def uri_for(self, key: OutputKey) -> str:
+        return f"s3://{self.bucket}/{self.object_key(key)}"
+
+    def check(self) -> None:
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except Exception as exc:  # noqa: BLE001 - mapped to a message below
+            code, _ = _error_code(exc)
+            if code == "403":  # HEAD answers carry no body: ask once more for the reason
+                try:
+                    self._client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
+                except Exception as detail:  # noqa: BLE001
+                    exc = detail
+            text, retryable = describe_error(exc, self._where)
+            raise OutputStoreError(f"cannot use S3 output store {self.bucket!r}: {text}", retryable) from exc
+
+    def put(self, key: OutputKey, log: bytes | LogSource, result: bytes) -> str:
+        source = as_log_source(log)
+        meta = {
+            "raftsched-job-id": _META_SAFE.sub("_", key.job_id),
+            "raftsched-run-id": _META_SAFE.sub("_", key.run_id),
+            "raftsched-attempt": str(key.attempt),
+            "raftsched-fencing-token": str(key.fencing_token),
+        }
+        log_key, result_key = self.object_key(key, ".log"), self.object_key(key, ".result")
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=result_key, Body=bytes(result), Metadata=meta)
+            with source.open_reader() as reader:
+                if source.size <= self.part_size:
+                    body = reader.read()
+                    self._client.put_object(Bucket=self.bucket, Key=log_key, Body=body, ContentType="text/plain", Metadata=meta)
+                else:
+                    self._multipart(log_key, reader, meta)
+        except OutputStoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an OutputStoreError
+            text, retryable = describe_error(exc, self._where)
+            raise OutputStoreError(text, retryable) from exc
+        return f"s3://{self.bucket}/{log_key}"
+
+    def _multipart(self, log_key: str, reader: Any, meta: dict[str, str]) -> None:
+        c, bucket = self._client, self.bucket
+        upload_id = c.create_multipart_upload(Bucket=bucket, Key=log_key, ContentType="text/plain", Metadata=meta)["UploadId"]
+        try:
+            parts: list[dict[str, Any]] = []
+            while True:
+                chunk = reader.read(self.part_size)
+                if not chunk and parts:
+                    break
+                number = len(parts) + 1
+                etag = c.upload_part(Bucket=bucket, Key=log_key, UploadId=upload_id, PartNumber=number, Body=chunk)["ETag"]
+                parts.append({"PartNumber": number, "ETag": etag})
+                del chunk
+                if number >= 10_000:
+                    raise OutputStoreError(f"log for s3://{bucket}/{log_key} needs over 10,000 parts: raise the part size", False)
+            c.complete_multipart_upload(Bucket=bucket, Key=log_key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+        except BaseException:
+            try:
+                c.abort_multipart_upload(Bucket=bucket, Key=log_key, UploadId=upload_id)
+            except Exception:  # noqa: BLE001 - best effort; a lifecycle rule cleans up the rest
+                pass
+            raise
+
+
+class S3OutputReader:
+    """``reader(uri, max_bytes) -> (log, result)`` for ``s3://bucket/key`` URIs; raises ``OutputMissing``.
+
+    A log over ``max_bytes`` comes back as its head, a note and its tail (two ranged GETs).
+    Short timeouts: an RPC waits for it.
+    """
+
+    def __init__(self, endpoint_url: str = "", region: str = "", client: Any = None) -> None:
+        self.endpoint_url = endpoint_url
+        self._client = client or _boto_client(region, endpoint_url, 2.0, 10.0, 2)
+        self._lock = threading.Lock()
+
+    def __call__(self, uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
+        bucket, _, key = uri[len("s3://") :].partition("/")
+        if not uri.startswith("s3://") or not bucket or not _LOG_KEY.search(key):
+            raise OutputMissing(f"{uri} is not a raftsched run log (expected s3://bucket/.../attempt-N-token-T.log)")
+        where = f"log {uri} (S3 at {self.endpoint_url or 'AWS'})"
+        try:
+            size = int(self._client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+            if max_bytes and size > max_bytes:
+                half = max_bytes // 2
+                head = self._get(bucket, key, f"bytes=0-{half - 1}")
+                log = head + truncation_note(size, max_bytes, uri) + self._get(bucket, key, f"bytes={size - half}-")
+            else:
+                log = self._get(bucket, key)
+            try:
+                result = self._get(bucket, key[:-4] + ".result")
+            except Exception as exc:  # noqa: BLE001 - no result object: an empty result
+                if _error_code(exc)[0] not in ("NoSuchKey", "404"):
+                    raise
+                result = b""
+        except Exception as exc:  # noqa: BLE001 - every failure is a missing output with its reason
+            code, _ = _error_code(exc)
+            if code in ("NoSuchKey", "404"):
+                raise OutputMissing(f"{where} is not in the bucket: never uploaded, or expired by a lifecycle rule") from exc
+            text, _ = describe_error(exc, where)
+            raise OutputMissing(text) from exc
+        return log, result
+
+    def _get(self, bucket: str, key: str, byte_range: str = "") -> bytes:
+        extra = {"Range": byte_range} if byte_range else {}
+        body = self._client.get_object(Bucket=bucket, Key=key, **extra)["Body"]
+        try:
+            return bytes(body.read())
+        finally:
+            body.close()

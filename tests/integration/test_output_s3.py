@@ -1,0 +1,370 @@
+"""Run output in S3, end to end, against a real S3-compatible server (moto_server) on loopback.
+
+Every S3 server here is a separate ``python -m moto.server`` process on a
+free loopback port, started by these tests and stopped by pid. The nodes
+read output with the cluster's ``[logs]`` settings; executors write it with
+the ``--logs-store s3`` flags or the same config.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import boto3
+import pytest
+
+from cluster.config import LogsConfig
+from cluster.handlers import BoundedLog
+from cluster.local import LocalCluster, free_ports
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc.client import Client
+from rpc.job_servicer import output_reader
+from storage import LocalOutputStore, OutputKey, OutputStoreError
+from storage.output_s3 import MIN_PART_SIZE, S3OutputStore
+from tests.helpers import shell_spec, wait_for
+
+pytestmark = pytest.mark.integration
+
+BUCKET = "raftsched-runs"
+REGION = "us-east-1"
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+class MotoServer:
+    """One moto S3 server process on 127.0.0.1."""
+
+    def __init__(self, root: str, name: str, env: dict[str, str] | None = None) -> None:
+        (self.port,) = free_ports(1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(root, f"{name}.log")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        wait_for(self._up, 30, f"moto_server on port {self.port}", interval=0.2)
+
+    def _up(self) -> bool:
+        assert self.proc.poll() is None, f"moto_server exited; see {self.log_path}"
+        try:
+            with urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def client(self) -> object:
+        return boto3.client("s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def aws_env() -> Iterator[None]:
+    """Credentials for boto3 in this process and in every node and executor started from it."""
+    saved = {k: os.environ.get(k) for k in AWS_ENV}
+    os.environ.update(AWS_ENV)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def s3(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    server = MotoServer(str(tmp_path_factory.mktemp("s3")), "moto")
+    try:
+        server.client().create_bucket(Bucket=BUCKET)  # type: ignore[attr-defined]
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture(scope="module")
+def s3_cluster(s3: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    logs = f'[logs]\nstore = "s3"\nbucket = "{BUCKET}"\nendpoint_url = "{s3.url}"\nregion = "{REGION}"\n'
+    c = LocalCluster.create(str(tmp_path_factory.mktemp("s3cluster")), 3, extra_config=logs)
+    c.start_all()
+    try:
+        c.wait_leader(30)
+        yield c
+    finally:
+        c.stop_all()
+
+
+@pytest.fixture()
+def client(s3_cluster: LocalCluster) -> Iterator[Client]:
+    with Client(s3_cluster.addresses) as cl:
+        yield cl
+
+
+def start_executor(root: str, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    with open(os.path.join(root, f"{name}.log"), "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cluster.cli", "executor", "--executor-id", name, *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env or dict(os.environ),
+            start_new_session=True,
+        )
+
+
+def s3_flags(server: MotoServer, *extra: str) -> list[str]:
+    return ["--logs-store", "s3", "--s3-bucket", BUCKET, "--s3-endpoint-url", server.url, "--s3-region", REGION, *extra]
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def read_log(root: str, name: str) -> str:
+    with open(os.path.join(root, f"{name}.log"), encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def finished(client: Client, job_id: str, timeout: float) -> pb.Run:
+    def done() -> pb.Run | None:
+        runs = client.list_runs(job_id=job_id)
+        return runs[0] if runs and runs[0].status in (pb.RUN_STATUS_SUCCEEDED, pb.RUN_STATUS_FAILED, pb.RUN_STATUS_DEAD_LETTER) else None
+
+    return wait_for(done, timeout, f"a finished run of job {job_id}", interval=0.2)
+
+
+# ---------------------------------------------------------------------------- tests
+
+
+def test_output_lands_under_the_documented_key_and_every_node_reads_it(
+    s3: MotoServer, s3_cluster: LocalCluster, client: Client
+) -> None:
+    root = s3_cluster.root
+    flags = s3_flags(s3, "--s3-prefix", "team/a")
+    proc = start_executor(root, "ex-s3", "--cluster", ",".join(s3_cluster.addresses), "--queue", "s3", *flags)
+    try:
+        job = client.create_job(shell_spec("s3-basic", "echo hello-s3; echo oops >&2", queue="s3"))
+        run = finished(client, job.job_id, 30)
+        assert run.status == pb.RUN_STATUS_SUCCEEDED, run.error
+        key = f"team/a/{job.job_id}/{run.run_id}/attempt-1-token-{run.fencing_token}"
+        assert run.log_uri == f"s3://{BUCKET}/{key}.log"
+        bucket = s3.client()
+        obj = bucket.get_object(Bucket=BUCKET, Key=key + ".log")  # type: ignore[attr-defined]
+        assert obj["Body"].read() == b"hello-s3\noops\n"
+        assert obj["Metadata"]["raftsched-fencing-token"] == str(run.fencing_token)
+        assert bucket.get_object(Bucket=BUCKET, Key=key + ".result")["Body"].read() == b'{"exit_code": 0}'  # type: ignore[attr-defined]
+        for address in s3_cluster.addresses:  # any node reads it back, with its own [logs] settings
+            with Client([address]) as one:
+                out = one.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
+            assert (out.log, out.result, out.missing_reason) == (b"hello-s3\noops\n", b'{"exit_code": 0}', ""), address
+        cli = subprocess.run(
+            [sys.executable, "-m", "cluster.cli", "run", "logs", run.run_id, "--cluster", ",".join(s3_cluster.addresses)],
+            capture_output=True, timeout=60,
+        )
+        assert cli.returncode == 0 and cli.stdout.startswith(b"hello-s3\noops\n"), cli
+        # a log that is gone from the bucket (lifecycle expiry) is reported, not raised
+        bucket.delete_object(Bucket=BUCKET, Key=key + ".log")  # type: ignore[attr-defined]
+        out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
+        assert out.log == b"" and out.missing_reason.startswith("output missing:")
+        assert "not in the bucket" in out.missing_reason and run.log_uri in out.missing_reason
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, read_log(root, "ex-s3")[-3000:]
+
+
+def test_follow_shows_the_status_then_the_log_once_uploaded(s3: MotoServer, s3_cluster: LocalCluster, client: Client) -> None:
+    root = s3_cluster.root
+    job = client.create_job(shell_spec("s3-follow", "echo started; sleep 2; echo finished", queue="s3-follow"))
+    (run,) = wait_for(lambda: client.list_runs(job_id=job.job_id), 10, "the run to be fired")
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli", "run", "logs", run.run_id, "--follow", "--interval", "0.3",
+         "--cluster", ",".join(s3_cluster.addresses)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    proc = start_executor(root, "ex-follow", "--cluster", ",".join(s3_cluster.addresses), "--queue", "s3-follow", *s3_flags(s3))
+    try:
+        out, err = follow.communicate(timeout=60)
+    finally:
+        stop(proc)
+        if follow.poll() is None:
+            follow.kill()
+    assert follow.returncode == 0, err
+    assert out == b'started\nfinished\n--- result ---\n{"exit_code": 0}\n', (out, err)
+    text = err.decode()
+    assert "PENDING, attempt 0" in text and "LEASED, attempt 1 on ex-follow" in text and "SUCCEEDED, attempt 1" in text, text
+    assert text.index("LEASED") < text.index("SUCCEEDED")
+
+
+def test_a_50_mb_log_is_uploaded_in_parts_with_bounded_memory(s3: MotoServer, s3_cluster: LocalCluster, client: Client) -> None:
+    root = s3_cluster.root
+    # this executor takes its store from the cluster's [logs] section (prefix "raftsched")
+    proc = start_executor(root, "ex-big", "--config", s3_cluster.config_path, "--queue", "s3-big", "--concurrency", "1")
+    try:
+        job = client.create_job(shell_spec("s3-big", "head -c 50000000 /dev/zero | tr '\\0' 'x'", queue="s3-big"))
+        run = finished(client, job.job_id, 90)
+        with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:
+            hwm_kb = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))  # type: ignore[union-attr]
+    finally:
+        stop(proc)
+    assert run.status == pb.RUN_STATUS_SUCCEEDED, run.error
+    key = f"raftsched/{job.job_id}/{run.run_id}/attempt-1-token-{run.fencing_token}.log"
+    assert run.log_uri == f"s3://{BUCKET}/{key}"
+    head = s3.client().head_object(Bucket=BUCKET, Key=key)  # type: ignore[attr-defined]
+    assert head["ContentLength"] == 50_000_000
+    parts = int(head["ETag"].strip('"').rpartition("-")[2])
+    assert parts == 6, head["ETag"]  # 8 MiB parts
+    assert hwm_kb < 150 * 1024, f"executor peak RSS {hwm_kb / 1024:.0f} MiB for a 50 MB log"
+    # GetRunOutput answers within the gRPC message limit: the head, a note, and the tail
+    out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id), timeout=30)
+    assert not out.missing_reason and out.log.startswith(b"x" * 1000) and out.log.endswith(b"x" * 1000)
+    assert b"bytes of a 50000000-byte log left out here" in out.log and len(out.log) < 16 * 1024 * 1024
+    print(f"executor peak RSS {hwm_kb / 1024:.0f} MiB; {parts} parts")
+
+
+@pytest.fixture(scope="module")
+def outage(aws_env: None, s3_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pb.Run, float, str]]:
+    """A run whose S3 server is SIGKILLed while it runs: (the finished run, seconds from kill to end, executor log)."""
+    root = s3_cluster.root
+    server = MotoServer(str(tmp_path_factory.mktemp("s3-outage")), "moto-outage")
+    proc = None
+    try:
+        server.client().create_bucket(Bucket=BUCKET)  # type: ignore[attr-defined]
+        args = ["--cluster", ",".join(s3_cluster.addresses), "--queue", "s3-outage", *s3_flags(server, "--s3-retry-seconds", "3")]
+        proc = start_executor(root, "ex-outage", *args)
+        with Client(s3_cluster.addresses) as client:
+            job = client.create_job(shell_spec("s3-outage", "echo working; sleep 2; echo done", queue="s3-outage"))
+            wait_for(lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_LEASED], 30, "the run to start")
+            server.kill()
+            killed = time.monotonic()
+            run = finished(client, job.job_id, 40)
+            took = time.monotonic() - killed
+        stop(proc)
+        assert proc.returncode == 0
+        yield run, took, read_log(root, "ex-outage")
+    finally:
+        if proc is not None:
+            stop(proc)
+        server.kill()
+
+
+def test_an_s3_outage_mid_run_loses_no_completion(outage: tuple[pb.Run, float, str], client: Client) -> None:
+    run, took, executor_log = outage
+    assert run.status == pb.RUN_STATUS_SUCCEEDED and run.log_uri == ""
+    assert took < 25, f"the run took {took:.1f} s to complete after the S3 server died"
+    out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
+    assert out.log == b"" and out.result == b'{"exit_code": 0}'
+    assert out.missing_reason.startswith("output missing:"), out.missing_reason
+    lines = [line for line in executor_log.splitlines() if "output missing" in line]
+    assert lines and "is unreachable" in lines[0] and f"/{run.run_id}/attempt-1-token-{run.fencing_token}.log" in lines[0], lines
+
+
+def test_the_outage_reason_is_recorded_on_the_run(outage: tuple[pb.Run, float, str], client: Client) -> None:
+    run, _, _ = outage
+    assert run.error.startswith("output missing: storing the log at s3://") and "is unreachable" in run.error
+    out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
+    assert "is unreachable" in out.missing_reason
+
+
+def test_a_wrong_bucket_stops_the_executor_at_start(s3: MotoServer, s3_cluster: LocalCluster) -> None:
+    root = s3_cluster.root
+    proc = start_executor(root, "ex-nobucket", "--cluster", ",".join(s3_cluster.addresses), "--logs-store", "s3",
+                          "--s3-bucket", "no-such-bucket", "--s3-endpoint-url", s3.url, "--s3-region", REGION)
+    assert proc.wait(30) == 2
+    text = read_log(root, "ex-nobucket")
+    assert "cannot start executor: cannot use S3 output store 'no-such-bucket'" in text
+    assert "the bucket does not exist: create it or fix [logs] bucket / --s3-bucket" in text
+
+
+def test_bad_or_no_credentials_stop_the_executor_at_start(
+    aws_env: None, s3_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = s3_cluster.root
+    # a server that checks every request's credentials (moto's IAM mode): our test keys are unknown to it
+    strict = MotoServer(str(tmp_path_factory.mktemp("s3-auth")), "moto-auth", env={"INITIAL_NO_AUTH_ACTION_COUNT": "0"})
+    try:
+        flags = ["--cluster", ",".join(s3_cluster.addresses), *s3_flags(strict)]
+        proc = start_executor(root, "ex-badkey", *flags)
+        assert proc.wait(30) == 2
+        assert "the access key is not known there: check AWS_ACCESS_KEY_ID" in read_log(root, "ex-badkey")
+        no_creds = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")}
+        proc = start_executor(root, "ex-nokey", *flags, env=no_creds)
+        assert proc.wait(30) == 2
+        assert "no usable AWS credentials" in read_log(root, "ex-nokey")
+    finally:
+        strict.kill()
+
+
+class _FailingSource:
+    """A log whose reader breaks after the first part: the upload must be aborted, not left half done."""
+
+    size = 20 * 1024 * 1024
+
+    def open_reader(self) -> object:
+        class Reader(io.RawIOBase):
+            calls = 0
+
+            def read(self, n: int = -1) -> bytes:
+                Reader.calls += 1
+                if Reader.calls > 1:
+                    raise OSError("disk went away")
+                return b"y" * n
+
+        return Reader()
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_store_contract(kind: str, s3: MotoServer, tmp_path: Path) -> None:
+    """The same behaviour from every store: check, put (small and multipart), read back by URI, overwrite."""
+    store = (
+        LocalOutputStore(str(tmp_path))
+        if kind == "local"
+        else S3OutputStore(BUCKET, f"contract-{os.getpid()}", REGION, s3.url, part_size=MIN_PART_SIZE)
+    )
+    reader = output_reader(LogsConfig("s3", BUCKET, "", s3.url, REGION))
+    store.check()
+    key = OutputKey("J", "R", 1, 7)
+    assert store.put(key, b"small", b"res") == store.uri_for(key)
+    assert reader.read(store.uri_for(key)) == (b"small", b"res")
+    big = BoundedLog(64 * 1024 * 1024)
+    for i in range(12):
+        big.write(bytes([65 + i]) * (1024 * 1024))
+    uri = store.put(key, big, b"")  # the same key again: overwritten
+    reader.max_bytes = 4 * 1024 * 1024
+    log, result = reader.read(uri)
+    assert result == b"" and log.startswith(b"A" * (1024 * 1024)) and log.endswith(b"L" * (1024 * 1024))
+    assert b"[8388608 bytes of a 12582912-byte log left out here" in log
+    reader.max_bytes = 0
+    assert reader.read(uri)[0] == big.getvalue()
+    if kind == "s3":
+        client = s3.client()
+        head = client.head_object(Bucket=BUCKET, Key=uri.split("/", 3)[3])  # type: ignore[attr-defined]
+        assert head["ETag"].endswith('-3"')  # 12 MiB in 5 MiB parts
+        with pytest.raises(OutputStoreError):
+            store.put(OutputKey("J", "R", 2, 8), _FailingSource(), b"")  # type: ignore[arg-type]
+        assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")  # type: ignore[attr-defined]
