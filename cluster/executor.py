@@ -99,6 +99,11 @@ class Executor:
         """Stop taking work; finish what runs within ``grace_s``; cancel the rest (its leases expire)."""
         self._stopping.set()
         deadline = time.monotonic() + grace_s
+        cancel = getattr(self.api, "cancel_acquire", None)
+        if cancel is not None:
+            cancel()
+        if self._threads:  # a grant may be on its way back: let the acquirer launch it before we look
+            self._threads[0].join(timeout=max(0.0, min(grace_s, ACQUIRE_WAIT_MS / 1000.0 + 1)))
         with self._lock:
             while self._held and time.monotonic() < deadline:
                 self._lock.wait(min(0.2, max(0.0, deadline - time.monotonic())))
