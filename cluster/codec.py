@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 from cluster.model import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_HISTORY_TTL_MS,
     After,
     At,
     ConcurrencyPolicy,
@@ -93,6 +95,8 @@ def spec_to_plain(s: JobSpec) -> Plain:
         "conc": s.concurrency.value,
         "misfire": s.misfire.value,
         "catchup": s.catchup_window_ms,
+        "hlimit": s.history_limit,
+        "httl": s.history_ttl_ms,
     }
 
 
@@ -109,6 +113,8 @@ def spec_from_plain(p: Plain) -> JobSpec:
         concurrency=ConcurrencyPolicy(p["conc"]),
         misfire=MisfirePolicy(p["misfire"]),
         catchup_window_ms=int(p["catchup"]),
+        history_limit=int(p.get("hlimit", DEFAULT_HISTORY_LIMIT)),
+        history_ttl_ms=int(p.get("httl", DEFAULT_HISTORY_TTL_MS)),
     )
 
 

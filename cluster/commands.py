@@ -140,6 +140,14 @@ class GraceLeases:
 
 
 @dataclass(frozen=True, slots=True)
+class PruneHistory:
+    """Proposed by the leader: drop finished runs and deleted jobs whose retention has passed."""
+
+    now_ms: int
+    limit: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
 class Barrier:
     """A no-op: once it is applied, everything committed before it is applied too."""
 
@@ -161,6 +169,7 @@ Command = Union[
     CompleteRun,
     ExpireLeases,
     GraceLeases,
+    PruneHistory,
 ]
 
 _JOB_ONLY: dict[str, type] = {
@@ -215,6 +224,8 @@ def _to_plain(cmd: Command) -> Plain:
         return {"op": "expire", "leases": [list(x) for x in cmd.leases]}
     if isinstance(cmd, GraceLeases):
         return {"op": "grace", "grace": cmd.grace_ms}
+    if isinstance(cmd, PruneHistory):
+        return {"op": "prune", "limit": cmd.limit}
     raise TypeError(f"not a command: {cmd!r}")
 
 
@@ -264,6 +275,7 @@ _DECODERS: dict[str, Callable[[Plain, int], Command]] = {
     "complete": _decode_complete,
     "expire": lambda p, now: ExpireLeases(now, tuple((str(i), int(t), float(d)) for i, t, d in _seq(p["leases"]))),
     "grace": lambda p, now: GraceLeases(now, int(p["grace"])),
+    "prune": lambda p, now: PruneHistory(now, int(p["limit"])),
     "create_job": _decode_create,
     "update_job": _decode_update,
     "fire": _decode_fire,

@@ -45,6 +45,7 @@ class LeaderLoop:
         self._inflight: dict[tuple[str, int], float] = {}
         self._inflight_lock = threading.Lock()
         self._expiring: dict[tuple[str, int], float] = {}
+        self._pruning_since = 0.0
         self._leading = False
         self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
         self.fires_proposed = 0
@@ -105,7 +106,7 @@ class LeaderLoop:
         if not self._leading:
             self._become_leader()
             return
-        self._sleep(min(self._fire_due(), self._expire_due()))
+        self._sleep(min(self._fire_due(), self._expire_due(), self._prune_due()))
 
     def _become_leader(self) -> None:
         result = self._store.submit(c.Barrier(self._clock.now_ms()))
@@ -148,6 +149,23 @@ class LeaderLoop:
         if next_due is None:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
+
+    def _prune_due(self) -> float:
+        """Propose the removal of history past its retention, one entry at a time."""
+        now = self._clock.now_ms()
+        next_ms = self._store.read(lambda m: m.next_prune_ms(), barrier=False)
+        if next_ms is None or next_ms > now:
+            return MAX_IDLE_S
+        mono = self._clock.monotonic()
+        if self._pruning_since and mono - self._pruning_since < INFLIGHT_RETRY_S:
+            return MAX_IDLE_S
+
+        def done(_result: Any, _error: int) -> None:
+            self._pruning_since = 0.0
+
+        self._pruning_since = mono
+        self._store.raft.propose_async(c.encode(c.PruneHistory(now)), done)
+        return MAX_IDLE_S
 
     def _expire_due(self) -> float:
         """Propose the expiry of leases past their deadline; return how long to sleep at most."""

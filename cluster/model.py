@@ -89,6 +89,8 @@ TERMINAL_RUN_STATUSES = frozenset(
 
 DEFAULT_LEASE_TTL_MS = 30_000
 DEFAULT_CATCHUP_WINDOW_MS = 24 * 3600 * 1000
+DEFAULT_HISTORY_LIMIT = 1000
+DEFAULT_HISTORY_TTL_MS = 7 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,9 @@ class JobSpec:
     concurrency: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
     misfire: MisfirePolicy = MisfirePolicy.FIRE_ALL
     catchup_window_ms: int = DEFAULT_CATCHUP_WINDOW_MS
+    #: finished runs kept per job (oldest dropped first) and for how long
+    history_limit: int = DEFAULT_HISTORY_LIMIT
+    history_ttl_ms: int = DEFAULT_HISTORY_TTL_MS
 
 
 class Job:

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import threading
+from typing import Any, Callable
 
 from cluster.clock import Clock, SystemClock
 from cluster.config import ClusterConfig, ConfigError, load_config
@@ -29,6 +30,7 @@ from rpc.cluster_servicer import ClusterServicer
 from rpc.job_servicer import JobServicer
 from rpc.lease_servicer import LeaseServicer
 from rpc.server import build_server
+from storage.janitor import OutputJanitor
 
 log = logging.getLogger("raftsched.node")
 
@@ -58,6 +60,21 @@ def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
+
+
+def _s3_client_factory(cfg: ClusterConfig) -> Callable[[], Any] | None:
+    if cfg.logs.store != "s3":
+        return None
+    made: list[Any] = []
+
+    def client() -> Any:
+        if not made:
+            import boto3
+
+            made.append(boto3.client("s3", region_name=cfg.logs.region or None, endpoint_url=cfg.logs.endpoint_url or None))
+        return made[0]
+
+    return client
 
 
 class Node:
@@ -91,6 +108,8 @@ class Node:
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler)
         self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
+        self.janitor = OutputJanitor(self.raft.is_leader, _s3_client_factory(cfg))
+        self.store.on_applied.append(self.janitor.on_applied)
         self.service = SchedulerService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
         self.server = build_server(

@@ -70,6 +70,7 @@ def job_to_tuple(j: Job) -> tuple[Any, ...]:
         s.name, _sched_to(s.schedule), s.queue, s.type, s.payload,
         (r.max_attempts, r.initial_backoff_ms, r.max_backoff_ms, r.multiplier, r.jitter),
         s.lease_ttl_ms, s.timeout_ms, s.concurrency.value, s.misfire.value, s.catchup_window_ms,
+        s.history_limit, s.history_ttl_ms,
     )  # fmt: skip
 
 
@@ -88,10 +89,10 @@ class _Decoder:
 
     def job(self, t: tuple[Any, ...]) -> Job:
         (job_id, status, anchor, cursor, nxt, created, updated, idem, fires,
-         name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup) = t  # fmt: skip
+         name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl) = t  # fmt: skip
         spec = JobSpec(
             name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
-            _CONC[conc], _MISFIRE[misfire], catchup,
+            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl,
         )  # fmt: skip
         return Job(job_id, spec, _JOB_STATUS[status], anchor, cursor, nxt, created, updated, idem, fires)
 

@@ -29,6 +29,7 @@ from cluster import snapshot_codec
 from cluster.codec import spec_fingerprint
 from cluster.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.leasing import LeaseRules
+from cluster.retention import RetentionRules
 from cluster.model import (
     ACTIVE_RUN_STATUSES,
     ConcurrencyPolicy,
@@ -57,7 +58,7 @@ SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 RunEvent = tuple[str, Run]
 
 
-class JobStateMachine(LeaseRules):
+class JobStateMachine(LeaseRules, RetentionRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
     def __init__(self) -> None:
@@ -77,6 +78,9 @@ class JobStateMachine(LeaseRules):
         self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
         self.leases: dict[str, str] = {}  # lease_id -> run_id of LEASED runs
         self.lease_deadlines: SortedList = SortedList()  # (lease_expires_ms, lease_id)
+        self.expiry: SortedList = SortedList()  # (finished_ms + history_ttl_ms, run_id) of finished runs
+        self.finished_count: dict[str, int] = {}  # job_id -> finished runs kept
+        self.purge: SortedList = SortedList()  # (when, job_id) of DELETED jobs
 
     # ------------------------------------------------------------ apply
 
@@ -207,6 +211,7 @@ class JobStateMachine(LeaseRules):
         self._unindex_job(job)
         job.status = JobStatus.DELETED
         job.updated_ms = self.now_ms
+        self._schedule_purge(job, self.now_ms + job.spec.history_ttl_ms)
         for run_id in list(self.active_by_job.get(job.job_id, ())):
             run = self.runs[run_id]
             if run.status is RunStatus.PENDING:
@@ -289,6 +294,7 @@ class JobStateMachine(LeaseRules):
         if error:
             run.error = error
         self.events.append(("finished", run))
+        self._retain(run)
 
     def _record_skip(self, job: Job, skip: Skip) -> None:
         run_id = run_id_for(job.job_id, skip.instant_ms)
@@ -302,6 +308,7 @@ class JobStateMachine(LeaseRules):
         self.runs[run_id] = run
         self._job_runs(job.job_id).add((skip.instant_ms, run_id))
         self.events.append(("skipped", run))
+        self._retain(run)
 
     # ------------------------------------------------------------ firing
 
@@ -433,6 +440,7 @@ class JobStateMachine(LeaseRules):
             if run.status in ACTIVE_RUN_STATUSES:
                 self._activate(run)
         self.runs_by_job = {job_id: SortedList(keys) for job_id, keys in by_job.items()}
+        self._rebuild_retention()
 
 
 _HANDLERS: dict[type, Any] = {
@@ -450,5 +458,6 @@ _HANDLERS: dict[type, Any] = {
     c.CompleteRun: JobStateMachine._complete,
     c.ExpireLeases: JobStateMachine._expire,
     c.GraceLeases: JobStateMachine._grace,
+    c.PruneHistory: JobStateMachine._prune,
 }
 

@@ -11,6 +11,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_HISTORY_TTL_MS,
     DEFAULT_LEASE_TTL_MS,
     After,
     At,
@@ -121,6 +123,8 @@ def spec_from_pb(spec: pb.JobSpec) -> JobSpec:
         concurrency=_enum(_CONC, spec.concurrency, "concurrency"),  # type: ignore[arg-type]
         misfire=_enum(_MISFIRE, spec.misfire, "misfire"),  # type: ignore[arg-type]
         catchup_window_ms=_span(spec, "catchup_window", DEFAULT_CATCHUP_WINDOW_MS),
+        history_limit=spec.history_limit or DEFAULT_HISTORY_LIMIT,
+        history_ttl_ms=_span(spec, "history_ttl", DEFAULT_HISTORY_TTL_MS),
     )
 
 
@@ -142,6 +146,8 @@ def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
     to_dur(s.lease_ttl_ms, out.lease_ttl)
     to_dur(s.timeout_ms, out.timeout)
     to_dur(s.catchup_window_ms, out.catchup_window)
+    out.history_limit = s.history_limit
+    to_dur(s.history_ttl_ms, out.history_ttl)
     out.concurrency = _CONC_PB[s.concurrency]
     out.misfire = _MISFIRE_PB[s.misfire]
 

@@ -69,6 +69,7 @@ commands = st.one_of(
     st.builds(c.CompleteRun, ms, text, ms, st.booleans(), st.binary(max_size=50), text, text, finite),
     st.builds(c.ExpireLeases, ms, st.lists(st.tuples(text, ms, finite), max_size=5).map(tuple)),
     st.builds(c.GraceLeases, ms, ms),
+    st.builds(c.PruneHistory, ms, st.integers(0, 10**6)),
 )
 
 
@@ -112,6 +113,7 @@ EXAMPLES: list[c.Command] = [
     c.CompleteRun(T0, "L5001", 5001, False, error="exit 2"),
     c.ExpireLeases(T0, (("L5001", 5001, 0.75),)),
     c.GraceLeases(T0, 2_000),
+    c.PruneHistory(T0, 5_000),
 ]
 
 

@@ -1,0 +1,74 @@
+"""Removes the stored output of runs that retention dropped from the history.
+
+The state machine reports every dropped run as a ("pruned", run) event on
+every node; only the node that believes it leads deletes (best effort, in a
+background thread, never on the Raft thread). Local ``file://`` logs are
+deleted where this node can see them; ``s3://`` objects are deleted through
+boto3 when the node has an S3 config. What a leader change drops on the floor
+is caught by the bucket's lifecycle rule (see the README).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger("raftsched.janitor")
+
+_LOG_NAME = re.compile(r"/attempt-\d+-token-\d+\.log$")
+
+
+class OutputJanitor:
+    def __init__(self, is_leader: Callable[[], bool], s3_client: Callable[[], Any] | None = None) -> None:
+        self._is_leader = is_leader
+        self._s3_client = s3_client
+        self._queue: queue.Queue[str] = queue.Queue(maxsize=100_000)
+        self.deleted = 0
+        self._thread = threading.Thread(target=self._run, name="output-janitor", daemon=True)
+        self._thread.start()
+
+    def on_applied(self, events: list[tuple[str, Any]]) -> None:
+        """A ``JobStore.on_applied`` hook (tick thread): queue the pruned runs' outputs."""
+        if not events or not self._is_leader():
+            return
+        for kind, run in events:
+            if kind == "pruned" and run.log_uri:
+                try:
+                    self._queue.put_nowait(run.log_uri)
+                except queue.Full:
+                    return
+
+    def _run(self) -> None:
+        while True:
+            uri = self._queue.get()
+            try:
+                self.delete(uri)
+                self.deleted += 1
+            except Exception as exc:  # noqa: BLE001 - best effort; the lifecycle rule is the backstop
+                log.info("could not delete pruned output %s: %s", uri, exc)
+
+    def delete(self, uri: str) -> None:
+        if uri.startswith("file://"):
+            path = uri[len("file://") :]
+            if not _LOG_NAME.search(path) or "/../" in path or not os.path.isabs(path):
+                return
+            for p in (path, path[:-4] + ".result"):
+                try:
+                    os.remove(p)
+                except FileNotFoundError:
+                    pass
+            for d in (os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
+                try:
+                    os.rmdir(d)  # only when empty: the run's, then the job's folder
+                except OSError:
+                    break
+        elif uri.startswith("s3://") and self._s3_client is not None:
+            bucket, _, key = uri[len("s3://") :].partition("/")
+            if bucket and _LOG_NAME.search("/" + key):
+                self._s3_client().delete_objects(
+                    Bucket=bucket, Delete={"Objects": [{"Key": key}, {"Key": key[:-4] + ".result"}], "Quiet": True}
+                )

@@ -1,0 +1,108 @@
+"""Retention: history limits by count and time, soft-deleted jobs purged after their TTL."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster import commands as c
+from cluster.model import At, Every, JobSpec, JobStatus, RunStatus
+from cluster.results import Ok
+from cluster.state import JobStateMachine
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_800_000_000_000
+SEC = 1000
+
+
+class H:
+    def __init__(self) -> None:
+        self.m = JobStateMachine()
+        self.i = 0
+
+    def apply(self, cmd: c.Command):  # type: ignore[no-untyped-def]
+        self.i += 1
+        res = self.m.apply(c.encode(cmd), self.i)
+        assert isinstance(res, Ok), res
+        return res.value
+
+    def finish_all(self, now: int) -> None:
+        grants = self.apply(c.AcquireLeases(now, "e", ("default",), 999))
+        for g in grants:
+            self.apply(c.CompleteRun(now, g.run.lease_id, g.run.fencing_token, True))
+
+
+def spec(**kw: object) -> JobSpec:
+    return JobSpec(name="j", schedule=Every(SEC), **kw)  # type: ignore[arg-type]
+
+
+def test_count_limit_drops_the_oldest_finished_runs() -> None:
+    h = H()
+    h.apply(c.CreateJob(T0, "job", spec(history_limit=3)))
+    for k in range(1, 7):
+        h.apply(c.Fire(T0 + k * SEC, ((("job", T0 + k * SEC)),), 0, 5000))
+        h.finish_all(T0 + k * SEC)
+    kept = sorted(r.scheduled_ms for r in h.m.runs.values())
+    assert kept == [T0 + 4 * SEC, T0 + 5 * SEC, T0 + 6 * SEC]
+    assert h.m.jobs["job"].cursor_ms == T0 + 6 * SEC  # exactly-once needs no run record
+
+
+def test_active_runs_are_never_dropped() -> None:
+    h = H()
+    h.apply(c.CreateJob(T0, "job", spec(history_limit=1)))
+    for k in range(1, 4):
+        h.apply(c.Fire(T0 + k * SEC, (("job", T0 + k * SEC),), 0, 5000))
+    assert len(h.m.runs) == 3  # all PENDING: kept whatever the limit
+    h.finish_all(T0 + 4 * SEC)
+    assert len(h.m.runs) == 1
+
+
+def test_time_limit_and_prune_command() -> None:
+    h = H()
+    h.apply(c.CreateJob(T0, "job", spec(history_ttl_ms=10 * SEC)))
+    h.apply(c.Fire(T0 + SEC, (("job", T0 + SEC),), 0, 5000))
+    h.finish_all(T0 + 2 * SEC)
+    assert h.m.next_prune_ms() == T0 + 12 * SEC
+    assert h.apply(c.PruneHistory(T0 + 11 * SEC)) == (0, 0)
+    assert len(h.m.runs) == 1
+    h.m.drain_events()
+    assert h.apply(c.PruneHistory(T0 + 12 * SEC)) == (1, 0)
+    assert not h.m.runs and h.m.next_prune_ms() is None
+    assert [kind for kind, _ in h.m.drain_events()] == ["pruned"]
+
+
+def test_deleted_job_is_readable_until_its_ttl_then_purged_with_its_key() -> None:
+    h = H()
+    h.apply(c.CreateJob(T0, "job", JobSpec(name="once", schedule=At(T0 + SEC), history_ttl_ms=5 * SEC), "key-1"))
+    h.apply(c.Fire(T0 + SEC, (("job", T0 + SEC),), 0, 5000))
+    h.finish_all(T0 + SEC)
+    h.apply(c.DeleteJob(T0 + 2 * SEC, "job"))
+    assert h.m.jobs["job"].status is JobStatus.DELETED
+    h.apply(c.PruneHistory(T0 + 6 * SEC))  # the run expired (finished + 5 s), the job not yet (deleted + 5 s)
+    assert "job" in h.m.jobs and not h.m.runs
+    h.apply(c.PruneHistory(T0 + 7 * SEC))
+    assert "job" not in h.m.jobs and "key-1" not in h.m.idempotency
+
+
+def test_a_deleted_job_with_a_running_run_waits() -> None:
+    h = H()
+    h.apply(c.CreateJob(T0, "job", spec(history_ttl_ms=SEC)))
+    h.apply(c.Fire(T0 + SEC, (("job", T0 + SEC),), 0, 5000))
+    h.apply(c.AcquireLeases(T0 + SEC, "e", ("default",), 1))
+    h.apply(c.DeleteJob(T0 + SEC, "job"))
+    h.apply(c.PruneHistory(T0 + 10 * SEC))
+    assert "job" in h.m.jobs
+    run = next(iter(h.m.runs.values()))
+    assert run.status is RunStatus.LEASED and run.cancel_requested
+
+
+def test_retention_survives_a_snapshot() -> None:
+    h = H()
+    h.apply(c.CreateJob(T0, "job", spec(history_ttl_ms=10 * SEC, history_limit=2)))
+    for k in range(1, 4):
+        h.apply(c.Fire(T0 + k * SEC, (("job", T0 + k * SEC),), 0, 5000))
+        h.finish_all(T0 + k * SEC)
+    twin = JobStateMachine()
+    twin.restore(h.m.snapshot())
+    assert twin.next_prune_ms() == h.m.next_prune_ms()
+    assert twin.finished_count == h.m.finished_count == {"job": 2}
