@@ -111,7 +111,14 @@ def _spec_from_args(a: argparse.Namespace) -> pb.JobSpec:
         spec.cron.expression, spec.cron.timezone = a.cron, a.tz or "UTC"
     if a.max_attempts:
         spec.retry.max_attempts = a.max_attempts
-    for flag, field in (("lease_ttl", "lease_ttl"), ("timeout", "timeout"), ("catchup_window", "catchup_window")):
+    if a.history_limit:
+        spec.history_limit = a.history_limit
+    for flag, field in (
+        ("lease_ttl", "lease_ttl"),
+        ("timeout", "timeout"),
+        ("catchup_window", "catchup_window"),
+        ("history_ttl", "history_ttl"),
+    ):
         if getattr(a, flag):
             cv.to_dur(parse_span_ms(getattr(a, flag)), getattr(spec, field))
     if a.concurrency:
@@ -138,6 +145,8 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catchup-window")
     p.add_argument("--concurrency", choices=["allow", "forbid", "replace"])
     p.add_argument("--misfire", choices=["fire_all", "fire_once", "skip"])
+    p.add_argument("--history-limit", type=int, default=0, help="finished runs kept (default 1000)")
+    p.add_argument("--history-ttl", help="how long finished runs are kept, e.g. 7d (default)")
 
 
 def add_client_commands(sub: Any) -> None:
