@@ -22,6 +22,7 @@ its source):
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -33,7 +34,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
 
 from raft.lmdb_journal import LmdbJournal
-from raft.snapshot_file import read_snapshot
+from raft.snapshot_file import SnapshotFile, read_snapshot
 from raft.snapshotter import Snapshotter
 
 log = logging.getLogger("raftsched.raft")
@@ -161,6 +162,11 @@ def _create_journal(journal_file: Any) -> Any:
 _syncobj_module.createJournal = _create_journal
 
 
+def _file_id(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class _Replica(SyncObj):  # type: ignore[misc]
     def __init__(self, owner: "RaftNode", s: RaftSettings, conf: SyncObjConf) -> None:
         self._owner = owner
@@ -201,10 +207,12 @@ class RaftNode:
         self._after_apply = after_apply
         self._on_role_change = on_role_change
         self._loaded_snapshot_index = 0
+        self._checked: tuple[tuple[int, int, int], SnapshotFile] | None = None
         keep_from = None
         if settings.dump_file is not None and os.path.exists(settings.dump_file):
             snap = read_snapshot(settings.dump_file)  # fail fast on a bad file
             self._loaded_snapshot_index = snap.index
+            self._checked = (_file_id(settings.dump_file), snap)  # read once: pysyncobj loads it next
             keep_from = snap.entries[1][1]  # the log must start at the snapshot's previous entry
         journal = None
         if settings.journal_file is not None:
@@ -234,9 +242,15 @@ class RaftNode:
 
     def _deserialize(self, path: str) -> Any:
         try:
-            snap = read_snapshot(path)
-            with self._lock:
-                self._machine.restore(snap.state)
+            checked, self._checked = self._checked, None
+            snap = checked[1] if checked and checked[0] == _file_id(path) else read_snapshot(path)
+            gc.disable()  # a restore makes millions of objects: no collections while it runs
+            try:
+                with self._lock:
+                    self._machine.restore(snap.state)
+            finally:
+                gc.enable()
+            gc.freeze()  # the restored state is long-lived: keep it out of future collections
         except Exception as exc:  # pysyncobj would swallow this and run on with a wrong state
             log.critical("cannot load snapshot %s: %s; stopping this node", path, exc)
             os._exit(EXIT_BAD_SNAPSHOT)

@@ -13,7 +13,7 @@
    the log grows past `snapshot_min_entries`, so every node writes a
    million-job snapshot in the background: fire lag p50/p99/max inside the
    snapshot windows, the tick-thread pause and the snapshot time from the logs.
-4. SIGKILLs every node, restarts them, measures restart-to-serving again.
+4. SIGKILLs one follower and restarts it, then every node: restart-to-serving for both.
 
 Writes DIR/backlog.json and prints a table. Everything runs on loopback in a
 temp dir; the processes started here are stopped by pid.
@@ -186,6 +186,11 @@ def main() -> int:
             "n": len(during), **{q: round(percentile(during, v), 1) for q, v in (("p50", .5), ("p99", .99), ("max", 1.0))}
         }  # fmt: skip
         res["node_rss_mb_after_snapshot"] = {n.node_id: round(rss_mb(n.pid), 1) for n in cluster.nodes.values()}
+        follower = next(n for n in cluster.nodes if n != cluster.wait_leader())
+        cluster.kill(follower)
+        started = time.monotonic()
+        cluster.start(follower)
+        res["restart_one_node_to_serving_s"] = round(wait_serving(cluster, started), 2)
         for node_id in cluster.nodes:
             cluster.kill(node_id)
         started = time.monotonic()

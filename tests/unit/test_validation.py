@@ -27,7 +27,7 @@ BASE = JobSpec(name="nightly", schedule=Every(60_000), type="shell", payload=b'{
 
 
 def spec(**changes: Any) -> JobSpec:
-    return dataclasses.replace(BASE, **changes)
+    return BASE._replace(**changes)
 
 
 def retry(**changes: Any) -> RetryPolicy:
