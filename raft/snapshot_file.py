@@ -1,19 +1,19 @@
-"""The snapshot file written through pysyncobj's serializer hooks.
+"""The snapshot file written through pysyncobj's serializer hooks: a single-file LMDB environment.
 
-pysyncobj calls ``serializer(tmp_path, (last_entry, prev_entry, cluster))``
-on its tick thread when it compacts the log, renames the file into place,
-and streams the same file to a follower that fell too far behind. We write
-our own format instead of pysyncobj's pickle:
+pysyncobj calls the serializer with a temporary path, renames the file onto
+its dump path, and streams that very file to a follower that fell too far
+behind; so a snapshot must be one file. Ours is an LMDB environment in one
+file (``subdir=False``) holding three keys:
 
-    magic  b"RSCHSNAP"            8 bytes
-    format u16 (FORMAT_VERSION)   2 bytes
-    crc32  u32 of everything after the fixed header
-    mlen   u32 length of the metadata JSON
-    meta   JSON {"index", "term", "entries": [[b64 command, idx, term] x2], "cluster": [addr...]}
+    magic  b"RSCHSNAP"
+    meta   JSON {"format", "index", "term", "entries": [[b64 command, idx, term] x2],
+                 "cluster": [addr...], "size", "crc32"}  (the Raft index it covers and
+                 pysyncobj's two boundary entries)
     state  the state machine's snapshot bytes
 
 ``read_snapshot`` checks all of it and raises ``SnapshotError`` naming the
-file and what to do; nothing is ever loaded from a damaged file.
+file and what to do; nothing is ever loaded from a damaged, foreign or newer
+file, and nothing here overwrites one.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from __future__ import annotations
 import base64
 import json
 import os
-import struct
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
+import lmdb
+
 MAGIC = b"RSCHSNAP"
-FORMAT_VERSION = 1
-_HEADER = struct.Struct(">8sHII")
+FORMAT_VERSION = 2
+_HEADROOM = 16 << 20
 
 
 class SnapshotError(Exception):
@@ -57,43 +58,63 @@ def write_snapshot(path: str, raft_data: Any, state: bytes) -> None:
     """Write ``state`` plus pysyncobj's ``(last_entry, prev_entry, cluster)`` to ``path`` and fsync it."""
     last_entry, prev_entry, cluster = raft_data
     meta = {
+        "format": FORMAT_VERSION,
         "index": int(last_entry[1]),
         "term": int(last_entry[2]),
         "entries": [_entry_to_plain(last_entry), _entry_to_plain(prev_entry)],
         "cluster": sorted(str(getattr(n, "id", n)) for n in cluster),
+        "size": len(state),
+        "crc32": zlib.crc32(state),
     }
-    meta_bytes = json.dumps(meta, separators=(",", ":")).encode("utf-8")
-    body = struct.pack(">I", len(meta_bytes)) + meta_bytes + state
-    header = _HEADER.pack(MAGIC, FORMAT_VERSION, zlib.crc32(body), len(body) & 0xFFFFFFFF)
-    with open(path, "wb") as f:
-        f.write(header)
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
+    if os.path.lexists(path):
+        os.unlink(path)
+    size = (len(state) + _HEADROOM + 4095) // 4096 * 4096
+    env = lmdb.open(path, subdir=False, map_size=size, lock=False, sync=False, metasync=False, max_dbs=0)
+    try:
+        with env.begin(write=True) as txn:
+            txn.put(b"magic", MAGIC)
+            txn.put(b"meta", json.dumps(meta, separators=(",", ":")).encode("utf-8"))
+            txn.put(b"state", state)
+        env.sync(True)
+    finally:
+        env.close()
+
+
+def _open(path: str) -> Any:
+    if not os.path.exists(path):
+        raise SnapshotError(f"cannot read snapshot {path}: it does not exist")
+    if os.path.getsize(path) < 8192:
+        raise SnapshotError(f"snapshot {path} is truncated ({os.path.getsize(path)} bytes); move it away to rebuild this node from its peers")
+    try:
+        return lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=0)
+    except lmdb.InvalidError as exc:
+        raise SnapshotError(f"{path} is not a raftsched snapshot (not an LMDB file); it belongs to something else: move it away") from exc
+    except lmdb.Error as exc:
+        raise SnapshotError(f"snapshot {path} is damaged ({exc}); move it away to rebuild this node from its peers") from exc
 
 
 def read_snapshot(path: str) -> SnapshotFile:
+    env = _open(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise SnapshotError(f"cannot read snapshot {path}: {exc}") from exc
-    if len(data) < _HEADER.size:
-        raise SnapshotError(f"snapshot {path} is truncated ({len(data)} bytes); move it away to rebuild this node from its peers")
-    magic, version, crc, length = _HEADER.unpack_from(data)
+        with env.begin() as txn:
+            magic, raw_meta, state = txn.get(b"magic"), txn.get(b"meta"), txn.get(b"state")
+    except lmdb.Error as exc:
+        raise SnapshotError(f"snapshot {path} is damaged ({exc}); move it away to rebuild this node from its peers") from exc
+    finally:
+        env.close()
     if magic != MAGIC:
-        raise SnapshotError(f"{path} is not a raftsched snapshot (bad magic); it belongs to something else: move it away")
+        raise SnapshotError(f"{path} is not a raftsched snapshot (no raftsched marker); it belongs to something else: move it away")
+    try:
+        meta = json.loads(raw_meta)
+        version = int(meta["format"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SnapshotError(f"snapshot {path} is damaged (unreadable metadata); move it away to rebuild this node from its peers") from exc
     if version > FORMAT_VERSION:
         raise SnapshotError(
             f"snapshot {path} has format {version}, newer than this version understands ({FORMAT_VERSION}); "
             "upgrade raftsched on this node"
         )
-    body = data[_HEADER.size :]
-    if len(body) & 0xFFFFFFFF != length or zlib.crc32(body) != crc:
-        raise SnapshotError(
-            f"snapshot {path} is damaged (checksum mismatch); move it away to rebuild this node from its peers"
-        )
-    (mlen,) = struct.unpack_from(">I", body)
-    meta = json.loads(body[4 : 4 + mlen])
+    if state is None or len(state) != meta.get("size") or zlib.crc32(state) != meta.get("crc32"):
+        raise SnapshotError(f"snapshot {path} is damaged (checksum mismatch); move it away to rebuild this node from its peers")
     last, prev = (_entry_from_plain(e) for e in meta["entries"])
-    return SnapshotFile(int(meta["index"]), int(meta["term"]), (last, prev), list(meta["cluster"]), body[4 + mlen :])
+    return SnapshotFile(int(meta["index"]), int(meta["term"]), (last, prev), list(meta["cluster"]), bytes(state))

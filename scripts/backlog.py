@@ -119,6 +119,22 @@ def watch_lag(address: str, stop: threading.Event, out: list[tuple[float, float]
             pass
 
 
+def wait_no_snapshot_children(cluster: LocalCluster, timeout: float = 180) -> None:
+    """Wait until no node has a snapshot child process left (restarts are measured on a quiet machine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = False
+        for node in cluster.nodes.values():
+            try:
+                with open(f"/proc/{node.pid}/task/{node.pid}/children", encoding="ascii") as f:
+                    busy = busy or bool(f.read().split())
+            except OSError:
+                pass
+        if not busy:
+            return
+        time.sleep(1)
+
+
 def snapshot_windows(cluster: LocalCluster, since: float) -> list[dict]:
     """(end time, duration, pause) of every snapshot the node logs report after ``since``."""
     found = []
@@ -177,7 +193,10 @@ def main() -> int:
             while time.monotonic() < deadline and len(snapshot_windows(cluster, window_start)) < 3:
                 time.sleep(1)
             time.sleep(3)
+            for job in client.list_jobs(name_prefix="lag-"):  # quiet again: no more log growth
+                client.job("DeleteJob", pb.DeleteJobRequest(job_id=job.job_id))
         stop.set()
+        wait_no_snapshot_children(cluster)
         snaps = snapshot_windows(cluster, window_start)
         res["snapshots"] = snaps
         during = [lag for ts, lag in lags if any(s["end"] - s["seconds"] - 0.5 <= ts <= s["end"] + 0.5 for s in snaps)]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 import sys
 
+import lmdb
 import pytest
 
 from cluster.local import LocalCluster, write_config
@@ -96,26 +96,38 @@ def test_node_refuses_a_data_dir_of_another_node(tmp_path) -> None:
     assert "belongs to node 'n2'" in out.stderr
 
 
-def _snapshot_header(version: int, crc: int, body: bytes) -> bytes:
-    return struct.pack(">8sHII", b"RSCHSNAP", version, crc, len(body)) + body
+def _lmdb_snapshot(path: str, meta: dict, state: bytes, magic: bytes = b"RSCHSNAP") -> None:
+    env = lmdb.open(path, subdir=False, map_size=1 << 24, lock=False)
+    with env.begin(write=True) as txn:
+        txn.put(b"magic", magic)
+        txn.put(b"meta", json.dumps(meta).encode())
+        txn.put(b"state", state)
+    env.close()
 
 
-@pytest.mark.parametrize(
-    "content,needle",
-    [
-        (_snapshot_header(1, 12345, b"\x00\x00\x00\x02{}state"), "checksum mismatch"),
-        (_snapshot_header(99, 0, b""), "newer than this version understands"),
-        (b"RSCH", "truncated"),
-        (b"PK\x03\x04 a zip file, not ours......", "not a raftsched snapshot"),
-    ],
-    ids=["bad-checksum", "newer-format", "truncated", "foreign"],
-)
-def test_node_refuses_a_damaged_snapshot(tmp_path, content: bytes, needle: str) -> None:
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+_META = {"format": 2, "index": 5, "term": 1, "entries": [["AQ==", 5, 1], ["AQ==", 4, 1]], "cluster": [], "size": 5}
+SNAPSHOT_CASES = [
+    ("bad-checksum", lambda p: _lmdb_snapshot(p, dict(_META, crc32=1), b"state"), "checksum mismatch"),
+    ("newer-format", lambda p: _lmdb_snapshot(p, dict(_META, format=99, crc32=0), b"state"), "newer than this version understands"),
+    ("truncated", lambda p: _write(p, b"RSCH"), "truncated"),
+    ("foreign", lambda p: _write(p, b"PK\x03\x04 a zip file, not ours" * 1000), "not a raftsched snapshot"),
+    ("foreign-lmdb", lambda p: _lmdb_snapshot(p, _META, b"state", magic=b"SOMEAPP"), "not a raftsched snapshot"),
+]
+
+
+@pytest.mark.parametrize("label,make,needle", SNAPSHOT_CASES, ids=[c[0] for c in SNAPSHOT_CASES])
+def test_node_refuses_a_damaged_snapshot(tmp_path, label: str, make, needle: str) -> None:  # type: ignore[no-untyped-def]
     config = write_config(str(tmp_path), 3)
     node_dir = tmp_path / "var" / "n1"
     node_dir.mkdir(parents=True)
     (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
-    (node_dir / "raft.snapshot").write_bytes(content)
+    make(str(node_dir / "raft.snapshot"))
+    content = (node_dir / "raft.snapshot").read_bytes()
     out = _node(config, "n1")
     assert out.returncode == 2
     assert f"snapshot {node_dir / 'raft.snapshot'}" in out.stderr or f"{node_dir / 'raft.snapshot'} is not" in out.stderr
