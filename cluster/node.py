@@ -53,6 +53,13 @@ def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
                 f"data dir {node_dir} belongs to node {ident.get('node_id')!r}, not {node_id!r}: "
                 "check --node-id and data_dir"
             )
+        known = ident.get("members")
+        if known and sorted(known) != members:
+            raise ConfigError(
+                f"data dir {node_dir} belongs to a cluster of {', '.join(sorted(known))}, but {cfg.path} lists "
+                f"{', '.join(members)}: this is another cluster's data (or the config changed): "
+                "use that cluster's config, or move the data dir away"
+            )
         return
     if any(f.startswith("raft.") for f in os.listdir(node_dir)):
         raise ConfigError(f"data dir {node_dir} holds Raft files but no {IDENTITY_FILE} file: it is not ours; move it away")

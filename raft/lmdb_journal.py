@@ -25,11 +25,14 @@ pysyncobj addresses entries by position (``log[0]``, ``log[-1]``,
 from __future__ import annotations
 
 import json
+import os
 import struct
 from typing import Any, Iterator
 
 import lmdb
 from pysyncobj.journal import Journal
+
+from raft.lmdb_check import lmdb_short_by
 
 FORMAT_VERSION = 1
 #: the log's address space; with writemap the file is sparse at this apparent size (8 GiB)
@@ -41,6 +44,33 @@ Entry = tuple[bytes, int, int]
 
 class JournalError(Exception):
     """The log on disk is damaged, foreign, or from a newer version."""
+
+
+def _probe(path: str) -> None:
+    """Open an existing log read-only and walk its structure; raise JournalError if it is damaged."""
+    if not os.path.exists(os.path.join(path, "data.mdb")):
+        return
+    short = lmdb_short_by(os.path.join(path, "data.mdb"))
+    if short:
+        raise JournalError(f"the Raft log {path} is truncated ({short}); move it away to rebuild this node from its peers")
+    try:
+        env = lmdb.open(path, subdir=True, readonly=True, lock=False, max_dbs=4)
+    except lmdb.Error as exc:
+        raise JournalError(
+            f"cannot open the Raft log {path}: {exc}; if it is damaged, move it away to rebuild this node from its peers"
+        ) from exc
+    try:
+        with env.begin() as txn:
+            for name in (b"log", b"meta"):
+                if txn.get(name) is None:
+                    continue
+                db = env.open_db(name, txn=txn, create=False)
+                for _ in txn.cursor(db).iternext(keys=True, values=False):
+                    pass
+    except lmdb.Error as exc:
+        raise JournalError(f"the Raft log {path} is damaged ({exc}); move it away to rebuild this node from its peers") from exc
+    finally:
+        env.close()
 
 
 class _LazySlice:
@@ -77,6 +107,7 @@ class _LazySlice:
 class LmdbJournal(Journal):  # type: ignore[misc]
     def __init__(self, path: str, sync: bool = False, keep_from_index: int | None = None) -> None:
         self._path = path
+        _probe(path)  # read-only first: a damaged log is reported, never grown or rewritten
         try:
             # writemap: a commit writes into the shared mapping, no syscall (12 us instead of 55 us an
             # append here); the pages are in the OS page cache at once, so a SIGKILL loses nothing
@@ -85,10 +116,16 @@ class LmdbJournal(Journal):  # type: ignore[misc]
             )
         except lmdb.Error as exc:
             raise JournalError(f"cannot open the Raft log {path}: {exc}; if it is damaged, move it away to rebuild this node from its peers") from exc
-        self._log = self._env.open_db(b"log")
-        self._meta_db = self._env.open_db(b"meta")
-        self._meta = self._load_meta()
-        self._first, self._next = self._bounds()
+        try:
+            self._log = self._env.open_db(b"log")
+            self._meta_db = self._env.open_db(b"meta")
+            self._meta = self._load_meta()
+            self._first, self._next = self._bounds()
+        except lmdb.Error as exc:
+            self._env.close()
+            raise JournalError(
+                f"the Raft log {path} is damaged ({exc}); move it away to rebuild this node from its peers"
+            ) from exc
         if keep_from_index is not None and self._first < keep_from_index < self._next:
             self._delete_range(self._first, keep_from_index)
             self._first = keep_from_index

@@ -27,6 +27,8 @@ from typing import Any
 
 import lmdb
 
+from raft.lmdb_check import lmdb_short_by
+
 MAGIC = b"RSCHSNAP"
 FORMAT_VERSION = 2
 _HEADROOM = 16 << 20
@@ -85,6 +87,9 @@ def _open(path: str) -> Any:
         raise SnapshotError(f"cannot read snapshot {path}: it does not exist")
     if os.path.getsize(path) < 8192:
         raise SnapshotError(f"snapshot {path} is truncated ({os.path.getsize(path)} bytes); move it away to rebuild this node from its peers")
+    short = lmdb_short_by(path)
+    if short:
+        raise SnapshotError(f"snapshot {path} is truncated ({short}); move it away to rebuild this node from its peers")
     try:
         return lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=0)
     except lmdb.InvalidError as exc:

@@ -155,3 +155,50 @@ def test_node_refuses_a_damaged_raft_log(tmp_path) -> None:
     assert out.returncode == 2
     assert str(node_dir / "raft.lmdb") in out.stderr and "move it away" in out.stderr
     assert (node_dir / "raft.lmdb" / "data.mdb").read_bytes() == garbage  # never overwritten
+
+
+def test_node_refuses_a_data_dir_of_another_cluster(tmp_path) -> None:
+    config = write_config(str(tmp_path), 3)
+    node_dir = tmp_path / "var" / "n1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": ["10.1.1.1:7001", "10.1.1.2:7001"]}))
+    out = _node(config, "n1")
+    assert out.returncode == 2
+    assert "another cluster's data" in out.stderr and "10.1.1.1:7001" in out.stderr
+
+
+def test_node_refuses_a_truncated_raft_log(tmp_path) -> None:
+    from raft.lmdb_journal import LmdbJournal
+
+    config = write_config(str(tmp_path), 3)
+    node_dir = tmp_path / "var" / "n1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    journal = LmdbJournal(str(node_dir / "raft.lmdb"))
+    for i in range(1, 3000):
+        journal.add(b"\x01" + b"x" * 200, i, 1)
+    journal._destroy()
+    data = node_dir / "raft.lmdb" / "data.mdb"
+    with open(data, "r+b") as f:
+        f.truncate(12288)  # the log's pages are gone: only the first pages are left
+    before = data.read_bytes()
+    out = _node(config, "n1")
+    assert out.returncode == 2, out.stderr
+    assert str(node_dir / "raft.lmdb") in out.stderr and "move it away" in out.stderr
+    assert data.read_bytes() == before  # never overwritten
+
+
+def test_node_refuses_a_truncated_lmdb_snapshot(tmp_path) -> None:
+    from raft.snapshot_file import write_snapshot
+
+    config = write_config(str(tmp_path), 3)
+    node_dir = tmp_path / "var" / "n1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    snap = node_dir / "raft.snapshot"
+    write_snapshot(str(snap), ((b"\x01", 5, 1), (b"\x01", 4, 1), []), b"s" * 200_000)
+    with open(snap, "r+b") as f:
+        f.truncate(16384)
+    out = _node(config, "n1")
+    assert out.returncode == 2, out.stderr
+    assert "truncated" in out.stderr and str(snap) in out.stderr
