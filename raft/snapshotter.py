@@ -14,6 +14,10 @@ thread free:
    ``<dump>.next`` onto the dump and answers SUCCESS, and only then does
    pysyncobj drop the log it covers.
 
+The child runs at the lowest CPU priority: every node reaches the snapshot
+threshold at about the same index, and three children encoding a large state
+at full priority would starve the nodes' Raft threads on a small machine.
+
 A crash at any point leaves a valid dump plus the log after it (the LMDB
 log trims itself to the dump on open). The first snapshot of a node, with no
 dump to link yet, is written synchronously. The child touches no lock, no
@@ -63,6 +67,7 @@ class Snapshotter:
         if pid == 0:  # the child: a frozen image of the state at `index`
             code = 1
             try:
+                os.nice(19)  # on a small machine the node, not its snapshot, gets the CPU
                 write_snapshot(self.dump_file + ".next", raft_data, self._encode())
                 code = 0
             finally:
