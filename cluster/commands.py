@@ -296,8 +296,7 @@ def decode(data: bytes) -> Command:
     version = plain.get("v")
     if type(version) is not int or version != FORMAT_VERSION:  # not True, not 1.0
         raise CommandFormatError(
-            f"command format version {version!r} is not supported (this node understands {FORMAT_VERSION}); "
-            "upgrade this node"
+            f"command format version {version!r} is not supported (this node understands {FORMAT_VERSION}); upgrade this node"
         )
     decoder = _DECODERS.get(str(plain.get("op")))
     if decoder is None:

@@ -44,7 +44,11 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--s3-endpoint-url", help="an S3-compatible server, e.g. http://127.0.0.1:9000 ([logs] endpoint_url)")
     p.add_argument("--s3-region", help="the bucket's region ([logs] region)")
     p.add_argument(
-        "--output-retry-seconds", "--s3-retry-seconds", dest="output_retry_seconds", type=float, default=OUTPUT_RETRY_S,
+        "--output-retry-seconds",
+        "--s3-retry-seconds",
+        dest="output_retry_seconds",
+        type=float,
+        default=OUTPUT_RETRY_S,
         help=f"how long a failing store is retried before a run completes with its output missing (default {OUTPUT_RETRY_S:g})",
     )
     p.add_argument("--log-limit-mb", type=float, default=64.0, help="log bytes kept per attempt: head and tail (default 64)")

@@ -64,9 +64,7 @@ def _too_old_ms(w: Window) -> int:
     return max(w.catchup_window_ms, w.misfire_threshold_ms)
 
 
-def skip_through(
-    schedule: Schedule, anchor_ms: int, first_ms: int, until_ms: int, reason: str
-) -> tuple[Skip, int | None]:
+def skip_through(schedule: Schedule, anchor_ms: int, first_ms: int, until_ms: int, reason: str) -> tuple[Skip, int | None]:
     """One record for every instant from ``first_ms`` (an instant) through ``until_ms``, and the next instant.
 
     ``Every`` instants are counted arithmetically, however many; others one by

@@ -239,7 +239,7 @@ def _json_payload(task: Task, required: str) -> dict:
     except (UnicodeDecodeError, ValueError) as exc:
         raise HandlerError(f"{task.type} payload is not JSON: {exc}") from exc
     if not isinstance(payload, dict) or not isinstance(payload.get(required), str):
-        raise HandlerError(f"{task.type} payload needs a string {required!r} field, e.g. {{\"{required}\": \"...\"}}")
+        raise HandlerError(f'{task.type} payload needs a string {required!r} field, e.g. {{"{required}": "..."}}')
     return payload
 
 

@@ -114,9 +114,7 @@ class LeaseService:
             raise RejectedError(FailedPrecondition("; ".join(r.error for r in renewals[:5])))
         return renewals
 
-    def complete(
-        self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str
-    ) -> Run:
+    def complete(self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str) -> Run:
         if not lease_id:
             raise ValidationError("lease_id is required")
         if len(result) > self._max_result:

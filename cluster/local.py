@@ -34,9 +34,7 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def write_config(
-    root: str, count: int, extra: str = "", secret: bool = True, base_ports: tuple[int, int] | None = None
-) -> str:
+def write_config(root: str, count: int, extra: str = "", secret: bool = True, base_ports: tuple[int, int] | None = None) -> str:
     """Write ``root/cluster.toml`` for ``count`` nodes n1..nN on loopback.
 
     Ports are free ones picked now, or ``base_ports=(raft, grpc)`` counted up per node.
@@ -53,7 +51,13 @@ def write_config(
         os.chmod(os.path.join(root, "raft.secret"), 0o600)
         lines.append('secret_file = "raft.secret"')
     for i in range(count):
-        lines += ["", "[[nodes]]", f'id = "n{i + 1}"', f'raft = "127.0.0.1:{ports[2 * i]}"', f'grpc = "127.0.0.1:{ports[2 * i + 1]}"']
+        lines += [
+            "",
+            "[[nodes]]",
+            f'id = "n{i + 1}"',
+            f'raft = "127.0.0.1:{ports[2 * i]}"',
+            f'grpc = "127.0.0.1:{ports[2 * i + 1]}"',
+        ]
     path = os.path.join(root, "cluster.toml")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n" + extra)
@@ -90,9 +94,7 @@ class LocalCluster:
 
         path = write_config(root, count, extra_config, base_ports=base_ports)
         cfg = load_config(path)
-        nodes = {
-            n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes
-        }
+        nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes}
         return cls(root, path, nodes)
 
     @classmethod

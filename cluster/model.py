@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple, Union
 
-
 # --------------------------------------------------------------- schedules
 
 

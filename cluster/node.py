@@ -50,8 +50,7 @@ def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
             raise ConfigError(f"{path} is unreadable ({exc}); this data dir may be damaged or foreign") from exc
         if ident.get("node_id") != node_id:
             raise ConfigError(
-                f"data dir {node_dir} belongs to node {ident.get('node_id')!r}, not {node_id!r}: "
-                "check --node-id and data_dir"
+                f"data dir {node_dir} belongs to node {ident.get('node_id')!r}, not {node_id!r}: check --node-id and data_dir"
             )
         known = ident.get("members")
         if known and sorted(known) != members:
@@ -130,7 +129,12 @@ class Node:
     def start(self) -> None:
         self.server.start()
         self.leader.start()
-        log.info("node %s serving gRPC on %s, Raft on %s", self.node_id, self.cfg.node(self.node_id).grpc, self.raft.settings.self_address)
+        log.info(
+            "node %s serving gRPC on %s, Raft on %s",
+            self.node_id,
+            self.cfg.node(self.node_id).grpc,
+            self.raft.settings.self_address,
+        )
 
     def stop(self) -> None:
         log.info("node %s stopping", self.node_id)

@@ -29,7 +29,6 @@ from cluster import snapshot_codec
 from cluster.codec import spec_fingerprint
 from cluster.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.leasing import LeaseRules
-from cluster.retention import RetentionRules
 from cluster.model import (
     ACTIVE_RUN_STATUSES,
     ConcurrencyPolicy,
@@ -50,6 +49,7 @@ from cluster.results import (
     Ok,
     Result,
 )
+from cluster.retention import RetentionRules
 from cluster.schedule import first_fire, next_fire
 
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
@@ -460,4 +460,3 @@ _HANDLERS: dict[type, Any] = {
     c.GraceLeases: JobStateMachine._grace,
     c.PruneHistory: JobStateMachine._prune,
 }
-

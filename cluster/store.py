@@ -100,9 +100,7 @@ class JobStore:
 
     def attach(self, raft: Replicator) -> None:
         self._raft = raft
-        self._barrier = ReadBarrier(
-            lambda cb: raft.propose_async(c.encode(c.Barrier(self.clock.now_ms())), cb), self.clock
-        )
+        self._barrier = ReadBarrier(lambda cb: raft.propose_async(c.encode(c.Barrier(self.clock.now_ms())), cb), self.clock)
 
     @property
     def raft(self) -> Replicator:

@@ -31,9 +31,7 @@ def validate_queue(queue: str) -> None:
     if not queue.strip():
         raise ValidationError("queue name is empty: give a name such as 'default'")
     if not _QUEUE_RE.match(queue):
-        raise ValidationError(
-            f"queue name {queue!r} is not valid: use 1-128 letters, digits and the characters _ . : / -"
-        )
+        raise ValidationError(f"queue name {queue!r} is not valid: use 1-128 letters, digits and the characters _ . : / -")
 
 
 def validate_retry(retry: RetryPolicy) -> None:
@@ -45,8 +43,7 @@ def validate_retry(retry: RetryPolicy) -> None:
         raise ValidationError(f"retry.max_backoff is negative ({retry.max_backoff_ms} ms): give a positive span")
     if retry.max_backoff_ms < retry.initial_backoff_ms:
         raise ValidationError(
-            f"retry.max_backoff ({retry.max_backoff_ms} ms) is shorter than retry.initial_backoff "
-            f"({retry.initial_backoff_ms} ms)"
+            f"retry.max_backoff ({retry.max_backoff_ms} ms) is shorter than retry.initial_backoff ({retry.initial_backoff_ms} ms)"
         )
     if not 1.0 <= retry.multiplier <= 100.0:
         raise ValidationError(f"retry.multiplier {retry.multiplier} must be between 1 and 100")
@@ -77,8 +74,7 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
     validate_queue(spec.queue)
     if not _TYPE_RE.match(spec.type):
         raise ValidationError(
-            f"job type {spec.type!r} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, "
-            "digits and _ . : / -"
+            f"job type {spec.type!r} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
         )
     if len(spec.payload) > limits.max_payload_bytes:
         raise ValidationError(

@@ -115,7 +115,9 @@ class LmdbJournal(Journal):  # type: ignore[misc]
                 path, subdir=True, map_size=MAP_SIZE, max_dbs=4, sync=sync, metasync=sync, readahead=False, writemap=True
             )
         except lmdb.Error as exc:
-            raise JournalError(f"cannot open the Raft log {path}: {exc}; if it is damaged, move it away to rebuild this node from its peers") from exc
+            raise JournalError(
+                f"cannot open the Raft log {path}: {exc}; if it is damaged, move it away to rebuild this node from its peers"
+            ) from exc
         try:
             self._log = self._env.open_db(b"log")
             self._meta_db = self._env.open_db(b"meta")

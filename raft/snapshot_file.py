@@ -86,14 +86,18 @@ def _open(path: str) -> Any:
     if not os.path.exists(path):
         raise SnapshotError(f"cannot read snapshot {path}: it does not exist")
     if os.path.getsize(path) < 8192:
-        raise SnapshotError(f"snapshot {path} is truncated ({os.path.getsize(path)} bytes); move it away to rebuild this node from its peers")
+        raise SnapshotError(
+            f"snapshot {path} is truncated ({os.path.getsize(path)} bytes); move it away to rebuild this node from its peers"
+        )
     short = lmdb_short_by(path)
     if short:
         raise SnapshotError(f"snapshot {path} is truncated ({short}); move it away to rebuild this node from its peers")
     try:
         return lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=0)
     except lmdb.InvalidError as exc:
-        raise SnapshotError(f"{path} is not a raftsched snapshot (not an LMDB file); it belongs to something else: move it away") from exc
+        raise SnapshotError(
+            f"{path} is not a raftsched snapshot (not an LMDB file); it belongs to something else: move it away"
+        ) from exc
     except lmdb.Error as exc:
         raise SnapshotError(f"snapshot {path} is damaged ({exc}); move it away to rebuild this node from its peers") from exc
 
@@ -108,12 +112,16 @@ def read_snapshot(path: str) -> SnapshotFile:
     finally:
         env.close()
     if magic != MAGIC:
-        raise SnapshotError(f"{path} is not a raftsched snapshot (no raftsched marker); it belongs to something else: move it away")
+        raise SnapshotError(
+            f"{path} is not a raftsched snapshot (no raftsched marker); it belongs to something else: move it away"
+        )
     try:
         meta = json.loads(raw_meta)
         version = int(meta["format"])
     except (TypeError, ValueError, KeyError) as exc:
-        raise SnapshotError(f"snapshot {path} is damaged (unreadable metadata); move it away to rebuild this node from its peers") from exc
+        raise SnapshotError(
+            f"snapshot {path} is damaged (unreadable metadata); move it away to rebuild this node from its peers"
+        ) from exc
     if version > FORMAT_VERSION:
         raise SnapshotError(
             f"snapshot {path} has format {version}, newer than this version understands ({FORMAT_VERSION}); "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import re
 import sys
@@ -78,7 +77,14 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _job_row(j: pb.Job) -> list[str]:
-    return [j.job_id, j.spec.name, j.spec.queue, pb.JobStatus.Name(j.status)[11:], _schedule_text(j.spec), _fmt_ts(j.next_fire_time)]
+    return [
+        j.job_id,
+        j.spec.name,
+        j.spec.queue,
+        pb.JobStatus.Name(j.status)[11:],
+        _schedule_text(j.spec),
+        _fmt_ts(j.next_fire_time),
+    ]
 
 
 def _run_row(r: pb.Run) -> list[str]:
@@ -132,7 +138,7 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="")
     p.add_argument("--queue", default="")
     p.add_argument("--type", default="", help="shell (default), http, or a registered handler name")
-    p.add_argument("--payload", help="payload text (for shell: JSON such as '{\"command\": \"echo hi\"}')")
+    p.add_argument("--payload", help='payload text (for shell: JSON such as \'{"command": "echo hi"}\')')
     p.add_argument("--payload-file")
     p.add_argument("--at", help="ISO time, e.g. 2026-12-01T09:00:00Z")
     p.add_argument("--after", help="span, e.g. 30s")
@@ -179,7 +185,9 @@ def add_client_commands(sub: Any) -> None:
     logs.add_argument("run_id")
     logs.add_argument("--attempt", type=int, default=0)
     logs.add_argument(
-        "--follow", "-f", action="store_true",
+        "--follow",
+        "-f",
+        action="store_true",
         help="wait until the run ends, showing its status and each attempt's log as it is stored",
     )
     logs.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
@@ -260,7 +268,11 @@ def _output_notes(out: pb.RunOutput) -> str:
 
 
 _TERMINAL = {
-    pb.RUN_STATUS_SUCCEEDED, pb.RUN_STATUS_FAILED, pb.RUN_STATUS_CANCELLED, pb.RUN_STATUS_DEAD_LETTER, pb.RUN_STATUS_SKIPPED,
+    pb.RUN_STATUS_SUCCEEDED,
+    pb.RUN_STATUS_FAILED,
+    pb.RUN_STATUS_CANCELLED,
+    pb.RUN_STATUS_DEAD_LETTER,
+    pb.RUN_STATUS_SKIPPED,
 }
 
 
@@ -304,8 +316,7 @@ def _follow_logs(a: argparse.Namespace, client: Client) -> None:
 def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
     s = client.cluster_status()
     rows = [
-        [m.id, pb.MemberRole.Name(m.role)[12:], m.raft_address, m.grpc_address, "yes" if m.reachable else "no"]
-        for m in s.members
+        [m.id, pb.MemberRole.Name(m.role)[12:], m.raft_address, m.grpc_address, "yes" if m.reachable else "no"] for m in s.members
     ]
     head = f"leader: {s.leader_id or '(none)'}  term: {s.term}  commit: {s.commit_index}  applied: {s.applied_index}  (answered by {s.self_id})"
     _print(a, s, head + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE"], rows))

@@ -45,9 +45,7 @@ def output_reader(logs: LogsConfig) -> OutputReader:
 
 
 class JobServicer(pb_grpc.JobServiceServicer):
-    def __init__(
-        self, service: SchedulerService, store: JobStore, hub: EventHub, logs: LogsConfig | None = None
-    ) -> None:
+    def __init__(self, service: SchedulerService, store: JobStore, hub: EventHub, logs: LogsConfig | None = None) -> None:
         self._svc = service
         self._store = store
         self._hub = hub

@@ -21,9 +21,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
     @guarded
     def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.ServicerContext) -> pb.AcquireLeaseResponse:
         wait_ms = cv.dur_ms(request.wait) if request.HasField("wait") else 0
-        grants = self._svc.acquire(
-            request.executor_id, list(request.queues), request.max_runs, wait_ms, alive=context.is_active
-        )
+        grants = self._svc.acquire(request.executor_id, list(request.queues), request.max_runs, wait_ms, alive=context.is_active)
         resp = pb.AcquireLeaseResponse()
         for g in grants:
             lease = resp.leases.add(

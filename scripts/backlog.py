@@ -138,7 +138,9 @@ def wait_no_snapshot_children(cluster: LocalCluster, timeout: float = 180) -> No
 def snapshot_windows(cluster: LocalCluster, since: float) -> list[dict]:
     """(end time, duration, pause) of every snapshot the node logs report after ``since``."""
     found = []
-    pat = re.compile(r"^(\S+ \S+) (\S+) raftsched.raft INFO snapshot at index (\d+) written in ([\d.]+) s \(tick thread paused ([\d.]+) s\)")
+    pat = re.compile(
+        r"^(\S+ \S+) (\S+) raftsched.raft INFO snapshot at index (\d+) written in ([\d.]+) s \(tick thread paused ([\d.]+) s\)"
+    )
     for node in cluster.nodes.values():
         with open(node.log_path, encoding="utf-8", errors="replace") as f:
             for line in f:

@@ -105,9 +105,7 @@ def generate(out_dir: Path) -> None:
     ]
     proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise GenerationError(
-            f"protoc failed (exit {proc.returncode}) on {PROTO}:\n{proc.stderr.strip() or proc.stdout.strip()}"
-        )
+        raise GenerationError(f"protoc failed (exit {proc.returncode}) on {PROTO}:\n{proc.stderr.strip() or proc.stdout.strip()}")
     missing = [name for name in GENERATED if not (out_dir / name).is_file()]
     if missing:
         raise GenerationError(f"protoc did not write {', '.join(missing)}")

@@ -111,9 +111,22 @@ def start(root: str, count: int, sample: bool, n_executors: int) -> int:
         log_path = os.path.join(root, f"{name}.log")
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cluster.cli", "executor", "--config", cluster.config_path, "--queue", "default",
-                 "--executor-id", name],
-                stdout=log, stderr=subprocess.STDOUT, cwd=root, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "cluster.cli",
+                    "executor",
+                    "--config",
+                    cluster.config_path,
+                    "--queue",
+                    "default",
+                    "--executor-id",
+                    name,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=root,
+                start_new_session=True,
             )
         pids[name] = proc.pid
         executors[name] = (proc.pid, log_path)

@@ -35,9 +35,24 @@ PART_SIZE = 8 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's floor for every part but the last
 
 _NOT_RETRYABLE = {
-    "301", "400", "403", "404", "NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-    "AllAccessDisabled", "InvalidBucketName", "AuthorizationHeaderMalformed", "PermanentRedirect",
-    "InvalidArgument", "EntityTooLarge", "AccountProblem", "InvalidToken", "ExpiredToken", "InvalidObjectState",
+    "301",
+    "400",
+    "403",
+    "404",
+    "NoSuchBucket",
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AllAccessDisabled",
+    "InvalidBucketName",
+    "AuthorizationHeaderMalformed",
+    "PermanentRedirect",
+    "InvalidArgument",
+    "EntityTooLarge",
+    "AccountProblem",
+    "InvalidToken",
+    "ExpiredToken",
+    "InvalidObjectState",
 }
 _META_SAFE = re.compile(r"[^A-Za-z0-9_.@:-]")
 _LOG_KEY = re.compile(r"(^|/)attempt-\d+-token-\d+\.log$")
@@ -53,9 +68,7 @@ def _boto_client(region: str, endpoint_url: str, connect_timeout: float, read_ti
         retries={"max_attempts": attempts, "mode": "standard"},
         s3={"addressing_style": "path"} if endpoint_url else None,
     )
-    return boto3.session.Session().client(
-        "s3", region_name=region or None, endpoint_url=endpoint_url or None, config=config
-    )
+    return boto3.session.Session().client("s3", region_name=region or None, endpoint_url=endpoint_url or None, config=config)
 
 
 def _error_code(exc: BaseException) -> tuple[str, int]:

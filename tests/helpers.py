@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from typing import Callable, TypeVar
 
@@ -44,25 +48,32 @@ def wait_for(fn: Callable[[], T | None], timeout: float, what: str, interval: fl
     raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
-def shell_spec(name: str, command: str, queue: str = "default", **kw: object) -> "pb.JobSpec":
+def shell_spec(name: str, command: str, queue: str = "default", **kw: object) -> pb.JobSpec:
     """A one-off shell job due now (``after`` 0)."""
-    import json
-
     spec = pb.JobSpec(name=name, type="shell", queue=queue, payload=json.dumps({"command": command}).encode(), **kw)  # type: ignore[arg-type]
     cv.to_dur(0, spec.after)
     return spec
 
 
-def start_executor(cluster_addrs: list[str], root: str, name: str, queue: str = "default", *extra: str) -> "subprocess.Popen[bytes]":
-    import os
-    import subprocess
-    import sys
-
+def start_executor(
+    cluster_addrs: list[str], root: str, name: str, queue: str = "default", *extra: str
+) -> subprocess.Popen[bytes]:
     log = open(os.path.join(root, f"{name}.log"), "ab")
     return subprocess.Popen(
         [
-            sys.executable, "-m", "cluster.cli", "executor", "--cluster", ",".join(cluster_addrs), "--queue", queue,
-            "--executor-id", name, "--output-dir", os.path.join(root, f"{name}-out"), *extra,
+            sys.executable,
+            "-m",
+            "cluster.cli",
+            "executor",
+            "--cluster",
+            ",".join(cluster_addrs),
+            "--queue",
+            queue,
+            "--executor-id",
+            name,
+            "--output-dir",
+            os.path.join(root, f"{name}-out"),
+            *extra,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

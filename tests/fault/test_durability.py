@@ -107,7 +107,9 @@ def test_wiped_node_rejoins_from_a_snapshot(snapshotting_cluster: LocalCluster) 
         more = [client.create_job(every_spec(f"t-{i}", 3_600_000), f"t-{i}").job_id for i in range(200)]
         c.start(victim)
         with Client([c.nodes[victim].grpc], deadline_s=60) as one:
-            known = wait_for(lambda: {j.job_id for j in one.list_jobs()} >= set(ids + more) or None, 60, "the wiped node to catch up")
+            known = wait_for(
+                lambda: {j.job_id for j in one.list_jobs()} >= set(ids + more) or None, 60, "the wiped node to catch up"
+            )
             assert known
         status = c.status(victim)
         assert status is not None and status.last_snapshot_index > 0, "the wiped node should have installed a snapshot"

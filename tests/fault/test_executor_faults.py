@@ -48,7 +48,9 @@ def test_sigkilled_executor_loses_lease_and_another_completes(fresh_cluster: Loc
             a.wait()
             b = start_executor(c.addresses, root, "exec-b", "q-kill")
             done = wait_for(
-                lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED], 30, "exec-b to finish"
+                lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED],
+                30,
+                "exec-b to finish",
             )[0]
             assert done.executor_id == "exec-b" and done.attempt == 2
             assert done.fencing_token > leased.fencing_token
@@ -87,7 +89,9 @@ def test_renewing_run_survives_leader_sigkill_and_is_never_handed_out_twice(fres
             c.wait_leader(among=[n for n in c.nodes if n != leader])
             c.start(leader)
             done = wait_for(
-                lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED], 40, "the run to finish"
+                lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED],
+                40,
+                "the run to finish",
             )[0]
             assert done.attempt == 1, f"the run was handed out again: attempt {done.attempt}"
             assert marks.read_text().split() == ["start-1"]

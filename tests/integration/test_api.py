@@ -153,7 +153,9 @@ BAD_SPECS = [
 
 
 @pytest.mark.parametrize("label,spec,needle", BAD_SPECS, ids=[b[0] for b in BAD_SPECS])
-def test_bad_input_is_invalid_argument_and_changes_nothing(client: Client, label: str, spec: pb.JobSpec | None, needle: str) -> None:
+def test_bad_input_is_invalid_argument_and_changes_nothing(
+    client: Client, label: str, spec: pb.JobSpec | None, needle: str
+) -> None:
     if spec is None:
         spec = pb.JobSpec(name="bad")
         cv.to_dur(-5000, spec.after)

@@ -15,14 +15,14 @@ pytestmark = pytest.mark.integration
 
 
 def raftsched(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cluster.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_job_lifecycle(cluster: LocalCluster) -> None:
     addrs = ",".join(cluster.addresses)
-    out = raftsched("job", "create", "--cluster", addrs, "--name", "cli-report", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--json")
+    out = raftsched(
+        "job", "create", "--cluster", addrs, "--name", "cli-report", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--json"
+    )
     assert out.returncode == 0, out.stderr
     job = json.loads(out.stdout)
     assert job["spec"]["cron"] == {"expression": "0 6 * * *", "timezone": "Asia/Tokyo"}
@@ -113,7 +113,11 @@ def _write(path: str, data: bytes) -> None:
 _META = {"format": 2, "index": 5, "term": 1, "entries": [["AQ==", 5, 1], ["AQ==", 4, 1]], "cluster": [], "size": 5}
 SNAPSHOT_CASES = [
     ("bad-checksum", lambda p: _lmdb_snapshot(p, dict(_META, crc32=1), b"state"), "checksum mismatch"),
-    ("newer-format", lambda p: _lmdb_snapshot(p, dict(_META, format=99, crc32=0), b"state"), "newer than this version understands"),
+    (
+        "newer-format",
+        lambda p: _lmdb_snapshot(p, dict(_META, format=99, crc32=0), b"state"),
+        "newer than this version understands",
+    ),
     ("truncated", lambda p: _write(p, b"RSCH"), "truncated"),
     ("foreign", lambda p: _write(p, b"PK\x03\x04 a zip file, not ours" * 1000), "not a raftsched snapshot"),
     ("foreign-lmdb", lambda p: _lmdb_snapshot(p, _META, b"state", magic=b"SOMEAPP"), "not a raftsched snapshot"),
@@ -137,9 +141,7 @@ def test_node_refuses_a_damaged_snapshot(tmp_path, label: str, make, needle: str
 
 def test_node_refuses_non_loopback_without_secret(tmp_path) -> None:
     cfg = tmp_path / "c.toml"
-    cfg.write_text(
-        "[cluster]\ndata_dir='var'\n[[nodes]]\nid='n1'\nraft='10.9.9.9:7001'\ngrpc='127.0.0.1:50999'\n"
-    )
+    cfg.write_text("[cluster]\ndata_dir='var'\n[[nodes]]\nid='n1'\nraft='10.9.9.9:7001'\ngrpc='127.0.0.1:50999'\n")
     out = _node(str(cfg), "n1")
     assert out.returncode == 2 and "secret_file" in out.stderr
 

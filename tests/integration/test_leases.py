@@ -53,7 +53,9 @@ def test_grant_renew_complete(client: Client) -> None:
     assert cv.ts_ms(lease.expires_at) > time.time() * 1000
     renew = client.lease(
         "RenewLease",
-        pb.RenewLeaseRequest(executor_id="exec-a", leases=[pb.LeaseRef(lease_id=lease.lease_id, fencing_token=lease.fencing_token)]),
+        pb.RenewLeaseRequest(
+            executor_id="exec-a", leases=[pb.LeaseRef(lease_id=lease.lease_id, fencing_token=lease.fencing_token)]
+        ),
     )
     assert renew.leases[0].ok and not renew.leases[0].cancel_requested
     done = _complete(client, lease)
@@ -114,7 +116,9 @@ def test_cancel_requested_reaches_the_holder(client: Client) -> None:
     assert run.status == pb.RUN_STATUS_LEASED and run.cancel_requested
     renew = client.lease(
         "RenewLease",
-        pb.RenewLeaseRequest(executor_id="exec-c", leases=[pb.LeaseRef(lease_id=lease.lease_id, fencing_token=lease.fencing_token)]),
+        pb.RenewLeaseRequest(
+            executor_id="exec-c", leases=[pb.LeaseRef(lease_id=lease.lease_id, fencing_token=lease.fencing_token)]
+        ),
     )
     assert renew.leases[0].ok and renew.leases[0].cancel_requested
     out = _complete(client, lease, ok=False)
@@ -176,7 +180,9 @@ def test_executor_process_runs_shell_jobs_and_stores_logs(cluster: LocalCluster,
     proc = start_executor(cluster.addresses, cluster.root, "exec-shell", "q-exec")
     try:
         runs = wait_for(
-            lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED], 20, "the run to succeed"
+            lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED],
+            20,
+            "the run to succeed",
         )
         out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=runs[0].run_id))
         assert out.log == b"out-1\noops\n" and not out.missing_reason

@@ -72,7 +72,9 @@ class MotoServer:
             return False
 
     def client(self) -> object:
-        return boto3.client("s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        return boto3.client(
+            "s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -154,7 +156,11 @@ def read_log(root: str, name: str) -> str:
 def finished(client: Client, job_id: str, timeout: float) -> pb.Run:
     def done() -> pb.Run | None:
         runs = client.list_runs(job_id=job_id)
-        return runs[0] if runs and runs[0].status in (pb.RUN_STATUS_SUCCEEDED, pb.RUN_STATUS_FAILED, pb.RUN_STATUS_DEAD_LETTER) else None
+        return (
+            runs[0]
+            if runs and runs[0].status in (pb.RUN_STATUS_SUCCEEDED, pb.RUN_STATUS_FAILED, pb.RUN_STATUS_DEAD_LETTER)
+            else None
+        )
 
     return wait_for(done, timeout, f"a finished run of job {job_id}", interval=0.2)
 
@@ -185,7 +191,8 @@ def test_output_lands_under_the_documented_key_and_every_node_reads_it(
             assert (out.log, out.result, out.missing_reason) == (b"hello-s3\noops\n", b'{"exit_code": 0}', ""), address
         cli = subprocess.run(
             [sys.executable, "-m", "cluster.cli", "run", "logs", run.run_id, "--cluster", ",".join(s3_cluster.addresses)],
-            capture_output=True, timeout=60,
+            capture_output=True,
+            timeout=60,
         )
         assert cli.returncode == 0 and cli.stdout.startswith(b"hello-s3\noops\n"), cli
         # a log that is gone from the bucket (lifecycle expiry) is reported, not raised
@@ -203,9 +210,21 @@ def test_follow_shows_the_status_then_the_log_once_uploaded(s3: MotoServer, s3_c
     job = client.create_job(shell_spec("s3-follow", "echo started; sleep 2; echo finished", queue="s3-follow"))
     (run,) = wait_for(lambda: client.list_runs(job_id=job.job_id), 10, "the run to be fired")
     follow = subprocess.Popen(
-        [sys.executable, "-m", "cluster.cli", "run", "logs", run.run_id, "--follow", "--interval", "0.3",
-         "--cluster", ",".join(s3_cluster.addresses)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "cluster.cli",
+            "run",
+            "logs",
+            run.run_id,
+            "--follow",
+            "--interval",
+            "0.3",
+            "--cluster",
+            ",".join(s3_cluster.addresses),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     proc = start_executor(root, "ex-follow", "--cluster", ",".join(s3_cluster.addresses), "--queue", "s3-follow", *s3_flags(s3))
     try:
@@ -248,7 +267,9 @@ def test_a_50_mb_log_is_uploaded_in_parts_with_bounded_memory(s3: MotoServer, s3
 
 
 @pytest.fixture(scope="module")
-def outage(aws_env: None, s3_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pb.Run, float, str]]:
+def outage(
+    aws_env: None, s3_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[pb.Run, float, str]]:
     """A run whose S3 server is SIGKILLed while it runs: (the finished run, seconds from kill to end, executor log)."""
     root = s3_cluster.root
     server = MotoServer(str(tmp_path_factory.mktemp("s3-outage")), "moto-outage")
@@ -259,7 +280,11 @@ def outage(aws_env: None, s3_cluster: LocalCluster, tmp_path_factory: pytest.Tem
         proc = start_executor(root, "ex-outage", *args)
         with Client(s3_cluster.addresses) as client:
             job = client.create_job(shell_spec("s3-outage", "echo working; sleep 2; echo done", queue="s3-outage"))
-            wait_for(lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_LEASED], 30, "the run to start")
+            wait_for(
+                lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_LEASED],
+                30,
+                "the run to start",
+            )
             server.kill()
             killed = time.monotonic()
             run = finished(client, job.job_id, 40)
@@ -293,8 +318,20 @@ def test_the_outage_reason_is_recorded_on_the_run(outage: tuple[pb.Run, float, s
 
 def test_a_wrong_bucket_stops_the_executor_at_start(s3: MotoServer, s3_cluster: LocalCluster) -> None:
     root = s3_cluster.root
-    proc = start_executor(root, "ex-nobucket", "--cluster", ",".join(s3_cluster.addresses), "--logs-store", "s3",
-                          "--s3-bucket", "no-such-bucket", "--s3-endpoint-url", s3.url, "--s3-region", REGION)
+    proc = start_executor(
+        root,
+        "ex-nobucket",
+        "--cluster",
+        ",".join(s3_cluster.addresses),
+        "--logs-store",
+        "s3",
+        "--s3-bucket",
+        "no-such-bucket",
+        "--s3-endpoint-url",
+        s3.url,
+        "--s3-region",
+        REGION,
+    )
     assert proc.wait(30) == 2
     text = read_log(root, "ex-nobucket")
     assert "cannot start executor: cannot use S3 output store 'no-such-bucket'" in text

@@ -240,9 +240,7 @@ json_values = st.recursive(
 @settings(max_examples=100, deadline=None)
 @given(
     op=st.sampled_from(["create_job", "update_job", "pause_job", "cancel_run", "fire", "barrier", "nope"]),
-    fields=st.dictionaries(
-        st.sampled_from(["now", "job_id", "spec", "idem", "run_id", "items", "look", "mis"]), json_values
-    ),
+    fields=st.dictionaries(st.sampled_from(["now", "job_id", "spec", "idem", "run_id", "items", "look", "mis"]), json_values),
 )
 def test_random_json_objects_never_escape_as_another_exception(op: str, fields: dict) -> None:
     data = json.dumps({"v": 1, "op": op, **fields}).encode()

@@ -106,9 +106,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert cfg.read_secret() is None  # every address is loopback
 
 
-def test_relative_paths_resolve_against_the_config_directory_not_the_cwd(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_relative_paths_resolve_against_the_config_directory_not_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     conf_dir = tmp_path / "etc" / "raftsched"
     conf_dir.mkdir(parents=True)
     path = conf_dir / "cluster.toml"

@@ -73,7 +73,7 @@ def test_bounded_log_spools_to_disk_and_keeps_memory_small(tmp_path: Path) -> No
         assert first == block
         total = len(first) + sum(len(c) for c in iter(lambda: r.read(1024 * 1024), b""))
     assert total == log.size
-    tail = log.getvalue()[-len(block):]
+    tail = log.getvalue()[-len(block) :]
     assert tail == block[19:] + block[:19]
     log.close()
     log.write(b"after close is ignored")
@@ -236,5 +236,7 @@ def test_a_spool_that_cannot_be_created_keeps_the_head_and_says_what_was_lost(tm
     log.write(b"c" * 10)
     value = log.getvalue()
     assert value.startswith(b"a" * 1000)
-    assert value.endswith(f"[the last {1024 * 1024 + 10} bytes of log were lost: spooling failed: No such file or directory] ...\n".encode())
+    assert value.endswith(
+        f"[the last {1024 * 1024 + 10} bytes of log were lost: spooling failed: No such file or directory] ...\n".encode()
+    )
     assert log.size == len(value)

@@ -238,8 +238,14 @@ def test_cron_dst_daily(expression: str, zone: str, day_start: int, day_end: int
 def test_skipped_wall_times_collapse_into_the_gap_end() -> None:
     # 02:00, 02:15, 02:30, 02:45 and 03:00 EDT all fire at 07:00 UTC, once
     fires = fires_between(Cron("*/15 * * * *", NY), utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 8, 1))
-    assert fires == [utc(2026, 3, 8, 6, 45), utc(2026, 3, 8, 7), utc(2026, 3, 8, 7, 15),
-                     utc(2026, 3, 8, 7, 30), utc(2026, 3, 8, 7, 45), utc(2026, 3, 8, 8)]
+    assert fires == [
+        utc(2026, 3, 8, 6, 45),
+        utc(2026, 3, 8, 7),
+        utc(2026, 3, 8, 7, 15),
+        utc(2026, 3, 8, 7, 30),
+        utc(2026, 3, 8, 7, 45),
+        utc(2026, 3, 8, 8),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -254,7 +260,11 @@ def test_skipped_wall_times_collapse_into_the_gap_end() -> None:
     ],
 )
 def test_quarter_hourly_across_transitions(
-    zone: str, day_start: int, day_end: int, repeat_start: int | None, repeat_end: int | None,
+    zone: str,
+    day_start: int,
+    day_end: int,
+    repeat_start: int | None,
+    repeat_end: int | None,
     expected_day_count: int,
 ) -> None:
     fires = fires_between(Cron("*/15 * * * *", zone), day_start - 1, day_end)
@@ -337,14 +347,31 @@ def test_upcoming_matches_repeated_next_fire() -> None:
 
 ZONES = ["UTC", NY, BERLIN, LORD_HOWE, "Asia/Kolkata", "Australia/Sydney", "America/Santiago"]
 EXPRESSIONS = [
-    "* * * * *", "*/15 * * * *", "30 2 * * *", "30 1 * * *", "0 * * * *", "15,45 1-3 * * *",
-    "0 0 * * 0", "0 12 29 2 *", "*/7 2 * * *", "0 2 1 * *", "*/20 * * * * 15", "59 23 L * *",
+    "* * * * *",
+    "*/15 * * * *",
+    "30 2 * * *",
+    "30 1 * * *",
+    "0 * * * *",
+    "15,45 1-3 * * *",
+    "0 0 * * 0",
+    "0 12 29 2 *",
+    "*/7 2 * * *",
+    "0 2 1 * *",
+    "*/20 * * * * 15",
+    "59 23 L * *",
 ]
 # instants near the 2026 transitions of the zones above, to hit gaps and repeats
 TRANSITIONS = [
-    utc(2026, 3, 8, 7), utc(2026, 11, 1, 6), utc(2026, 3, 29, 1), utc(2026, 10, 25, 1),
-    utc(2026, 10, 3, 15, 30), utc(2026, 4, 4, 15), utc(2026, 4, 4, 16), utc(2026, 10, 3, 16),
-    utc(2026, 4, 5, 3), utc(2026, 9, 6, 4),
+    utc(2026, 3, 8, 7),
+    utc(2026, 11, 1, 6),
+    utc(2026, 3, 29, 1),
+    utc(2026, 10, 25, 1),
+    utc(2026, 10, 3, 15, 30),
+    utc(2026, 4, 4, 15),
+    utc(2026, 4, 4, 16),
+    utc(2026, 10, 3, 16),
+    utc(2026, 4, 5, 3),
+    utc(2026, 9, 6, 4),
 ]
 
 every_schedules = st.builds(Every, st.integers(MIN_EVERY_MS, 10 * DAY))
@@ -356,8 +383,7 @@ instants = st.one_of(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(schedule=st.one_of(every_schedules, cron_schedules), after_ms=instants,
-       anchor_ms=instants, data=st.data())
+@given(schedule=st.one_of(every_schedules, cron_schedules), after_ms=instants, anchor_ms=instants, data=st.data())
 def test_next_fire_skips_nothing(schedule: Schedule, after_ms: int, anchor_ms: int, data: st.DataObject) -> None:
     n = next_fire(schedule, after_ms, anchor_ms)
     assert n is not None and n > after_ms

@@ -11,7 +11,6 @@ import json
 import marshal
 from typing import Any
 
-
 import pytest
 
 from cluster import commands as c

@@ -153,13 +153,9 @@ class StateMachineModel(RuleBasedStateMachine):
         catchup=st.sampled_from([0, 400, 3_000, 24 * 3600 * 1000]),
         key=st.sampled_from(["", "", "k1", "k2"]),
     )
-    def create_every(
-        self, every: int, misfire: MisfirePolicy, concurrency: ConcurrencyPolicy, catchup: int, key: str
-    ) -> Any:
+    def create_every(self, every: int, misfire: MisfirePolicy, concurrency: ConcurrencyPolicy, catchup: int, key: str) -> Any:
         job_id = self.new_id()
-        spec = JobSpec(
-            "e", Every(every), type="noop", misfire=misfire, concurrency=concurrency, catchup_window_ms=catchup
-        )
+        spec = JobSpec("e", Every(every), type="noop", misfire=misfire, concurrency=concurrency, catchup_window_ms=catchup)
         known = self.m.idempotency.get(key) if key else None
         cmd = c.CreateJob(self.now, job_id, spec, key)
         result = self.apply(cmd)
