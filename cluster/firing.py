@@ -22,7 +22,7 @@ leave a record: no miss is silent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cluster.model import Every, MisfirePolicy, Schedule
 from cluster.schedule import next_fire
@@ -34,13 +34,11 @@ DECISION_BUDGET = 1000
 _COUNT_CAP = 5000
 
 
-@dataclass(frozen=True, slots=True)
-class FireAt:
+class FireAt(NamedTuple):
     instant_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Skip:
+class Skip(NamedTuple):
     instant_ms: int
     last_ms: int
     count: int
@@ -50,8 +48,7 @@ class Skip:
 Decision = FireAt | Skip
 
 
-@dataclass(frozen=True, slots=True)
-class Window:
+class Window(NamedTuple):
     now_ms: int
     lookahead_ms: int
     misfire_threshold_ms: int
