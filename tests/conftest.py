@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import Iterator
@@ -33,9 +34,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         _dump_logs(c)
 
 
-@pytest.fixture()
-def fresh_cluster(tmp_path) -> Iterator[LocalCluster]:
-    c = LocalCluster.create(str(tmp_path / "cluster"), 3)
+@contextlib.contextmanager
+def running_cluster(root: str, extra_config: str = "") -> Iterator[LocalCluster]:
+    """A 3-node cluster that is SIGKILLed (and its data removed) at the end, whatever a test did to it."""
+    c = LocalCluster.create(root, 3, extra_config=extra_config)
     c.start_all()
     try:
         c.wait_leader(30)
@@ -45,6 +47,12 @@ def fresh_cluster(tmp_path) -> Iterator[LocalCluster]:
             c.kill(node_id)
         _dump_logs(c)
         shutil.rmtree(os.path.join(c.root, "var"), ignore_errors=True)
+
+
+@pytest.fixture()
+def fresh_cluster(tmp_path) -> Iterator[LocalCluster]:  # type: ignore[no-untyped-def]
+    with running_cluster(str(tmp_path / "cluster")) as c:
+        yield c
 
 
 @pytest.fixture()

@@ -14,6 +14,7 @@ from cluster.local import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client import Client
+from tests.conftest import running_cluster
 from tests.helpers import every_spec, wait_for
 
 pytestmark = pytest.mark.fault
@@ -43,14 +44,8 @@ class Writer(threading.Thread):
 
 @pytest.fixture()
 def snapshotting_cluster(tmp_path):  # type: ignore[no-untyped-def]
-    c = LocalCluster.create(str(tmp_path / "cluster"), 3, extra_config=SMALL_SNAPSHOTS)
-    c.start_all()
-    try:
-        c.wait_leader(30)
+    with running_cluster(str(tmp_path / "cluster"), SMALL_SNAPSHOTS) as c:
         yield c
-    finally:
-        for node_id in c.nodes:
-            c.kill(node_id)
 
 
 def test_kill_one_then_two_then_all_three(snapshotting_cluster: LocalCluster) -> None:
