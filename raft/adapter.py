@@ -33,6 +33,7 @@ import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
 
+from raft.cipher import cipher_factory
 from raft.lmdb_journal import LmdbJournal
 from raft.snapshot_file import SnapshotFile, read_snapshot
 from raft.snapshotter import Snapshotter
@@ -160,6 +161,8 @@ def _create_journal(journal_file: Any) -> Any:
 
 
 _syncobj_module.createJournal = _create_journal
+# AES-GCM instead of Fernet for Raft traffic (see raft/cipher.py)
+_syncobj_module.getEncryptor = cipher_factory
 
 
 def _file_id(path: str) -> tuple[int, int, int]:
