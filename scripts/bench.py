@@ -71,6 +71,8 @@ TARGETS: dict[str, tuple[float, bool, str]] = {
     "fire_lag_ms.p99": (50.0, False, "p99 of observed_at - scheduled_time (ms) at the fire rate"),
     "burst_fire_s": (10.0, False, "seconds from the common instant until all burst jobs fired (100k in the full run)"),
     "failover_resume_s.max": (3.0, False, "seconds from SIGKILL of the leader to the next committed fire (worst of the kills)"),
+    "e2e_runs_per_s": (2000.0, True, "fire -> lease -> no-op -> complete per second with 4 executor processes"),
+    "due_to_leased_ms.p99": (100.0, False, "p99 of lease grant time - scheduled_time (ms) with idle, waiting executors"),
 }
 
 #: the keys bench.json always has (None when not measured, with a reason in notes)
@@ -82,6 +84,7 @@ RESULT_KEYS = (
     "fire_rate",
     "burst_fire_s",
     "e2e_runs_per_s",
+    "due_to_leased_ms",
     "lease_grants_per_s",
     "etcd_lease_grants_per_s",
     "failover_resume_s",
@@ -1747,14 +1750,14 @@ def scenario_leases(b: Bench) -> None:
         probe_leases(b)
     if not b.lease_service:
         reason = b.lease_probe or "LeaseService not implemented yet"
-        for key in ("lease_grants_per_s", "e2e_runs_per_s"):
+        for key in ("lease_grants_per_s", "e2e_runs_per_s", "due_to_leased_ms"):
             b.results[key] = None
             b.notes[key] = reason
         return
     p = b.profile
     assert b.pool is not None
     if b.remaining_s() < 2 * p.lease_measure_s + 15:
-        for key in ("lease_grants_per_s", "e2e_runs_per_s"):
+        for key in ("lease_grants_per_s", "e2e_runs_per_s", "due_to_leased_ms"):
             b.results[key] = None
             b.notes[key] = f"skipped: the {p.name} run's time budget ({p.budget_s:.0f} s) was used up by the scenarios before"
         b.say("leases: skipped, the time budget is used up")
@@ -1781,6 +1784,75 @@ def scenario_leases(b: Bench) -> None:
     )
     b.say(f"  lease_grants_per_s: {b.results['lease_grants_per_s']}")
     _e2e_with_executors(b)
+    _due_to_leased(b)
+
+
+DUE_JOBS = 200
+DUE_QUEUE = "bench-due"
+
+
+def _due_to_leased(b: Bench) -> None:
+    """Idle executors long-polling; every-1s jobs come due: grant time (started_at) minus scheduled time."""
+    p = b.profile
+    root = os.path.dirname(b.cluster.config_path)
+    procs = []
+    for i in range(E2E_EXECUTORS):
+        args = [sys.executable, "-m", "cluster.cli", "executor", "--cluster", ",".join(b.addresses()),
+                "--executor-id", f"bench-due-{i}", "--concurrency", "16", "--queue", DUE_QUEUE,
+                "--output-dir", os.path.join(root, f"due-{i}-out")]  # fmt: skip
+        log = open(os.path.join(root, f"bench-due-{i}.log"), "ab")
+        procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True))
+        log.close()
+    lags: list[float] = []
+    stop = threading.Event()
+    leader = b.leader()
+
+    def watch() -> None:
+        with grpc.insecure_channel(b.cluster.nodes[leader].grpc) as ch:
+            call = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest(queue=DUE_QUEUE))
+            threading.Thread(target=lambda: (stop.wait(), call.cancel()), daemon=True).start()
+            try:
+                for ev in call:
+                    if ev.kind == "leased" and ev.run.attempt == 1:
+                        lags.append(float(ts_ms(ev.run.started_at) - ts_ms(ev.run.scheduled_time)))
+            except grpc.RpcError:
+                pass
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    job_ids: list[str] = []
+    try:
+        time.sleep(3.0)  # executors up and long-polling
+        stub = pb_grpc.JobServiceStub(grpc.insecure_channel(b.cluster.nodes[leader].grpc))
+        for i in range(DUE_JOBS):
+            spec = pb.JobSpec(name=f"due-{i}", queue=DUE_QUEUE, type="noop")
+            spec.every.seconds = 1
+            job_ids.append(stub.CreateJob(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex), timeout=10).job_id)
+            time.sleep(1.0 / DUE_JOBS)
+        time.sleep(1.0 + p.lease_measure_s)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for job_id in job_ids:
+            try:
+                stub.PauseJob(pb.PauseJobRequest(job_id=job_id), timeout=10)
+            except grpc.RpcError:
+                pass
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+        stop.set()
+        watcher.join(5)
+    b.results["due_to_leased_ms"] = st.summarize(lags) if lags else None
+    b.notes["due_to_leased_ms"] = (
+        f"{DUE_JOBS} every-1s jobs (no-op) on an own queue, {E2E_EXECUTORS} idle executors long-polling; "
+        "started_at (the grant's commit time) - scheduled_time of first attempts, from the leader's watch; "
+        "a run is never leasable before its instant, so this is >= 0" + ("" if lags else "; nothing was leased")
+    )
+    b.say(f"  due_to_leased_ms: {b.results['due_to_leased_ms']}")
 
 
 def _e2e_with_executors(b: Bench) -> None:
@@ -1936,6 +2008,7 @@ def table(results: dict[str, Any], notes: dict[str, str]) -> str:
         "failover_resume_s",
         "lease_grants_per_s",
         "e2e_runs_per_s",
+        "due_to_leased_ms",
         "etcd_lease_grants_per_s",
         "node_rss_mb",
         "node_cpu_s",
