@@ -27,7 +27,7 @@ from storage.output import OutputKey, OutputStore
 
 log = logging.getLogger("raftsched.executor")
 
-ACQUIRE_WAIT_MS = 10_000
+ACQUIRE_WAIT_MS = 5_000
 MIN_RENEW_S = 0.05
 #: how long a failing output store is retried before the run completes with its output missing
 OUTPUT_RETRY_S = 120.0
@@ -99,10 +99,10 @@ class Executor:
         """Stop taking work; finish what runs within ``grace_s``; cancel the rest (its leases expire)."""
         self._stopping.set()
         deadline = time.monotonic() + grace_s
-        cancel = getattr(self.api, "cancel_acquire", None)
-        if cancel is not None:
-            cancel()
-        if self._threads:  # a grant may be on its way back: let the acquirer launch it before we look
+        # The long poll is not cancelled: a grant may already be committed and on its way back, and a
+        # cancelled call would leave that run leased to nobody for a TTL. It ends within ACQUIRE_WAIT_MS;
+        # what it brings is launched and finished like the rest.
+        if self._threads:
             self._threads[0].join(timeout=max(0.0, min(grace_s, ACQUIRE_WAIT_MS / 1000.0 + 1)))
         with self._lock:
             while self._held and time.monotonic() < deadline:
