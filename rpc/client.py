@@ -62,14 +62,6 @@ class Client:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
 
-    def lease_stub(self) -> pb_grpc.LeaseServiceStub:
-        """The LeaseService stub of the node in use (for calls the caller wants to cancel)."""
-        return self._leases[self._current]
-
-    def rotate(self) -> None:
-        """Use the next node from now on (after that node failed)."""
-        self._current = (self._current + 1) % len(self.addresses)
-
     def job(self, method: str, request: Any, timeout: float | None = None) -> Any:
         """Call any JobService method by name."""
         return self._call(self._jobs, method, request, timeout)

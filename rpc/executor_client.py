@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import grpc
@@ -28,32 +27,11 @@ class GrpcLeaseApi:
     def __init__(self, client: Client, executor_id: str) -> None:
         self.client = client
         self.executor_id = executor_id
-        self._lock = threading.Lock()
-        self._pending: grpc.Future | None = None
-
-    def cancel_acquire(self) -> None:
-        """Abandon a long poll in progress (the node grants nothing to a caller that has gone)."""
-        with self._lock:
-            if self._pending is not None:
-                self._pending.cancel()
 
     def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]:
         req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs)
         cv.to_dur(wait_ms, req.wait)
-        future = self.client.lease_stub().AcquireLease.future(req, timeout=wait_ms / 1000.0 + 10)
-        with self._lock:
-            self._pending = future
-        try:
-            resp = future.result()
-        except grpc.FutureCancelledError:
-            return []
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
-                self.client.rotate()
-            raise
-        finally:
-            with self._lock:
-                self._pending = None
+        resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10)
         return [
             Task(
                 lease_id=lease.lease_id,

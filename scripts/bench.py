@@ -1791,39 +1791,74 @@ DUE_JOBS = 200
 DUE_QUEUE = "bench-due"
 
 
-def _due_to_leased(b: Bench) -> None:
-    """Idle executors long-polling; every-1s jobs come due: grant time (started_at) minus scheduled time."""
-    p = b.profile
+def _spawn_executors(b: Bench, prefix: str, queues: list[str], concurrency: int) -> list[subprocess.Popen]:
+    """E2E_EXECUTORS `raftsched executor` processes on ``queues``, logs beside the cluster's."""
     root = os.path.dirname(b.cluster.config_path)
     procs = []
     for i in range(E2E_EXECUTORS):
         args = [sys.executable, "-m", "cluster.cli", "executor", "--cluster", ",".join(b.addresses()),
-                "--executor-id", f"bench-due-{i}", "--concurrency", "16", "--queue", DUE_QUEUE,
-                "--output-dir", os.path.join(root, f"due-{i}-out")]  # fmt: skip
-        log = open(os.path.join(root, f"bench-due-{i}.log"), "ab")
-        procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True))
-        log.close()
-    lags: list[float] = []
-    stop = threading.Event()
-    leader = b.leader()
+                "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
+                "--output-dir", os.path.join(root, f"{prefix}-{i}-out")]  # fmt: skip
+        for q in queues:
+            args += ["--queue", q]
+        with open(os.path.join(root, f"{prefix}-{i}.log"), "ab") as log:
+            procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True))
+    return procs
 
-    def watch() -> None:
-        with grpc.insecure_channel(b.cluster.nodes[leader].grpc) as ch:
-            call = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest(queue=DUE_QUEUE))
-            threading.Thread(target=lambda: (stop.wait(), call.cancel()), daemon=True).start()
+
+def _stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM (graceful), then SIGKILL whatever has not exited after 15 s; by pid, ours only."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+
+
+class _LeaderWatch:
+    """A WatchRuns stream on the leader in a thread, handing every event to ``on_event``."""
+
+    def __init__(self, b: Bench, queue_name: str, on_event: Callable[[Any], None]) -> None:
+        self._address = b.cluster.nodes[b.leader()].grpc
+        self._request = pb.WatchRunsRequest(queue=queue_name)
+        self._on_event = on_event
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with grpc.insecure_channel(self._address) as ch:
+            call = pb_grpc.JobServiceStub(ch).WatchRuns(self._request)
+            threading.Thread(target=lambda: (self._stop.wait(), call.cancel()), daemon=True).start()
             try:
                 for ev in call:
-                    if ev.kind == "leased" and ev.run.attempt == 1:
-                        lags.append(float(ts_ms(ev.run.started_at) - ts_ms(ev.run.scheduled_time)))
+                    self._on_event(ev)
             except grpc.RpcError:
                 pass
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _due_to_leased(b: Bench) -> None:
+    """Idle executors long-polling; every-1s jobs come due: grant time (started_at) minus scheduled time."""
+    p = b.profile
+    lags: list[float] = []
+
+    def on_event(ev: Any) -> None:
+        if ev.kind == "leased" and ev.run.attempt == 1:
+            lags.append(float(ts_ms(ev.run.started_at) - ts_ms(ev.run.scheduled_time)))
+
+    watch = _LeaderWatch(b, DUE_QUEUE, on_event)
+    procs = _spawn_executors(b, "bench-due", [DUE_QUEUE], 16)
+    stub = pb_grpc.JobServiceStub(grpc.insecure_channel(b.cluster.nodes[b.leader()].grpc))
     job_ids: list[str] = []
     try:
         time.sleep(3.0)  # executors up and long-polling
-        stub = pb_grpc.JobServiceStub(grpc.insecure_channel(b.cluster.nodes[leader].grpc))
         for i in range(DUE_JOBS):
             spec = pb.JobSpec(name=f"due-{i}", queue=DUE_QUEUE, type="noop")
             spec.every.seconds = 1
@@ -1831,21 +1866,13 @@ def _due_to_leased(b: Bench) -> None:
             time.sleep(1.0 / DUE_JOBS)
         time.sleep(1.0 + p.lease_measure_s)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
         for job_id in job_ids:
             try:
                 stub.PauseJob(pb.PauseJobRequest(job_id=job_id), timeout=10)
             except grpc.RpcError:
                 pass
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-        stop.set()
-        watcher.join(5)
+        _stop_processes(procs)
+        watch.stop()
     b.results["due_to_leased_ms"] = st.summarize(lags) if lags else None
     b.notes["due_to_leased_ms"] = (
         f"{DUE_JOBS} every-1s jobs (no-op) on an own queue, {E2E_EXECUTORS} idle executors long-polling; "
@@ -1858,34 +1885,15 @@ def _due_to_leased(b: Bench) -> None:
 def _e2e_with_executors(b: Bench) -> None:
     """Real `raftsched executor` processes (no-op handler) on the rest of the backlog; SUCCEEDED per second."""
     p = b.profile
-    leader = b.leader()
     done: list[float] = []
-    stop = threading.Event()
 
-    def watch() -> None:
-        with grpc.insecure_channel(b.cluster.nodes[leader].grpc) as ch:
-            call = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest())
-            threading.Thread(target=lambda: (stop.wait(), call.cancel()), daemon=True).start()
-            try:
-                for ev in call:
-                    if ev.kind == "finished" and ev.run.status == pb.RUN_STATUS_SUCCEEDED:
-                        done.append(time.time())
-            except grpc.RpcError:
-                pass
+    def on_event(ev: Any) -> None:
+        if ev.kind == "finished" and ev.run.status == pb.RUN_STATUS_SUCCEEDED:
+            done.append(time.time())
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    procs = []
-    root = os.path.dirname(b.cluster.config_path)
-    for i in range(E2E_EXECUTORS):
-        args = [sys.executable, "-m", "cluster.cli", "executor", "--cluster", ",".join(b.addresses()),
-                "--executor-id", f"bench-exec-{i}", "--concurrency", str(E2E_CONCURRENCY),
-                "--output-dir", os.path.join(root, f"exec-{i}-out")]  # fmt: skip
-        for q in E2E_QUEUES:
-            args += ["--queue", q]
-        log = open(os.path.join(root, f"bench-exec-{i}.log"), "ab")
-        procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True))
-        log.close()
+    watch = _LeaderWatch(b, "", on_event)
+    procs = _spawn_executors(b, "bench-exec", E2E_QUEUES, E2E_CONCURRENCY)
+    start = until = 0.0
     try:
         deadline = time.time() + 20
         while not done and time.time() < deadline:
@@ -1894,16 +1902,8 @@ def _e2e_with_executors(b: Bench) -> None:
         until = start + p.lease_measure_s
         time.sleep(max(0.0, until - time.time()) + 0.2)
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-        stop.set()
-        watcher.join(5)
+        _stop_processes(procs)
+        watch.stop()
     rate = st.rate_in_window(done, start, until) if done else None
     b.results["e2e_runs_per_s"] = r1(rate) if rate is not None else None
     b.extra["e2e_runs_per_s"] = {"count_in_window": len([t for t in done if start <= t < until]), "total": len(done)}

@@ -67,6 +67,14 @@ def test_sigterm_stops_a_node_cleanly_and_it_rejoins(cluster: LocalCluster) -> N
     assert s is not None and s.leader_id
 
 
+def _node_dir(tmp_path, owner: str = "n1", members: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """var/n1 with a NODE file saying it belongs to ``owner`` (of a cluster of ``members``)."""
+    node_dir = tmp_path / "var" / "n1"
+    node_dir.mkdir(parents=True)
+    (node_dir / "NODE").write_text(json.dumps({"node_id": owner, "members": members or []}))
+    return node_dir
+
+
 def _node(config: str, node_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cluster.cli", "node", "--config", config, "--node-id", node_id],
@@ -88,9 +96,7 @@ def test_node_refuses_unknown_id_and_bad_config(tmp_path) -> None:
 
 def test_node_refuses_a_data_dir_of_another_node(tmp_path) -> None:
     config = write_config(str(tmp_path), 3)
-    node_dir = tmp_path / "var" / "n1"
-    node_dir.mkdir(parents=True)
-    (node_dir / "NODE").write_text(json.dumps({"node_id": "n2", "members": []}))
+    _node_dir(tmp_path, owner="n2")
     out = _node(config, "n1")
     assert out.returncode == 2
     assert "belongs to node 'n2'" in out.stderr
@@ -127,9 +133,7 @@ SNAPSHOT_CASES = [
 @pytest.mark.parametrize("label,make,needle", SNAPSHOT_CASES, ids=[c[0] for c in SNAPSHOT_CASES])
 def test_node_refuses_a_damaged_snapshot(tmp_path, label: str, make, needle: str) -> None:  # type: ignore[no-untyped-def]
     config = write_config(str(tmp_path), 3)
-    node_dir = tmp_path / "var" / "n1"
-    node_dir.mkdir(parents=True)
-    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    node_dir = _node_dir(tmp_path)
     make(str(node_dir / "raft.snapshot"))
     content = (node_dir / "raft.snapshot").read_bytes()
     out = _node(config, "n1")
@@ -148,9 +152,8 @@ def test_node_refuses_non_loopback_without_secret(tmp_path) -> None:
 
 def test_node_refuses_a_damaged_raft_log(tmp_path) -> None:
     config = write_config(str(tmp_path), 3)
-    node_dir = tmp_path / "var" / "n1"
-    (node_dir / "raft.lmdb").mkdir(parents=True)
-    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    node_dir = _node_dir(tmp_path)
+    (node_dir / "raft.lmdb").mkdir()
     garbage = b"\x00garbage, not a database" * 400
     (node_dir / "raft.lmdb" / "data.mdb").write_bytes(garbage)
     out = _node(config, "n1")
@@ -161,9 +164,7 @@ def test_node_refuses_a_damaged_raft_log(tmp_path) -> None:
 
 def test_node_refuses_a_data_dir_of_another_cluster(tmp_path) -> None:
     config = write_config(str(tmp_path), 3)
-    node_dir = tmp_path / "var" / "n1"
-    node_dir.mkdir(parents=True)
-    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": ["10.1.1.1:7001", "10.1.1.2:7001"]}))
+    _node_dir(tmp_path, members=["10.1.1.1:7001", "10.1.1.2:7001"])
     out = _node(config, "n1")
     assert out.returncode == 2
     assert "another cluster's data" in out.stderr and "10.1.1.1:7001" in out.stderr
@@ -173,9 +174,7 @@ def test_node_refuses_a_truncated_raft_log(tmp_path) -> None:
     from raft.lmdb_journal import LmdbJournal
 
     config = write_config(str(tmp_path), 3)
-    node_dir = tmp_path / "var" / "n1"
-    node_dir.mkdir(parents=True)
-    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    node_dir = _node_dir(tmp_path)
     journal = LmdbJournal(str(node_dir / "raft.lmdb"))
     for i in range(1, 3000):
         journal.add(b"\x01" + b"x" * 200, i, 1)
@@ -194,9 +193,7 @@ def test_node_refuses_a_truncated_lmdb_snapshot(tmp_path) -> None:
     from raft.snapshot_file import write_snapshot
 
     config = write_config(str(tmp_path), 3)
-    node_dir = tmp_path / "var" / "n1"
-    node_dir.mkdir(parents=True)
-    (node_dir / "NODE").write_text(json.dumps({"node_id": "n1", "members": []}))
+    node_dir = _node_dir(tmp_path)
     snap = node_dir / "raft.snapshot"
     write_snapshot(str(snap), ((b"\x01", 5, 1), (b"\x01", 4, 1), []), b"s" * 200_000)
     with open(snap, "r+b") as f:

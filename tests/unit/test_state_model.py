@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 )
 
 from cluster import commands as c
-from cluster.codec import job_to_plain, run_to_plain
+from cluster.codec import job_to_plain
 from cluster.model import (
     ACTIVE_RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -49,27 +49,11 @@ from cluster.model import (
 )
 from cluster.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
 from cluster.state import JobStateMachine
+from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit
 
 T0 = 1_767_225_600_000
-
-
-def dump(m: JobStateMachine) -> dict[str, Any]:
-    """Everything observable about a machine, indexes included, as plain values."""
-    return {
-        "now": m.now_ms,
-        "applied": m.applied_index,
-        "jobs": {k: job_to_plain(j) for k, j in m.jobs.items()},
-        "runs": {k: run_to_plain(r) for k, r in m.runs.items()},
-        "due": list(m.due),
-        "pending": {q: list(v) for q, v in m.pending.items() if v},
-        "active_by_job": {k: sorted(v) for k, v in m.active_by_job.items() if v},
-        "runs_by_job": {k: list(v) for k, v in m.runs_by_job.items()},
-        "idempotency": dict(m.idempotency),
-        "leases": dict(m.leases),
-        "lease_deadlines": list(m.lease_deadlines),
-    }
 
 
 def job_replaced(m: JobStateMachine, job_id: str) -> bool:
