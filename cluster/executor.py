@@ -1,10 +1,13 @@
 """The executor: lease runs, run them, renew the leases, complete with the outcome.
 
 Threads: one acquirer (long-polls ``acquire`` for as many runs as there are
-free slots), one renewer (renews every held lease in one call, every third of
+free slots; a slot frees when a run's handler and output upload are done,
+while its completion is still on its way), one renewer (renews every held lease in one call, every third of
 the shortest TTL; a refused renewal stops that run and drops its result), and
-a worker per run. Completion is retried across failovers by the API client;
-a refused completion (the lease was lost) is logged and dropped — the
+a worker per run. Completions are group-committed on the way out: those that
+finish while a ``complete_many`` call is on its way travel together in the
+next one (one RPC for many runs). Completion is retried across failovers by
+the API client; a refused completion (the lease was lost) is logged and dropped — the
 cluster has already given the run to someone else. ``stop(grace)`` stops
 acquiring, waits up to ``grace`` for running work, then cancels the rest and
 lets their leases expire.
@@ -52,12 +55,85 @@ class LeaseApi(Protocol):
     def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None: ...
 
 
+#: one finished run to report: (task, succeeded, result, error, log_uri)
+Done = tuple[Task, bool, bytes, str, str]
+#: completions in one ``complete_many`` call
+MAX_COMPLETE_BATCH = 256
+
+
+class _Completion:
+    __slots__ = ("done", "event", "error")
+
+    def __init__(self, done: Done) -> None:
+        self.done = done
+        self.event = threading.Event()
+        self.error: Exception | None = None
+
+
+class Completer:
+    """Client-side group commit of completions.
+
+    A worker whose run finished calls ``complete``; if no call is on its way it
+    sends one itself, and keeps sending what queued up meanwhile until the
+    queue is empty; otherwise it waits for a sender to carry its completion.
+    ``api.complete_many(list[Done]) -> list[Exception | None]`` is used when
+    the API has it (``rpc.executor_client.GrpcLeaseApi``: one CompleteRuns
+    RPC), else ``api.complete`` per run. Returns None or the item's error
+    (``LeaseLost`` when the cluster refused it).
+    """
+
+    def __init__(self, api: LeaseApi) -> None:
+        self._api = api
+        self._lock = threading.Lock()
+        self._queue: list[_Completion] = []
+        self._sending = False
+
+    def complete(self, done: Done) -> Exception | None:
+        item = _Completion(done)
+        with self._lock:
+            self._queue.append(item)
+            send, self._sending = not self._sending, True
+        if send:
+            self._drain()
+        item.event.wait()
+        return item.error
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._sending = False
+                    return
+                batch, self._queue = self._queue[:MAX_COMPLETE_BATCH], self._queue[MAX_COMPLETE_BATCH:]
+            for item, error in zip(batch, self._send([i.done for i in batch])):
+                item.error = error
+                item.event.set()
+
+    def _send(self, batch: list[Done]) -> list[Exception | None]:
+        many: Callable[[list[Done]], list[Exception | None]] | None = getattr(self._api, "complete_many", None)
+        if many is not None and len(batch) > 1:
+            try:
+                return many(batch)
+            except Exception as exc:  # noqa: BLE001 - the whole call failed: every item with it
+                return [exc] * len(batch)
+        out: list[Exception | None] = []
+        for done in batch:
+            try:
+                self._api.complete(*done)
+                out.append(None)
+            except Exception as exc:  # noqa: BLE001
+                out.append(exc)
+        return out
+
+
 @dataclass
 class _Held:
     task: Task
     ctx: TaskContext
     ttl_s: float
     lost: bool = False
+    #: still counts against ``concurrency`` (its handler or output upload is running)
+    busy: bool = True
 
 
 class Executor:
@@ -77,10 +153,12 @@ class Executor:
         self.handlers = dict(BUILTIN_HANDLERS)
         self.handlers.update(handlers or {})
         self.output = output
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, _Held] = {}  # every lease held, until its completion is answered
+        self._busy = 0  # runs whose handler or output upload is running: what ``concurrency`` bounds
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._completer = Completer(api)
         self.completed = 0
         self.lost = 0
 
@@ -123,9 +201,9 @@ class Executor:
 
     def _free_slots(self) -> int:
         with self._lock:
-            while len(self._held) >= self.concurrency and not self._stopping.is_set():
+            while self._busy >= self.concurrency and not self._stopping.is_set():
                 self._lock.wait(0.5)
-            return self.concurrency - len(self._held)
+            return self.concurrency - self._busy
 
     def _acquire_loop(self) -> None:
         backoff = 0.1
@@ -152,6 +230,7 @@ class Executor:
         held = _Held(task, ctx, ttl_s)
         with self._lock:
             self._held[task.lease_id] = held
+            self._busy += 1
         threading.Thread(target=self._work, args=(held,), name=f"run-{task.run_id}", daemon=True).start()
 
     # ------------------------------------------------------------ renewing
@@ -206,8 +285,17 @@ class Executor:
         try:
             self._finish(held, succeeded, result, error)
         finally:
+            self._release(held)
             with self._lock:
                 self._held.pop(task.lease_id, None)
+                self._lock.notify_all()
+
+    def _release(self, held: _Held) -> None:
+        """The run's work is done (its completion may still be on its way): its slot is free."""
+        with self._lock:
+            if held.busy:
+                held.busy = False
+                self._busy -= 1
                 self._lock.notify_all()
 
     def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
@@ -220,14 +308,15 @@ class Executor:
             log_uri, missing = self._store_output(held, result)
             if missing:
                 error = f"{error}; {missing}" if error else missing
-            try:
-                self.api.complete(task, succeeded, result, error, log_uri)
+            self._release(held)  # the lease stays renewed until the completion is answered
+            failure = self._completer.complete((task, succeeded, result, error, log_uri))
+            if failure is None:
                 self.completed += 1
-            except LeaseLost as exc:
+            elif isinstance(failure, LeaseLost):
                 self.lost += 1
-                log.warning("run %s: completion refused (lease lost): %s", task.run_id, exc)
-            except Exception as exc:  # noqa: BLE001
-                log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, exc)
+                log.warning("run %s: completion refused (lease lost): %s", task.run_id, failure)
+            else:
+                log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, failure)
         finally:
             held.ctx.log.close()
 

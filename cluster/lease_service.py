@@ -19,13 +19,17 @@ from cluster import commands as c
 from cluster.clock import Clock
 from cluster.leasing import MAX_RUNS_PER_GRANT, Grant, Renewal
 from cluster.model import JobSpec, Run
-from cluster.results import FailedPrecondition, Ok, Rejected, RejectedError, ValidationError
+from cluster.results import FailedPrecondition, Ok, Rejected, RejectedError, Unavailable, ValidationError, value_or_error
 from cluster.store import JobStore
 from cluster.validation import validate_queue
 
 MAX_WAIT_MS = 60_000
 MAX_RENEW_BATCH = 10_000
 MAX_ERROR_CHARS = 16_384
+#: completions in one CompleteRuns call
+MAX_COMPLETE_BATCH = 1000
+#: (lease_id, fencing_token, succeeded, result, error, log_uri)
+Completion = tuple[str, int, bool, bytes, str, str]
 DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
 
 
@@ -114,7 +118,9 @@ class LeaseService:
             raise RejectedError(FailedPrecondition("; ".join(r.error for r in renewals[:5])))
         return renewals
 
-    def complete(self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str) -> Run:
+    def _complete_command(
+        self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str
+    ) -> c.CompleteRun:
         if not lease_id:
             raise ValidationError("lease_id is required")
         if len(result) > self._max_result:
@@ -123,10 +129,36 @@ class LeaseService:
             )
         if len(error) > MAX_ERROR_CHARS:
             error = error[: MAX_ERROR_CHARS - 20] + " ... (truncated)"
-        cmd = c.CompleteRun(self._clock.now_ms(), lease_id, fencing_token, succeeded, result, error, log_uri, random.random())
-        outcome = self._store.submit(cmd)
+        return c.CompleteRun(self._clock.now_ms(), lease_id, fencing_token, succeeded, result, error, log_uri, random.random())
+
+    def complete(self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str) -> Run:
+        outcome = self._store.submit(self._complete_command(lease_id, fencing_token, succeeded, result, error, log_uri))
         if isinstance(outcome, Rejected):
             raise RejectedError(outcome)
         assert isinstance(outcome, Ok)
         with self._store.lock:
             return copy.copy(outcome.value)
+
+    def complete_many(self, items: list[Completion | Exception]) -> list[Run | Exception]:
+        """Several completions in one go (one or a few Raft entries); each gets its run or its own
+        error, exactly as ``complete`` would answer it alone."""
+        if not items:
+            raise ValidationError("no completions: send at least one")
+        if len(items) > MAX_COMPLETE_BATCH:
+            raise ValidationError(f"{len(items)} completions in one call; the limit is {MAX_COMPLETE_BATCH}")
+        out: list[Run | Exception | None] = [None] * len(items)
+        cmds: list[c.Command] = []
+        slots: list[int] = []
+        for i, item in enumerate(items):
+            try:
+                if isinstance(item, Exception):
+                    raise item
+                cmds.append(self._complete_command(*item))
+                slots.append(i)
+            except ValidationError as exc:
+                out[i] = exc
+        answers = self._store.submit_many(cmds) if cmds else []
+        with self._store.lock:
+            for slot, answer in zip(slots, answers):
+                out[slot] = value_or_error(answer)
+        return [x if x is not None else Unavailable("not answered") for x in out]

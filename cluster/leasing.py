@@ -2,10 +2,11 @@
 
 Modelled on etcd's lessor, with absolute deadlines instead of its TTLs:
 
-* A grant is a committed command; the fencing token of the k-th lease in the
-  entry at Raft index i is ``i * TOKENS_PER_ENTRY + k``: it grows with every
-  grant in the cluster, so a run re-leased after expiry always carries a
-  larger token than any earlier lease of it.
+* A grant is a committed command; the fencing token of the k-th lease granted
+  by the entry at Raft index i is ``i * TOKENS_PER_ENTRY + k`` (k counts over
+  every command of a group-committed entry): it grows with every grant in the
+  cluster, so a run re-leased after expiry always carries a larger token than
+  any earlier lease of it.
 * ``lease_expires_ms`` is absolute and replicated. Only the leader watches the
   deadlines (``expired_leases`` reads an index ordered by deadline) and it
   *proposes* their expiry; nothing expires locally.
@@ -125,8 +126,12 @@ class LeaseRules:
                 if len(candidates) >= cmd.max_runs * len(cmd.queues):
                     break
         candidates.sort()
+        if self._token_entry != index:
+            self._token_entry, self._tokens_used = index, 0
+        # the proposer keeps a batch's grants within one entry's tokens; this only guards the range
+        budget = min(cmd.max_runs, MAX_RUNS_PER_GRANT - self._tokens_used)
         grants: list[Grant] = []
-        for k, (_, run_id) in enumerate(candidates[: min(cmd.max_runs, MAX_RUNS_PER_GRANT)], start=1):
+        for k, (_, run_id) in enumerate(candidates[: max(0, budget)], start=self._tokens_used + 1):
             run = self.runs[run_id]
             job = self.jobs[run.job_id]
             self._deactivate(run)
@@ -141,6 +146,7 @@ class LeaseRules:
             self._activate(run)
             self.events.append(("leased", run))
             grants.append(Grant(run, job.spec))
+        self._tokens_used += len(grants)
         return Ok(grants)
 
     def _renew(self: "JobStateMachine", cmd: c.RenewLeases, index: int) -> Result:

@@ -242,6 +242,6 @@ def run_id_for(job_id: str, scheduled_ms: int) -> str:
     return f"{job_id}@{scheduled_ms}"
 
 
-def manual_run_id(job_id: str, index: int) -> str:
-    """The run id of a manual trigger committed at Raft index ``index``."""
-    return f"{job_id}@manual-{index}"
+def manual_run_id(job_id: str, index: int, pos: int = 0) -> str:
+    """The run id of a manual trigger committed as command ``pos`` of the Raft entry at ``index``."""
+    return f"{job_id}@manual-{index}" if pos == 0 else f"{job_id}@manual-{index}.{pos}"

@@ -8,6 +8,7 @@ maps each to its gRPC status code.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,3 +82,13 @@ class RejectedError(SchedError):
     def __init__(self, rejected: Rejected) -> None:
         super().__init__(rejected.message)
         self.rejected = rejected
+
+
+def value_or_error(answer: Result | Exception) -> Any:
+    """For batch calls: a copy of an ``Ok`` value, else the error to report for that item.
+    Call under the store lock (the value may be live state)."""
+    if isinstance(answer, Exception):
+        return answer
+    if isinstance(answer, Rejected):
+        return RejectedError(answer)
+    return copy.copy(answer.value)

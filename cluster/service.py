@@ -18,7 +18,7 @@ from cluster import commands as c
 from cluster.clock import Clock
 from cluster.codec import spec_fingerprint
 from cluster.model import Job, JobSpec, JobStatus, Run, RunStatus
-from cluster.results import NotFound, Ok, Rejected, RejectedError, Result, ValidationError
+from cluster.results import NotFound, Ok, Rejected, RejectedError, Result, Unavailable, ValidationError, value_or_error
 from cluster.schedule import ScheduleError, upcoming, validate_schedule
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
@@ -27,6 +27,8 @@ from cluster.validation import Limits, validate_spec
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 MAX_PREVIEW = 1000
+#: items in one CreateJobs call
+MAX_CREATE_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +68,42 @@ class SchedulerService:
         with self._store.lock:
             return copy.copy(value)
 
-    def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
+    def _create_command(self, spec: JobSpec, idempotency_key: str, now: int) -> c.CreateJob:
         validate_spec(spec, self._limits)
         if len(idempotency_key) > 256:
             raise ValidationError("idempotency_key is longer than 256 characters")
-        now = self._clock.now_ms()
-        job = self._write(c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec)))
+        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec))
+
+    def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
+        job = self._write(self._create_command(spec, idempotency_key, self._clock.now_ms()))
         assert isinstance(job, Job)
         return job
+
+    def create_jobs(self, items: list[tuple[JobSpec, str] | Exception]) -> list[Job | Exception]:
+        """Create many jobs in one go: each item is a ``(spec, idempotency_key)`` (or the error
+        its conversion raised) and gets its job or its own error, as ``create_job`` would.
+        The commands travel together (group commit), so a batch costs a few Raft entries."""
+        if not items:
+            raise ValidationError("no jobs to create: send at least one")
+        if len(items) > MAX_CREATE_BATCH:
+            raise ValidationError(f"{len(items)} jobs in one call; the limit is {MAX_CREATE_BATCH}: split the batch")
+        now = self._clock.now_ms()
+        out: list[Job | Exception | None] = [None] * len(items)
+        cmds: list[c.Command] = []
+        slots: list[int] = []
+        for i, item in enumerate(items):
+            try:
+                if isinstance(item, Exception):
+                    raise item
+                cmds.append(self._create_command(item[0], item[1], now))
+                slots.append(i)
+            except ValidationError as exc:
+                out[i] = exc
+        answers = self._store.submit_many(cmds) if cmds else []
+        with self._store.lock:
+            for slot, answer in zip(slots, answers):
+                out[slot] = value_or_error(answer)
+        return [x if x is not None else Unavailable("not answered") for x in out]
 
     def update_job(self, job_id: str, spec: JobSpec) -> Job:
         _require_id("job_id", job_id)

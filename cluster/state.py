@@ -2,11 +2,12 @@
 
 Contract (the hashicorp/raft FSM boundary):
 
-* ``apply(data, index)`` decodes one committed Raft entry and applies it.
+* ``apply(data, index, pos)`` decodes one committed command and applies it.
   It is deterministic (same log, same state, on every node), never raises for
   any input (a malformed entry is a ``Rejected`` result), and returns an
   ``Ok``/``Rejected`` result to the proposer. ``index`` is the entry's Raft
-  log index: it names manual runs and, later, fencing tokens.
+  log index and ``pos`` the command's position in it (an entry may carry a
+  group-committed batch): together they name manual runs and fencing tokens.
 * Time only comes in commands. ``now_ms`` is the largest ``now`` seen so far,
   so a new leader whose clock lags can never move time backwards.
 * ``snapshot()`` returns bytes that ``restore()`` turns back into the same
@@ -70,6 +71,11 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self.idempotency: dict[str, tuple[str, str]] = {}
         self._reset_indexes()
         self.events: list[RunEvent] = []
+        #: the entry being applied and how many fencing tokens it handed out so far (not state:
+        #: an entry is applied whole, never split by a snapshot)
+        self._token_entry = 0
+        self._tokens_used = 0
+        self._pos = 0
 
     def _reset_indexes(self) -> None:
         self.due: SortedList = SortedList()  # (next_fire_ms, job_id) of ACTIVE jobs
@@ -84,17 +90,18 @@ class JobStateMachine(LeaseRules, RetentionRules):
 
     # ------------------------------------------------------------ apply
 
-    def apply(self, data: bytes, index: int) -> Result:
-        """Apply one committed entry. Never raises."""
+    def apply(self, data: bytes, index: int, pos: int = 0) -> Result:
+        """Apply one committed command (command ``pos`` of entry ``index``). Never raises."""
         try:
             cmd = c.decode(data)
         except c.CommandFormatError as exc:
             return InvalidArgument(f"entry {index} was not applied: {exc}")
-        return self.apply_command(cmd, index)
+        return self.apply_command(cmd, index, pos)
 
-    def apply_command(self, cmd: c.Command, index: int) -> Result:
+    def apply_command(self, cmd: c.Command, index: int, pos: int = 0) -> Result:
         if index > self.applied_index:
             self.applied_index = index
+        self._pos = pos
         if cmd.now_ms > self.now_ms:
             self.now_ms = cmd.now_ms
         handler = _HANDLERS[type(cmd)]
@@ -227,7 +234,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
             return job
         if job.status is JobStatus.DELETED:
             return FailedPrecondition(f"job {job.job_id} is deleted; it cannot be triggered")
-        run = self._new_run(job, manual_run_id(job.job_id, index), self.now_ms, manual=True)
+        run = self._new_run(job, manual_run_id(job.job_id, index, self._pos), self.now_ms, manual=True)
         return Ok(run)
 
     # ------------------------------------------------------------ runs

@@ -2,7 +2,8 @@
 
 * ``submit(cmd)`` proposes a command from any node and returns the result
   this node computed when it applied the entry; ``Unavailable`` when it did
-  not commit in time (no leader, no quorum, lost forward).
+  not commit in time (no leader, no quorum, lost forward). Concurrent
+  submits are group-committed: several commands share one Raft entry.
 * ``read(fn)`` runs ``fn(machine)`` under the lock after a *read barrier*:
   a committed no-op that concurrent readers share, so a read on any node
   sees every write acknowledged before it began (linearizable reads on
@@ -27,7 +28,9 @@ T = TypeVar("T")
 class Replicator(Protocol):
     """What the store needs from Raft (``raft.RaftNode`` or an in-memory fake)."""
 
-    def propose(self, data: bytes, timeout: float) -> Any: ...
+    def propose(self, data: bytes, timeout: float, weight: int = 0) -> Any: ...
+
+    def propose_many(self, proposals: list[tuple[bytes, int]], timeout: float) -> list[Any]: ...
 
     def propose_async(self, data: bytes, callback: Callable[[Any, int], None]) -> None: ...
 
@@ -118,13 +121,24 @@ class JobStore:
             hook(events)
 
     def submit(self, cmd: c.Command, timeout: float | None = None) -> Result:
-        try:
-            result: Result = self.raft.propose(c.encode(cmd), timeout or self.request_timeout_s)
-        except ProposalError as exc:
-            raise Unavailable(str(exc)) from exc
-        if result is None:
-            raise Unavailable("the command was applied but produced no result on this node; check the node log")
-        return result
+        answer = self.submit_many([cmd], timeout)[0]
+        if isinstance(answer, Unavailable):
+            raise answer
+        return answer
+
+    def submit_many(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable]:
+        """Propose several commands together (they share Raft entries); a result or ``Unavailable`` each."""
+        # a grant's weight keeps one entry's fencing tokens in range (see cluster.leasing)
+        proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in cmds]
+        out: list[Result | Unavailable] = []
+        for answer in self.raft.propose_many(proposals, timeout or self.request_timeout_s):
+            if isinstance(answer, ProposalError):
+                out.append(Unavailable(str(answer)))
+            elif answer is None:
+                out.append(Unavailable("the command was applied but produced no result on this node; check the node log"))
+            else:
+                out.append(answer)
+        return out
 
     def read(self, fn: Callable[[JobStateMachine], T], barrier: bool = True) -> T:
         if barrier:

@@ -33,6 +33,7 @@ import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
 
+from raft import batching
 from raft.cipher import cipher_factory
 from raft.lmdb_journal import LmdbJournal
 from raft.snapshot_file import SnapshotFile, read_snapshot
@@ -46,9 +47,11 @@ EXIT_BAD_SNAPSHOT = 74
 
 class StateMachine(Protocol):
     """What the adapter replicates. ``apply`` must be deterministic and never raise;
-    ``restore(snapshot())`` must give back the same state."""
+    ``restore(snapshot())`` must give back the same state. ``pos`` is the
+    command's position in its entry (entries may carry a batch of commands:
+    see ``raft.batching``), so ``(index, pos)`` names a command uniquely."""
 
-    def apply(self, data: bytes, index: int) -> Any: ...
+    def apply(self, data: bytes, index: int, pos: int) -> Any: ...
 
     def snapshot(self) -> bytes: ...
 
@@ -73,6 +76,7 @@ _MESSAGES = {
     "QUEUE_FULL": "the node's command queue is full; retry with backoff",
     "REQUEST_DENIED": "the leader refused the command",
     "UNKNOWN_OUTCOME": "the command's outcome is unknown; it may or may not have committed",
+    "NOT_SENT": "the command could not be proposed in time (this node is overloaded or cannot reach Raft); it did not commit: retry",
     "TIMEOUT": (
         "the command did not commit in time (no leader or no quorum?); it may still commit later: "
         "retry (with the same idempotency key, so a retry cannot act twice)"
@@ -180,19 +184,6 @@ class _Replica(SyncObj):  # type: ignore[misc]
         return self._owner._apply(data, self.raftLastApplied + 1)
 
 
-class _Waiter:
-    __slots__ = ("event", "result", "error")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.result: Any = None
-        self.error: int = FAIL_REASON.SUCCESS
-
-    def __call__(self, result: Any, error: int) -> None:
-        self.result, self.error = result, error
-        self.event.set()
-
-
 class RaftNode:
     """One replica. ``lock`` is held while the state machine applies, so readers holding it see whole entries."""
 
@@ -234,6 +225,7 @@ class RaftNode:
             checker=self._snapshotter.check if self._snapshotter else None,
         )
         self._replica = _Replica(self, settings, conf)
+        self._batcher = batching.GroupCommitter(self.propose_async)
 
     # ---------------------------------------------------------- snapshots
 
@@ -264,17 +256,28 @@ class RaftNode:
 
     def _apply(self, data: bytes, index: int) -> Any:
         with self._lock:
-            try:
-                result = self._machine.apply(data, index)
-            except Exception:  # never let pysyncobj retry an entry forever
-                log.exception("state machine raised on entry %d; the entry is skipped", index)
-                result = None
+            if batching.is_batch(data):
+                try:
+                    commands = batching.unpack(data)
+                except batching.BatchFormatError as exc:
+                    log.error("entry %d is a damaged batch (%s); it is skipped", index, exc)
+                    commands = []
+                result = [self._apply_one(cmd, index, pos) for pos, cmd in enumerate(commands)]
+            else:
+                result = self._apply_one(data, index, 0)
         if self._after_apply is not None:
             try:
                 self._after_apply()
             except Exception:
                 log.exception("after-apply hook failed")
         return result
+
+    def _apply_one(self, data: bytes, index: int, pos: int) -> Any:
+        try:
+            return self._machine.apply(data, index, pos)
+        except Exception:  # never let pysyncobj retry an entry forever
+            log.exception("state machine raised on entry %d (command %d); the command is skipped", index, pos)
+            return None
 
     def _state_changed(self, old: int, new: int) -> None:
         if self._on_role_change is not None:
@@ -286,16 +289,36 @@ class RaftNode:
         """Propose; ``callback(result, fail_reason)`` runs on the tick thread (keep it short)."""
         self._replica.apply_entry(data, callback=callback)
 
-    def propose(self, data: bytes, timeout: float) -> Any:
-        """Propose and wait until this node applied it. Raises ``ProposalError``."""
-        waiter = _Waiter()
-        self._replica.apply_entry(data, callback=waiter)
-        if not waiter.event.wait(timeout):
-            raise ProposalError("TIMEOUT", _MESSAGES["TIMEOUT"])
-        if waiter.error != FAIL_REASON.SUCCESS:
-            reason = _REASONS.get(waiter.error, str(waiter.error))
-            raise ProposalError(reason, _MESSAGES.get(reason, f"the command failed: {reason}"))
-        return waiter.result
+    def propose(self, data: bytes, timeout: float, weight: int = 0) -> Any:
+        """Propose and wait until this node applied it; returns what ``apply`` returned. Raises ``ProposalError``.
+
+        Concurrent proposals are group-committed (``raft.batching``): several
+        may share one entry. ``weight`` counts against the batch's weight limit.
+        """
+        answer = self.propose_many([(data, weight)], timeout)[0]
+        if isinstance(answer, ProposalError):
+            raise answer
+        return answer
+
+    def propose_many(self, proposals: list[tuple[bytes, int]], timeout: float) -> list[Any]:
+        """``propose`` for several ``(data, weight)`` at once: what each applied to, or its ``ProposalError``."""
+        out: list[Any] = []
+        for answer in self._batcher.submit_many(proposals, timeout):
+            if isinstance(answer, batching.Timeout):
+                out.append(ProposalError("TIMEOUT", _MESSAGES["TIMEOUT" if answer.proposed else "NOT_SENT"]))
+                continue
+            result, error = answer
+            if error != FAIL_REASON.SUCCESS:
+                reason = _REASONS.get(error, "NOT_SENT" if error == -1 else str(error))
+                out.append(ProposalError(reason, _MESSAGES.get(reason, f"the command failed: {reason}")))
+            else:
+                out.append(result)
+        return out
+
+    @property
+    def batching_stats(self) -> tuple[int, int]:
+        """(entries, commands) this node proposed through ``propose``."""
+        return self._batcher.entries, self._batcher.commands
 
     # ---------------------------------------------------------- status
 

@@ -152,8 +152,14 @@ def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
     out.misfire = _MISFIRE_PB[s.misfire]
 
 
-def job_to_pb(j: Job) -> pb.Job:
-    out = pb.Job(job_id=j.job_id, status=JOB_STATUS_PB[j.status], idempotency_key=j.idempotency_key, fire_count=j.fire_count)
+def job_to_pb(j: Job, out: pb.Job | None = None) -> pb.Job:
+    out = out if out is not None else pb.Job()
+    out.job_id, out.status, out.idempotency_key, out.fire_count = (
+        j.job_id,
+        JOB_STATUS_PB[j.status],
+        j.idempotency_key,
+        j.fire_count,
+    )
     spec_to_pb(j.spec, out.spec)
     if j.next_fire_ms is not None and j.status is JobStatus.ACTIVE:
         to_ts(j.next_fire_ms, out.next_fire_time)

@@ -46,6 +46,24 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
+def item_status(exc: Exception | None, where: str) -> tuple[int, str]:
+    """(code number, message) of one item of a batch call; (0, "") for success."""
+    if exc is None:
+        return 0, ""
+    mapped = status_of(exc)
+    if mapped is None:
+        log.error("%s: an item failed: %r", where, exc)
+        mapped = (grpc.StatusCode.INTERNAL, f"internal error in {where}: {exc!r}; see the node log")
+    return int(mapped[0].value[0]), mapped[1]
+
+
+def raise_if_all_unavailable(answers: list[Any]) -> None:
+    """A batch none of whose items could be proposed fails as a whole with UNAVAILABLE, so
+    clients retry it like any other call."""
+    if answers and all(isinstance(a, Unavailable) for a in answers):
+        raise answers[0]
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import grpc
 
+from cluster.executor import Done
 from cluster.handlers import LeaseLost, Task
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
@@ -75,3 +77,58 @@ class GrpcLeaseApi:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
                 raise LeaseLost(exc.details()) from exc  # type: ignore[attr-defined]
             raise
+
+    def complete_many(self, done: list[Done]) -> list[Exception | None]:
+        """Several completions in one CompleteRuns call; per run None, ``LeaseLost`` or another error.
+        Items answered UNAVAILABLE are sent again (a few times); a node that does not know
+        CompleteRuns yet (UNIMPLEMENTED) gets them one by one."""
+        out: list[Exception | None] = [None] * len(done)
+        todo = list(range(len(done)))
+        for attempt in range(UNAVAILABLE_ROUNDS):
+            req = pb.CompleteRunsRequest()
+            for i in todo:
+                task, succeeded, result, error, log_uri = done[i]
+                req.runs.add(
+                    lease_id=task.lease_id,
+                    fencing_token=task.fencing_token,
+                    outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
+                    result=result,
+                    error=error,
+                    log_uri=log_uri,
+                )
+            try:
+                resp = self.client.lease("CompleteRuns", req)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                    raise
+                return [self._complete_one(item) for item in done]
+            retry = []
+            for i, r in zip(todo, resp.results):
+                out[i] = _item_error(r.status)
+                if r.status.code == _UNAVAILABLE:
+                    retry.append(i)
+            if not retry:
+                break
+            todo = retry
+            time.sleep(0.1 * (attempt + 1))
+        return out
+
+    def _complete_one(self, item: Done) -> Exception | None:
+        try:
+            self.complete(*item)
+            return None
+        except Exception as exc:  # noqa: BLE001 - reported per item
+            return exc
+
+
+UNAVAILABLE_ROUNDS = 4
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+
+
+def _item_error(status: pb.ItemStatus) -> Exception | None:
+    if status.code == 0:
+        return None
+    if status.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]:
+        return LeaseLost(status.message)
+    return RuntimeError(f"{_CODE_NAMES.get(status.code, status.code)}: {status.message}")

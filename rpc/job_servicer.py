@@ -16,15 +16,15 @@ import grpc
 
 from cluster.config import LogsConfig
 from cluster.events import EventHub
-from cluster.model import ACTIVE_RUN_STATUSES, Run
-from cluster.results import Overloaded
+from cluster.model import ACTIVE_RUN_STATUSES, JobSpec, Run
+from cluster.results import Overloaded, ValidationError
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
-from rpc.errors import guarded, guarded_stream
+from rpc.errors import guarded, guarded_stream, item_status, raise_if_all_unavailable
 from storage.output import OutputMissing, OutputReader
 
 WATCH_POLL_S = 0.5
@@ -54,6 +54,25 @@ class JobServicer(pb_grpc.JobServiceServicer):
     @guarded
     def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> pb.Job:
         return cv.job_to_pb(self._svc.create_job(cv.spec_from_pb(request.spec), request.idempotency_key))
+
+    @guarded
+    def CreateJobs(self, request: pb.CreateJobsRequest, context: grpc.ServicerContext) -> pb.CreateJobsResponse:
+        items: list[tuple[JobSpec, str] | Exception] = []
+        for req in request.jobs:
+            try:
+                items.append((cv.spec_from_pb(req.spec), req.idempotency_key))
+            except ValidationError as exc:
+                items.append(exc)
+        answers = self._svc.create_jobs(items)
+        raise_if_all_unavailable(answers)
+        resp = pb.CreateJobsResponse()
+        for answer in answers:
+            item = resp.results.add()
+            if isinstance(answer, Exception):
+                item.status.code, item.status.message = item_status(answer, "CreateJobs")
+            else:
+                cv.job_to_pb(answer, item.job)
+        return resp
 
     @guarded
     def GetJob(self, request: pb.GetJobRequest, context: grpc.ServicerContext) -> pb.Job:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import grpc
 
-from cluster.lease_service import LeaseService
+from cluster.lease_service import Completion, LeaseService
 from cluster.results import ValidationError
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
-from rpc.errors import guarded
+from rpc.errors import guarded, item_status, raise_if_all_unavailable
 
 _OUTCOMES = {pb.OUTCOME_SUCCEEDED: True, pb.OUTCOME_FAILED: False}
 
@@ -44,14 +44,37 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def CompleteRun(self, request: pb.CompleteRunRequest, context: grpc.ServicerContext) -> pb.CompleteRunResponse:
-        if request.outcome not in _OUTCOMES:
-            raise ValidationError("outcome must be OUTCOME_SUCCEEDED or OUTCOME_FAILED")
-        run = self._svc.complete(
-            request.lease_id,
-            request.fencing_token,
-            _OUTCOMES[request.outcome],
-            bytes(request.result),
-            request.error,
-            request.log_uri,
-        )
+        run = self._svc.complete(*_completion(request))
         return pb.CompleteRunResponse(run=cv.run_to_pb(run))
+
+    @guarded
+    def CompleteRuns(self, request: pb.CompleteRunsRequest, context: grpc.ServicerContext) -> pb.CompleteRunsResponse:
+        items: list[Completion | Exception] = []
+        for req in request.runs:
+            try:
+                items.append(_completion(req))
+            except ValidationError as exc:
+                items.append(exc)
+        answers = self._svc.complete_many(items)
+        raise_if_all_unavailable(answers)
+        resp = pb.CompleteRunsResponse()
+        for answer in answers:
+            item = resp.results.add()
+            if isinstance(answer, Exception):
+                item.status.code, item.status.message = item_status(answer, "CompleteRuns")
+            else:
+                cv.run_to_pb(answer, item.run)
+        return resp
+
+
+def _completion(request: pb.CompleteRunRequest) -> Completion:
+    if request.outcome not in _OUTCOMES:
+        raise ValidationError("outcome must be OUTCOME_SUCCEEDED or OUTCOME_FAILED")
+    return (
+        request.lease_id,
+        request.fencing_token,
+        _OUTCOMES[request.outcome],
+        bytes(request.result),
+        request.error,
+        request.log_uri,
+    )

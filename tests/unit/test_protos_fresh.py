@@ -13,6 +13,7 @@ GEN_PROTOS = REPO_ROOT / "scripts" / "gen_protos.py"
 EXPECTED_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
     "JobService": {
         "CreateJob": ("CreateJobRequest", "Job", False),
+        "CreateJobs": ("CreateJobsRequest", "CreateJobsResponse", False),
         "GetJob": ("GetJobRequest", "Job", False),
         "ListJobs": ("ListJobsRequest", "ListJobsResponse", False),
         "UpdateJob": ("UpdateJobRequest", "Job", False),
@@ -31,6 +32,7 @@ EXPECTED_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
         "AcquireLease": ("AcquireLeaseRequest", "AcquireLeaseResponse", False),
         "RenewLease": ("RenewLeaseRequest", "RenewLeaseResponse", False),
         "CompleteRun": ("CompleteRunRequest", "CompleteRunResponse", False),
+        "CompleteRuns": ("CompleteRunsRequest", "CompleteRunsResponse", False),
     },
     "ClusterService": {
         "GetClusterStatus": ("GetClusterStatusRequest", "ClusterStatus", False),
@@ -68,6 +70,7 @@ def test_services_have_exactly_the_contract_rpcs() -> None:
     # The full set of RPC names of each service, spelled out.
     assert {m.name for m in services["JobService"].methods} == {
         "CreateJob",
+        "CreateJobs",
         "GetJob",
         "ListJobs",
         "UpdateJob",
@@ -86,6 +89,7 @@ def test_services_have_exactly_the_contract_rpcs() -> None:
         "AcquireLease",
         "RenewLease",
         "CompleteRun",
+        "CompleteRuns",
     }
     assert {m.name for m in services["ClusterService"].methods} == {
         "GetClusterStatus",

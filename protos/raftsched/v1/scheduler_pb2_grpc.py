@@ -40,6 +40,11 @@ class JobServiceStub:
                 request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
                 response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
+        self.CreateJobs = channel.unary_unary(
+                '/raftsched.v1.JobService/CreateJobs',
+                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.SerializeToString,
+                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/raftsched.v1.JobService/GetJob',
                 request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
@@ -114,6 +119,15 @@ class JobServiceServicer:
     def CreateJob(self, request, context):
         """Create a job. INVALID_ARGUMENT for a bad spec; ALREADY_EXISTS for an
         idempotency key reused with another spec (same key and spec: the first job).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateJobs(self, request, context):
+        """Create up to 1000 jobs; each item answers like CreateJob. INVALID_ARGUMENT
+        for an empty or oversized batch; UNAVAILABLE when no item could be
+        proposed (no leader or quorum).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -225,6 +239,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.FromString,
                     response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
+            'CreateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateJobs,
+                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.FromString,
+                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.SerializeToString,
+            ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.FromString,
@@ -319,6 +338,33 @@ class JobService:
             '/raftsched.v1.JobService/CreateJob',
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.JobService/CreateJobs',
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.SerializeToString,
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -706,6 +752,11 @@ class LeaseServiceStub:
                 request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.SerializeToString,
                 response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.FromString,
                 _registered_method=True)
+        self.CompleteRuns = channel.unary_unary(
+                '/raftsched.v1.LeaseService/CompleteRuns',
+                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.SerializeToString,
+                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.FromString,
+                _registered_method=True)
 
 
 class LeaseServiceServicer:
@@ -738,6 +789,15 @@ class LeaseServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompleteRuns(self, request, context):
+        """Report up to 1000 outcomes; each item answers like CompleteRun.
+        INVALID_ARGUMENT for an empty or oversized batch; UNAVAILABLE when no item
+        could be proposed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -755,6 +815,11 @@ def add_LeaseServiceServicer_to_server(servicer, server):
                     servicer.CompleteRun,
                     request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.FromString,
                     response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.SerializeToString,
+            ),
+            'CompleteRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteRuns,
+                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.FromString,
+                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -839,6 +904,33 @@ class LeaseService:
             '/raftsched.v1.LeaseService/CompleteRun',
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.SerializeToString,
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.LeaseService/CompleteRuns',
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.SerializeToString,
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
