@@ -19,7 +19,7 @@ from cluster import commands as c
 from cluster.clock import Clock
 from cluster.leasing import MAX_RUNS_PER_GRANT, Grant, Renewal
 from cluster.model import JobSpec, Run
-from cluster.results import FailedPrecondition, Ok, Rejected, RejectedError, Unavailable, ValidationError, value_or_error
+from cluster.results import FailedPrecondition, Ok, Rejected, RejectedError, ValidationError
 from cluster.store import JobStore
 from cluster.validation import validate_queue
 
@@ -146,19 +146,4 @@ class LeaseService:
             raise ValidationError("no completions: send at least one")
         if len(items) > MAX_COMPLETE_BATCH:
             raise ValidationError(f"{len(items)} completions in one call; the limit is {MAX_COMPLETE_BATCH}")
-        out: list[Run | Exception | None] = [None] * len(items)
-        cmds: list[c.Command] = []
-        slots: list[int] = []
-        for i, item in enumerate(items):
-            try:
-                if isinstance(item, Exception):
-                    raise item
-                cmds.append(self._complete_command(*item))
-                slots.append(i)
-            except ValidationError as exc:
-                out[i] = exc
-        answers = self._store.submit_many(cmds) if cmds else []
-        with self._store.lock:
-            for slot, answer in zip(slots, answers):
-                out[slot] = value_or_error(answer)
-        return [x if x is not None else Unavailable("not answered") for x in out]
+        return self._store.submit_each(items, lambda item: self._complete_command(*item))

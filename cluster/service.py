@@ -18,7 +18,7 @@ from cluster import commands as c
 from cluster.clock import Clock
 from cluster.codec import spec_fingerprint
 from cluster.model import Job, JobSpec, JobStatus, Run, RunStatus
-from cluster.results import NotFound, Ok, Rejected, RejectedError, Result, Unavailable, ValidationError, value_or_error
+from cluster.results import NotFound, Ok, Rejected, RejectedError, Result, ValidationError
 from cluster.schedule import ScheduleError, upcoming, validate_schedule
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
@@ -88,22 +88,7 @@ class SchedulerService:
         if len(items) > MAX_CREATE_BATCH:
             raise ValidationError(f"{len(items)} jobs in one call; the limit is {MAX_CREATE_BATCH}: split the batch")
         now = self._clock.now_ms()
-        out: list[Job | Exception | None] = [None] * len(items)
-        cmds: list[c.Command] = []
-        slots: list[int] = []
-        for i, item in enumerate(items):
-            try:
-                if isinstance(item, Exception):
-                    raise item
-                cmds.append(self._create_command(item[0], item[1], now))
-                slots.append(i)
-            except ValidationError as exc:
-                out[i] = exc
-        answers = self._store.submit_many(cmds) if cmds else []
-        with self._store.lock:
-            for slot, answer in zip(slots, answers):
-                out[slot] = value_or_error(answer)
-        return [x if x is not None else Unavailable("not answered") for x in out]
+        return self._store.submit_each(items, lambda item: self._create_command(item[0], item[1], now))
 
     def update_job(self, job_id: str, spec: JobSpec) -> Job:
         _require_id("job_id", job_id)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol, TypeVar
 from cluster import commands as c
 from cluster.clock import Clock
 from cluster.events import EventHub
-from cluster.results import Result, Unavailable
+from cluster.results import Result, Unavailable, ValidationError, value_or_error
 from cluster.state import JobStateMachine, RunEvent
 from raft.adapter import ProposalError
 
@@ -138,6 +138,27 @@ class JobStore:
                 out.append(Unavailable("the command was applied but produced no result on this node; check the node log"))
             else:
                 out.append(answer)
+        return out
+
+    def submit_each(self, items: list[Any], build: Callable[[Any], c.Command]) -> list[Any]:
+        """Batch calls: ``build`` a command from each item (an item that is already an exception,
+        or whose ``build`` raises ``ValidationError``, keeps that error), propose them together and
+        answer per item: a copy of its ``Ok`` value, or its error."""
+        out: list[Any] = [None] * len(items)
+        cmds: list[c.Command] = []
+        slots: list[int] = []
+        for i, item in enumerate(items):
+            try:
+                if isinstance(item, Exception):
+                    raise item
+                cmds.append(build(item))
+                slots.append(i)
+            except ValidationError as exc:
+                out[i] = exc
+        answers = self.submit_many(cmds) if cmds else []
+        with self.lock:
+            for slot, answer in zip(slots, answers):
+                out[slot] = value_or_error(answer)
         return out
 
     def read(self, fn: Callable[[JobStateMachine], T], barrier: bool = True) -> T:

@@ -57,11 +57,29 @@ def item_status(exc: Exception | None, where: str) -> tuple[int, str]:
     return int(mapped[0].value[0]), mapped[1]
 
 
-def raise_if_all_unavailable(answers: list[Any]) -> None:
-    """A batch none of whose items could be proposed fails as a whole with UNAVAILABLE, so
-    clients retry it like any other call."""
+def convert_each(requests: Any, convert: Callable[[Any], Any]) -> list[Any]:
+    """Batch calls: each request converted, or the ``ValidationError`` its conversion raised."""
+    out: list[Any] = []
+    for req in requests:
+        try:
+            out.append(convert(req))
+        except ValidationError as exc:
+            out.append(exc)
+    return out
+
+
+def fill_results(results: Any, answers: list[Any], fill: Callable[[Any, Any], Any], where: str) -> None:
+    """Batch calls: one ``results`` entry per answer, its status set, and ``fill(value, entry)``
+    for a success. A batch none of whose items could be proposed fails as a whole with
+    UNAVAILABLE, so clients retry it like any other call."""
     if answers and all(isinstance(a, Unavailable) for a in answers):
         raise answers[0]
+    for answer in answers:
+        entry = results.add()
+        if isinstance(answer, Exception):
+            entry.status.code, entry.status.message = item_status(answer, where)
+        else:
+            fill(answer, entry)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -16,15 +16,15 @@ import grpc
 
 from cluster.config import LogsConfig
 from cluster.events import EventHub
-from cluster.model import ACTIVE_RUN_STATUSES, JobSpec, Run
-from cluster.results import Overloaded, ValidationError
+from cluster.model import ACTIVE_RUN_STATUSES, Run
+from cluster.results import Overloaded
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
-from rpc.errors import guarded, guarded_stream, item_status, raise_if_all_unavailable
+from rpc.errors import convert_each, fill_results, guarded, guarded_stream
 from storage.output import OutputMissing, OutputReader
 
 WATCH_POLL_S = 0.5
@@ -57,21 +57,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def CreateJobs(self, request: pb.CreateJobsRequest, context: grpc.ServicerContext) -> pb.CreateJobsResponse:
-        items: list[tuple[JobSpec, str] | Exception] = []
-        for req in request.jobs:
-            try:
-                items.append((cv.spec_from_pb(req.spec), req.idempotency_key))
-            except ValidationError as exc:
-                items.append(exc)
-        answers = self._svc.create_jobs(items)
-        raise_if_all_unavailable(answers)
+        items = convert_each(request.jobs, lambda req: (cv.spec_from_pb(req.spec), req.idempotency_key))
         resp = pb.CreateJobsResponse()
-        for answer in answers:
-            item = resp.results.add()
-            if isinstance(answer, Exception):
-                item.status.code, item.status.message = item_status(answer, "CreateJobs")
-            else:
-                cv.job_to_pb(answer, item.job)
+        fill_results(resp.results, self._svc.create_jobs(items), lambda job, entry: cv.job_to_pb(job, entry.job), "CreateJobs")
         return resp
 
     @guarded

@@ -9,7 +9,7 @@ from cluster.results import ValidationError
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
-from rpc.errors import guarded, item_status, raise_if_all_unavailable
+from rpc.errors import convert_each, fill_results, guarded
 
 _OUTCOMES = {pb.OUTCOME_SUCCEEDED: True, pb.OUTCOME_FAILED: False}
 
@@ -49,21 +49,9 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def CompleteRuns(self, request: pb.CompleteRunsRequest, context: grpc.ServicerContext) -> pb.CompleteRunsResponse:
-        items: list[Completion | Exception] = []
-        for req in request.runs:
-            try:
-                items.append(_completion(req))
-            except ValidationError as exc:
-                items.append(exc)
-        answers = self._svc.complete_many(items)
-        raise_if_all_unavailable(answers)
+        answers = self._svc.complete_many(convert_each(request.runs, _completion))
         resp = pb.CompleteRunsResponse()
-        for answer in answers:
-            item = resp.results.add()
-            if isinstance(answer, Exception):
-                item.status.code, item.status.message = item_status(answer, "CompleteRuns")
-            else:
-                cv.run_to_pb(answer, item.run)
+        fill_results(resp.results, answers, lambda run, entry: cv.run_to_pb(run, entry.run), "CompleteRuns")
         return resp
 
 
