@@ -315,11 +315,6 @@ class RaftNode:
                 out.append(result)
         return out
 
-    @property
-    def batching_stats(self) -> tuple[int, int]:
-        """(entries, commands) this node proposed through ``propose``."""
-        return self._batcher.entries, self._batcher.commands
-
     # ---------------------------------------------------------- status
 
     def is_leader(self) -> bool:
