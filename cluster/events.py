@@ -17,6 +17,9 @@ from typing import Callable
 
 from cluster.model import Run
 
+#: the kinds of run change the state machine reports (``JobStateMachine.events``)
+RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
+
 
 @dataclass(frozen=True, slots=True)
 class RunChange:
@@ -26,9 +29,10 @@ class RunChange:
 
 
 class Subscription:
-    def __init__(self, hub: "EventHub", accept: Callable[[Run], bool], max_backlog: int) -> None:
+    def __init__(self, hub: "EventHub", accept: Callable[[Run], bool], max_backlog: int, kinds: frozenset[str] | None) -> None:
         self._hub = hub
         self.accept = accept
+        self.kinds = kinds
         self.queue: queue.Queue[RunChange | None] = queue.Queue(maxsize=max_backlog)
         self.overflowed = False
 
@@ -49,8 +53,9 @@ class EventHub:
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
 
-    def subscribe(self, accept: Callable[[Run], bool]) -> Subscription:
-        sub = Subscription(self, accept, self._max_backlog)
+    def subscribe(self, accept: Callable[[Run], bool], kinds: frozenset[str] | None = None) -> Subscription:
+        """Changes of runs ``accept`` takes, of the given ``kinds`` (None: all)."""
+        sub = Subscription(self, accept, self._max_backlog, kinds)
         with self._lock:
             self._subs.append(sub)
         return sub
@@ -71,7 +76,7 @@ class EventHub:
             return
         now = self._now_ms()
         for kind, run in events:
-            interested = [s for s in subs if not s.overflowed and s.accept(run)]
+            interested = [s for s in subs if not s.overflowed and (s.kinds is None or kind in s.kinds) and s.accept(run)]
             if not interested:
                 continue
             change = RunChange(kind, copy.copy(run), now)

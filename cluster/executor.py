@@ -1,12 +1,15 @@
 """The executor: lease runs, run them, renew the leases, complete with the outcome.
 
-Threads: one acquirer (long-polls ``acquire`` for as many runs as there are
-free slots; a slot frees when a run's handler and output upload are done,
-while its completion is still on its way), one renewer (renews every held lease in one call, every third of
-the shortest TTL; a refused renewal stops that run and drops its result), and
-a worker per run. Completions are group-committed on the way out: those that
-finish while a ``complete_many`` call is on its way travel together in the
-next one (one RPC for many runs). Completion is retried across failovers by
+Threads: two acquirers (each long-polls ``acquire`` for the slots free when
+it starts and reserves them, so a second call is on its way while the first
+waits for its grant to commit; a slot frees when a run's handler and output
+upload are done, while its completion is still on its way), one renewer
+(renews every held lease in one call, every third of the shortest TTL; a
+refused renewal stops that run and drops its result), and ``concurrency + 1``
+worker threads that run one run each at a time. Completions are
+group-committed on the way out: those that finish while a ``complete_many``
+call is on its way travel together in the next one (one RPC for many runs),
+and a worker does not wait for its run's answer. Completion is retried across failovers by
 the API client; a refused completion (the lease was lost) is logged and dropped — the
 cluster has already given the run to someone else. ``stop(grace)`` stops
 acquiring, waits up to ``grace`` for running work, then cancels the rest and
@@ -18,6 +21,7 @@ Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}).run()``.
 from __future__ import annotations
 
 import logging
+import queue
 import random
 import threading
 import time
@@ -31,6 +35,9 @@ from storage.output import OutputKey, OutputStore
 log = logging.getLogger("raftsched.executor")
 
 ACQUIRE_WAIT_MS = 5_000
+#: acquire calls an executor keeps on their way at once: while one waits for its grant to commit,
+#: slots freed meanwhile are asked for by the next (each reserves the slots it asks for)
+ACQUIRERS = 2
 MIN_RENEW_S = 0.05
 #: how long a failing output store is retried before the run completes with its output missing
 OUTPUT_RETRY_S = 120.0
@@ -62,24 +69,25 @@ MAX_COMPLETE_BATCH = 256
 
 
 class _Completion:
-    __slots__ = ("done", "event", "error")
+    __slots__ = ("done", "answer")
 
-    def __init__(self, done: Done) -> None:
+    def __init__(self, done: Done, answer: Callable[[Exception | None], None]) -> None:
         self.done = done
-        self.event = threading.Event()
-        self.error: Exception | None = None
+        self.answer = answer
 
 
 class Completer:
     """Client-side group commit of completions.
 
-    A worker whose run finished calls ``complete``; if no call is on its way it
-    sends one itself, and keeps sending what queued up meanwhile until the
-    queue is empty; otherwise it waits for a sender to carry its completion.
-    ``api.complete_many(list[Done]) -> list[Exception | None]`` is used when
-    the API has it (``rpc.executor_client.GrpcLeaseApi``: one CompleteRuns
-    RPC), else ``api.complete`` per run. Returns None or the item's error
-    (``LeaseLost`` when the cluster refused it).
+    ``submit(done, answer)`` queues a completion; if no call is on its way the
+    submitting thread sends one itself, and keeps sending what queued up
+    meanwhile until the queue is empty; otherwise it returns at once and the
+    sending thread carries the completion. ``answer(error)`` is called by the
+    sender with None or the item's error (``LeaseLost`` when the cluster
+    refused it). ``api.complete_many(list[Done]) -> list[Exception | None]`` is
+    used when the API has it (``rpc.executor_client.GrpcLeaseApi``: one
+    CompleteRuns RPC), else ``api.complete`` per run. ``complete`` is the
+    blocking form.
     """
 
     def __init__(self, api: LeaseApi) -> None:
@@ -88,15 +96,24 @@ class Completer:
         self._queue: list[_Completion] = []
         self._sending = False
 
-    def complete(self, done: Done) -> Exception | None:
-        item = _Completion(done)
+    def submit(self, done: Done, answer: Callable[[Exception | None], None]) -> None:
         with self._lock:
-            self._queue.append(item)
+            self._queue.append(_Completion(done, answer))
             send, self._sending = not self._sending, True
         if send:
             self._drain()
-        item.event.wait()
-        return item.error
+
+    def complete(self, done: Done) -> Exception | None:
+        answered = threading.Event()
+        box: list[Exception | None] = []
+
+        def answer(error: Exception | None) -> None:
+            box.append(error)
+            answered.set()
+
+        self.submit(done, answer)
+        answered.wait()
+        return box[0]
 
     def _drain(self) -> None:
         while True:
@@ -106,8 +123,10 @@ class Completer:
                     return
                 batch, self._queue = self._queue[:MAX_COMPLETE_BATCH], self._queue[MAX_COMPLETE_BATCH:]
             for item, error in zip(batch, self._send([i.done for i in batch])):
-                item.error = error
-                item.event.set()
+                try:
+                    item.answer(error)
+                except Exception:  # noqa: BLE001 - one answer's failure must not strand the others
+                    log.exception("handling the answer to a completion failed")
 
     def _send(self, batch: list[Done]) -> list[Exception | None]:
         many: Callable[[list[Done]], list[Exception | None]] | None = getattr(self._api, "complete_many", None)
@@ -155,9 +174,11 @@ class Executor:
         self.output = output
         self._held: dict[str, _Held] = {}  # every lease held, until its completion is answered
         self._busy = 0  # runs whose handler or output upload is running: what ``concurrency`` bounds
+        self._reserved = 0  # slots promised to acquire calls on their way
         self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._runs: queue.SimpleQueue[_Held | None] = queue.SimpleQueue()  # to the worker threads
         self._completer = Completer(api)
         self.completed = 0
         self.lost = 0
@@ -168,7 +189,10 @@ class Executor:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        for target, name in ((self._acquire_loop, "acquire"), (self._renew_loop, "renew")):
+        loops = [(self._acquire_loop, f"acquire-{i}") for i in range(ACQUIRERS)] + [(self._renew_loop, "renew")]
+        # one more worker than slots: a worker whose run is done may be busy sending completions
+        loops += [(self._worker_loop, f"worker-{i}") for i in range(self.concurrency + 1)]
+        for target, name in loops:
             t = threading.Thread(target=target, name=f"executor-{name}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -180,8 +204,9 @@ class Executor:
         # The long poll is not cancelled: a grant may already be committed and on its way back, and a
         # cancelled call would leave that run leased to nobody for a TTL. It ends within ACQUIRE_WAIT_MS;
         # what it brings is launched and finished like the rest.
-        if self._threads:
-            self._threads[0].join(timeout=max(0.0, min(grace_s, ACQUIRE_WAIT_MS / 1000.0 + 1)))
+        poll_end = time.monotonic() + max(0.0, min(grace_s, ACQUIRE_WAIT_MS / 1000.0 + 1))
+        for t in self._threads[:ACQUIRERS]:
+            t.join(timeout=max(0.0, poll_end - time.monotonic()))
         with self._lock:
             while self._held and time.monotonic() < deadline:
                 self._lock.wait(min(0.2, max(0.0, deadline - time.monotonic())))
@@ -189,6 +214,8 @@ class Executor:
                 held.lost = True  # never complete: let the lease expire so another executor retries
                 held.ctx.reason = "the executor is shutting down"
                 held.ctx.cancelled.set()
+        for _ in range(self.concurrency + 1):
+            self._runs.put(None)  # the workers' signal to exit
         for t in self._threads:
             t.join(timeout=2)
 
@@ -199,18 +226,24 @@ class Executor:
 
     # ------------------------------------------------------------ acquiring
 
-    def _free_slots(self) -> int:
+    def _reserve_slots(self) -> int:
+        """Wait for free slots and reserve them all for one acquire call (0 when stopping)."""
         with self._lock:
-            while self._busy >= self.concurrency and not self._stopping.is_set():
+            while self._busy + self._reserved >= self.concurrency and not self._stopping.is_set():
                 self._lock.wait(0.5)
-            return self.concurrency - self._busy
+            if self._stopping.is_set():
+                return 0
+            free = self.concurrency - self._busy - self._reserved
+            self._reserved += free
+            return free
 
     def _acquire_loop(self) -> None:
         backoff = 0.1
         while not self._stopping.is_set():
-            free = self._free_slots()
-            if self._stopping.is_set() or free <= 0:
+            free = self._reserve_slots()
+            if free <= 0:
                 continue
+            tasks: list[Task] = []
             try:
                 tasks = self.api.acquire(self.queues, free, ACQUIRE_WAIT_MS)
                 backoff = 0.1
@@ -218,20 +251,25 @@ class Executor:
                 log.warning("acquire failed (%s); retrying in %.1f s", exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
-                continue
-            for task in tasks:
-                self._launch(task)
+            finally:
+                self._launch(tasks, free)
 
-    def _launch(self, task: Task) -> None:
-        ttl_s = max(0.1, (task.expires_ms - time.time() * 1000) / 1000.0)
-        ctx = TaskContext()
-        if task.timeout_ms > 0:
-            ctx.deadline = time.monotonic() + task.timeout_ms / 1000.0
-        held = _Held(task, ctx, ttl_s)
+    def _launch(self, tasks: list[Task], reserved: int) -> None:
+        """Start the granted tasks in the slots reserved for them; give back the slots left unused."""
+        helds = []
+        for task in tasks:
+            ctx = TaskContext()
+            if task.timeout_ms > 0:
+                ctx.deadline = time.monotonic() + task.timeout_ms / 1000.0
+            helds.append(_Held(task, ctx, max(0.1, (task.expires_ms - time.time() * 1000) / 1000.0)))
         with self._lock:
-            self._held[task.lease_id] = held
-            self._busy += 1
-        threading.Thread(target=self._work, args=(held,), name=f"run-{task.run_id}", daemon=True).start()
+            self._reserved -= reserved
+            for held in helds:
+                self._held[held.task.lease_id] = held
+                self._busy += 1
+            self._lock.notify_all()
+        for held in helds:  # a reserved slot means a worker thread is free for it
+            self._runs.put(held)
 
     # ------------------------------------------------------------ renewing
 
@@ -257,6 +295,8 @@ class Executor:
             if h is None:
                 continue
             if not r.ok:
+                if not h.busy:  # done, its completion on the way (or just answered): that answer decides
+                    continue
                 log.warning("lease %s of run %s was lost: %s", r.lease_id, h.task.run_id, r.error)
                 h.lost = True
                 h.ctx.reason = f"lease lost: {r.error}"
@@ -266,6 +306,10 @@ class Executor:
                 h.ctx.cancelled.set()
 
     # ------------------------------------------------------------ working
+
+    def _worker_loop(self) -> None:
+        while (held := self._runs.get()) is not None:
+            self._work(held)
 
     def _work(self, held: _Held) -> None:
         task, ctx = held.task, held.ctx
@@ -284,11 +328,9 @@ class Executor:
             ctx.log.write(traceback.format_exc())
         try:
             self._finish(held, succeeded, result, error)
-        finally:
-            self._release(held)
-            with self._lock:
-                self._held.pop(task.lease_id, None)
-                self._lock.notify_all()
+        except Exception:  # noqa: BLE001 - never lose track of a held lease
+            log.exception("run %s: finishing failed", task.run_id)
+            self._done_with(held)
 
     def _release(self, held: _Held) -> None:
         """The run's work is done (its completion may still be on its way): its slot is free."""
@@ -298,27 +340,38 @@ class Executor:
                 self._busy -= 1
                 self._lock.notify_all()
 
+    def _done_with(self, held: _Held) -> None:
+        """Nothing more to do for this lease: stop renewing it."""
+        held.ctx.log.close()
+        self._release(held)
+        with self._lock:
+            self._held.pop(held.task.lease_id, None)
+            self._lock.notify_all()
+
     def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
         task = held.task
-        try:
-            if held.lost:
-                self.lost += 1
-                log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
-                return
-            log_uri, missing = self._store_output(held, result)
-            if missing:
-                error = f"{error}; {missing}" if error else missing
-            self._release(held)  # the lease stays renewed until the completion is answered
-            failure = self._completer.complete((task, succeeded, result, error, log_uri))
-            if failure is None:
-                self.completed += 1
-            elif isinstance(failure, LeaseLost):
-                self.lost += 1
-                log.warning("run %s: completion refused (lease lost): %s", task.run_id, failure)
-            else:
-                log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, failure)
-        finally:
-            held.ctx.log.close()
+        if held.lost:
+            self.lost += 1
+            log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
+            self._done_with(held)
+            return
+        log_uri, missing = self._store_output(held, result)
+        if missing:
+            error = f"{error}; {missing}" if error else missing
+        held.ctx.log.close()
+        self._release(held)  # the lease stays renewed until the completion is answered
+        self._completer.submit((task, succeeded, result, error, log_uri), lambda failure: self._completed(held, failure))
+
+    def _completed(self, held: _Held, failure: Exception | None) -> None:
+        task = held.task
+        if failure is None:
+            self.completed += 1
+        elif isinstance(failure, LeaseLost):
+            self.lost += 1
+            log.warning("run %s: completion refused (lease lost): %s", task.run_id, failure)
+        else:
+            log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, failure)
+        self._done_with(held)
 
     def _store_output(self, held: _Held, result: bytes) -> tuple[str, str]:
         """Write the log and result through the store: (log_uri, "") or ("", "output missing: <why>").

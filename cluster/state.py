@@ -29,6 +29,7 @@ from cluster import commands as c
 from cluster import snapshot_codec
 from cluster.codec import spec_fingerprint
 from cluster.firing import FireAt, Skip, Window, plan, skip_through
+from cluster.keylist import KeyList
 from cluster.leasing import LeaseRules
 from cluster.model import (
     ACTIVE_RUN_STATUSES,
@@ -79,7 +80,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
 
     def _reset_indexes(self) -> None:
         self.due: SortedList = SortedList()  # (next_fire_ms, job_id) of ACTIVE jobs
-        self.runs_by_job: dict[str, SortedList] = {}  # job_id -> (scheduled_ms, run_id)
+        self.runs_by_job: dict[str, KeyList] = {}  # job_id -> (scheduled_ms, run_id)
         self.active_by_job: dict[str, set[str]] = {}  # job_id -> PENDING/LEASED run ids
         self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
         self.leases: dict[str, str] = {}  # lease_id -> run_id of LEASED runs
@@ -261,10 +262,10 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self.events.append(("fired", run))
         return run
 
-    def _job_runs(self, job_id: str) -> SortedList:
+    def _job_runs(self, job_id: str) -> KeyList:
         runs = self.runs_by_job.get(job_id)
         if runs is None:
-            runs = self.runs_by_job[job_id] = SortedList()
+            runs = self.runs_by_job[job_id] = KeyList()
         return runs
 
     def _activate(self, run: Run) -> None:
@@ -414,7 +415,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         index = self.runs_by_job.get(job_id)
         if index is None:
             return
-        keys = index.irange(minimum=after, inclusive=(False, True)) if after else index
+        keys = index.after(after) if after else index
         for _, run_id in keys:
             yield self.runs[run_id]
 
@@ -446,7 +447,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
             by_job.setdefault(run.job_id, []).append((run.scheduled_ms, run.run_id))
             if run.status in ACTIVE_RUN_STATUSES:
                 self._activate(run)
-        self.runs_by_job = {job_id: SortedList(keys) for job_id, keys in by_job.items()}
+        self.runs_by_job = {job_id: KeyList(keys) for job_id, keys in by_job.items()}
         self._rebuild_retention()
 
 

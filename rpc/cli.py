@@ -194,6 +194,12 @@ def add_client_commands(sub: Any) -> None:
     watch = run.add_parser("watch", parents=[common], help="stream run changes as they happen")
     watch.add_argument("--job", default="")
     watch.add_argument("--queue", default="")
+    watch.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        help="only this kind of change (repeatable): fired, skipped, leased, retry_scheduled, cancel_requested, finished, pruned",
+    )
 
     cluster = sub.add_parser("cluster", help="cluster status").add_subparsers(dest="action", required=True)
     cluster.add_parser("status", parents=[common])
@@ -252,7 +258,7 @@ def _run_cmd(a: argparse.Namespace, client: Client) -> None:
         out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=a.run_id, attempt=a.attempt))
         _print(a, out, out.log.decode("utf-8", "replace") + _output_notes(out))
     elif a.action == "watch":
-        for ev in client.watch_runs(a.job, a.queue):
+        for ev in client.watch_runs(a.job, a.queue, kinds=a.kind):
             if a.json:
                 print(json_format.MessageToJson(ev, preserving_proto_field_name=True, indent=None), flush=True)
             else:

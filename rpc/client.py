@@ -111,6 +111,9 @@ class Client:
     def cluster_status(self) -> pb.ClusterStatus:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
-    def watch_runs(self, job_id: str = "", queue: str = "", include_existing: bool = False) -> Iterator[pb.RunEvent]:
+    def watch_runs(
+        self, job_id: str = "", queue: str = "", include_existing: bool = False, kinds: list[str] | None = None
+    ) -> Iterator[pb.RunEvent]:
         stub = self._jobs[self._current]
-        return stub.WatchRuns(pb.WatchRunsRequest(job_id=job_id, queue=queue, include_existing=include_existing))
+        req = pb.WatchRunsRequest(job_id=job_id, queue=queue, include_existing=include_existing, kinds=kinds or [])
+        return stub.WatchRuns(req)

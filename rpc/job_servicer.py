@@ -15,9 +15,9 @@ from typing import Iterator
 import grpc
 
 from cluster.config import LogsConfig
-from cluster.events import EventHub
+from cluster.events import RUN_EVENT_KINDS, EventHub
 from cluster.model import ACTIVE_RUN_STATUSES, Run
-from cluster.results import Overloaded
+from cluster.results import Overloaded, ValidationError
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
 from cluster.store import JobStore
@@ -136,11 +136,14 @@ class JobServicer(pb_grpc.JobServiceServicer):
     @guarded_stream
     def WatchRuns(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext) -> Iterator[pb.RunEvent]:
         job_id, queue = request.job_id, request.queue
+        unknown = sorted(set(request.kinds) - RUN_EVENT_KINDS)
+        if unknown:
+            raise ValidationError(f"unknown event kind(s) {unknown}: choose from {sorted(RUN_EVENT_KINDS)}")
 
         def accept(run: Run) -> bool:
             return (not job_id or run.job_id == job_id) and (not queue or run.queue == queue)
 
-        sub = self._hub.subscribe(accept)
+        sub = self._hub.subscribe(accept, frozenset(request.kinds) or None)
         try:
             if request.include_existing:
                 for run in self._store.read(lambda m: _existing(m, job_id, accept)):

@@ -108,7 +108,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def watch_lag(address: str, stop: threading.Event, out: list[tuple[float, float]]) -> None:
     with grpc.insecure_channel(address) as ch:
-        stream = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest(queue="lag"))
+        stream = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest(queue="lag", kinds=["fired"]))
         threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True).start()
         try:
             for ev in stream:

@@ -30,6 +30,7 @@ missing or unreachable output.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -153,8 +154,12 @@ class LocalOutputStore:
         base = os.path.join(self.root, key.relpath())
         source = as_log_source(log)
         try:
-            os.makedirs(os.path.dirname(base), exist_ok=True)
-            self._write(base + ".result", io.BytesIO(result))
+            _ensure_dir(os.path.dirname(base))
+            if result:
+                self._write(base + ".result", io.BytesIO(result))
+            else:  # no file for an empty result (readers take a missing one as empty); none left from before
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(base + ".result")
             with source.open_reader() as reader:
                 self._write(base + ".log", reader)
         except OSError as exc:
@@ -170,6 +175,17 @@ class LocalOutputStore:
 
     def get(self, uri: str) -> tuple[bytes, bytes]:
         return read_file_uri(uri)
+
+
+def _ensure_dir(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, in one system call when only the last level is missing
+    (each attempt has its own run directory; its job's usually exists)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
 
 
 def read_file_uri(uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 
@@ -9,7 +11,7 @@ from cluster.local import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client import Client
-from tests.helpers import at_spec, cron_spec, every_spec, now_ms, wait_for
+from tests.helpers import at_spec, cron_spec, every_spec, now_ms, shell_spec, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +204,33 @@ def test_cluster_status_from_every_node(cluster: LocalCluster) -> None:
         assert all(m.reachable for m in s.members)
         roles = {m.id: m.role for m in s.members}
         assert roles[leader] == pb.MEMBER_ROLE_LEADER
+
+
+def test_watch_runs_kinds_filter(client: Client) -> None:
+    job = client.create_job(shell_spec("watch-kinds", "true", queue="q-watch-kinds"))
+    finished = client.watch_runs(queue="q-watch-kinds", kinds=["leased", "finished"])
+    everything = client.watch_runs(queue="q-watch-kinds")
+    time.sleep(0.5)  # both subscriptions are in place before the run moves
+    req = pb.AcquireLeaseRequest(executor_id="watch-exec", queues=["q-watch-kinds"], max_runs=1)
+    cv.to_dur(5000, req.wait)
+    (lease,) = client.lease("AcquireLease", req, timeout=15).leases
+    client.lease(
+        "CompleteRun",
+        pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED),
+    )
+
+    def kinds_until_finished(stream: object) -> list[str]:
+        seen = []
+        for ev in stream:  # type: ignore[attr-defined]
+            assert ev.run.job_id == job.job_id
+            seen.append(ev.kind)
+            if ev.kind == "finished":
+                stream.cancel()  # type: ignore[attr-defined]
+                return seen
+        return seen
+
+    assert kinds_until_finished(finished) == ["leased", "finished"]
+    assert kinds_until_finished(everything)[-2:] == ["leased", "finished"]
+    with pytest.raises(grpc.RpcError) as err:
+        next(iter(client.watch_runs(kinds=["fired", "exploded"])))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exploded" in err.value.details()

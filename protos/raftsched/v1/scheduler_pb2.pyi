@@ -364,14 +364,16 @@ class RunOutput(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log: _Optional[bytes] = ..., result: _Optional[bytes] = ..., log_uri: _Optional[str] = ..., missing_reason: _Optional[str] = ...) -> None: ...
 
 class WatchRunsRequest(_message.Message):
-    __slots__ = ("job_id", "queue", "include_existing")
+    __slots__ = ("job_id", "queue", "include_existing", "kinds")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_EXISTING_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     queue: str
     include_existing: bool
-    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., include_existing: _Optional[bool] = ...) -> None: ...
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., include_existing: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("run", "observed_at", "kind")
