@@ -487,6 +487,7 @@ def _task_lease_acquire(ctx: _Ctx) -> dict[str, Any]:
         lease_stub = ctx.leases[n]
         executor = f"bench-{ctx.index}-{j}"
         granted, completed, lat = [], [], []
+        held: list[tuple[str, int]] = []
         while time.time() < until:
             t0 = time.time()
             try:
@@ -504,6 +505,8 @@ def _task_lease_acquire(ctx: _Ctx) -> dict[str, Any]:
             granted.extend([t1] * len(resp.leases))
             lat.append((t1 - t0) * 1000.0)
             ctx.progress.add()
+            if not complete:
+                held += [(lease.lease_id, lease.fencing_token) for lease in resp.leases]
             if complete:
                 for lease in resp.leases:
                     req = pb.CompleteRunRequest(
@@ -514,6 +517,16 @@ def _task_lease_acquire(ctx: _Ctx) -> dict[str, Any]:
                         completed.append(time.time())
                     except grpc.RpcError as exc:
                         ctx.errors.add(exc)
+        # after the measurement, complete what was granted (untimed): otherwise these leases would
+        # all expire a TTL later, in the middle of a later scenario
+        for k in range(0, len(held), 1000):
+            reqs = [
+                pb.CompleteRunRequest(lease_id=i, fencing_token=t, outcome=pb.OUTCOME_SUCCEEDED) for i, t in held[k : k + 1000]
+            ]
+            try:
+                lease_stub.CompleteRuns(pb.CompleteRunsRequest(runs=reqs), timeout=60.0)
+            except grpc.RpcError as exc:
+                ctx.errors.add(exc)
         return {"granted": granted, "completed": completed, "lat": lat}
 
     parts = _run_threads(ctx.threads, run)
@@ -1762,7 +1775,9 @@ def scenario_burst(b: Bench) -> None:
     rate = b.results.get("create_jobs_batched_per_s") or 2000.0  # the burst is created through CreateJobs
     fire_wait_s = min(120.0, 30.0 + n / 2000.0)  # after the instant, wait this long at most for the fires
     after_burst_s = (2 * p.lease_measure_s + 15.0 if "leases" in b.wanted else 0.0) + 15.0
-    lead_s = n / (0.75 * rate) + 5.0
+    # the jobs are created well ahead, as a real burst's would be, and the nodes get ~20 s to settle
+    # (apply the creates everywhere, take the snapshot they trigger) before the instant
+    lead_s = n / (0.75 * rate) + 20.0
     budget_lead = b.remaining_s() - fire_wait_s - after_burst_s
     if budget_lead < lead_s:
         b.say(
