@@ -63,16 +63,8 @@ class GrpcLeaseApi:
         return [RenewResult(r.lease_id, r.ok, cv.ts_ms(r.expires_at), r.cancel_requested, r.error) for r in resp.leases]
 
     def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
-        req = pb.CompleteRunRequest(
-            lease_id=task.lease_id,
-            fencing_token=task.fencing_token,
-            outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
-            result=result,
-            error=error,
-            log_uri=log_uri,
-        )
         try:
-            self.client.lease("CompleteRun", req)
+            self.client.lease("CompleteRun", _complete_request((task, succeeded, result, error, log_uri)))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
                 raise LeaseLost(exc.details()) from exc  # type: ignore[attr-defined]
@@ -85,17 +77,7 @@ class GrpcLeaseApi:
         out: list[Exception | None] = [None] * len(done)
         todo = list(range(len(done)))
         for attempt in range(UNAVAILABLE_ROUNDS):
-            req = pb.CompleteRunsRequest()
-            for i in todo:
-                task, succeeded, result, error, log_uri = done[i]
-                req.runs.add(
-                    lease_id=task.lease_id,
-                    fencing_token=task.fencing_token,
-                    outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
-                    result=result,
-                    error=error,
-                    log_uri=log_uri,
-                )
+            req = pb.CompleteRunsRequest(runs=[_complete_request(done[i]) for i in todo])
             try:
                 resp = self.client.lease("CompleteRuns", req)
             except grpc.RpcError as exc:
@@ -122,6 +104,20 @@ class GrpcLeaseApi:
 
 
 UNAVAILABLE_ROUNDS = 4
+
+
+def _complete_request(done: Done) -> pb.CompleteRunRequest:
+    task, succeeded, result, error, log_uri = done
+    return pb.CompleteRunRequest(
+        lease_id=task.lease_id,
+        fencing_token=task.fencing_token,
+        outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
+        result=result,
+        error=error,
+        log_uri=log_uri,
+    )
+
+
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
