@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from cluster.handlers import BUILTIN_HANDLERS, HandlerError, LeaseLost, Task, TaskContext
-from storage.output import OutputKey, OutputStore
+from storage.output import EMPTY_OUTPUT_URI, OutputKey, OutputStore
 
 log = logging.getLogger("raftsched.executor")
 
@@ -383,6 +383,8 @@ class Executor:
         """
         if self.output is None:
             return "", ""
+        if not result and held.ctx.log.size == 0:
+            return EMPTY_OUTPUT_URI, ""  # nothing to keep: no file, no object, no request
         task = held.task
         key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
         budget = float(getattr(self, "output_retry_s", OUTPUT_RETRY_S))

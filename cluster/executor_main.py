@@ -140,7 +140,7 @@ def run_executor(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("cannot start executor: %s", exc)
         return 2
-    client = Client(addresses, deadline_s=30)
+    client = Client(addresses, deadline_s=30, prefer_leader=True)
     executor = Executor(
         GrpcLeaseApi(client, executor_id),
         args.queue or ["default"],

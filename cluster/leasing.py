@@ -106,7 +106,7 @@ class LeaseRules:
             self._finish(run, RunStatus.DEAD_LETTER, f"attempt {run.attempt} of {retry.max_attempts} failed: {error}")
             return
         self._deactivate(run)  # leaves the active set; re-added below as PENDING
-        run.status = RunStatus.PENDING
+        self._set_status(run, RunStatus.PENDING)
         run.not_before_ms = self.now_ms + backoff_ms(retry, run.attempt, draw)
         run.lease_expires_ms = 0
         self._activate(run)
@@ -136,7 +136,7 @@ class LeaseRules:
             job = self.jobs[run.job_id]
             self._deactivate(run)
             token = index * TOKENS_PER_ENTRY + k
-            run.status = RunStatus.LEASED
+            self._set_status(run, RunStatus.LEASED)
             run.attempt += 1
             run.executor_id = cmd.executor_id
             run.lease_id = lease_id_for(token)

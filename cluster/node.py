@@ -123,7 +123,7 @@ class Node:
             me.grpc,
             JobServicer(self.service, self.store, self.hub, cfg.logs),
             LeaseServicer(self.leases),
-            ClusterServicer(self.raft, node_id, cfg.nodes),
+            ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts),
         )
 
     def start(self) -> None:

@@ -60,6 +60,7 @@ class RetentionRules:
 
     def _drop_run(self: "JobStateMachine", run: Run) -> None:
         del self.runs[run.run_id]
+        self.run_counts[run.status] -= 1
         keys = self.runs_by_job.get(run.job_id)
         if keys is not None:
             keys.discard((run.scheduled_ms, run.run_id))

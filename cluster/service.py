@@ -140,6 +140,10 @@ class SchedulerService:
             raise RejectedError(NotFound(f"run {run_id} not found"))
         return run
 
+    def counts(self) -> tuple[dict[RunStatus, int], int]:
+        """(runs by status, jobs) in this node's state as applied so far: no barrier, no Raft round trip."""
+        return self._store.read(lambda m: (dict(m.run_counts), len(m.jobs)), barrier=False)
+
     def list_jobs(
         self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
     ) -> Page:

@@ -88,6 +88,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self.expiry: SortedList = SortedList()  # (finished_ms + history_ttl_ms, run_id) of finished runs
         self.finished_count: dict[str, int] = {}  # job_id -> finished runs kept
         self.purge: SortedList = SortedList()  # (when, job_id) of DELETED jobs
+        #: how many of ``runs`` are in each status (kept as runs change: read by GetClusterStatus)
+        self.run_counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
 
     # ------------------------------------------------------------ apply
 
@@ -257,6 +259,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
     def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
         run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
         self.runs[run_id] = run
+        self.run_counts[RunStatus.PENDING] += 1
         self._job_runs(job.job_id).add((scheduled_ms, run_id))
         self._activate(run)
         self.events.append(("fired", run))
@@ -297,12 +300,18 @@ class JobStateMachine(LeaseRules, RetentionRules):
 
     def _finish(self, run: Run, status: RunStatus, error: str = "") -> None:
         self._deactivate(run)
-        run.status = status
+        self._set_status(run, status)
         run.finished_ms = self.now_ms
         if error:
             run.error = error
         self.events.append(("finished", run))
         self._retain(run)
+
+    def _set_status(self, run: Run, status: RunStatus) -> None:
+        counts = self.run_counts
+        counts[run.status] -= 1
+        counts[status] += 1
+        run.status = status
 
     def _record_skip(self, job: Job, skip: Skip) -> None:
         run_id = run_id_for(job.job_id, skip.instant_ms)
@@ -314,6 +323,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         run.skipped_until_ms = skip.last_ms
         run.finished_ms = self.now_ms
         self.runs[run_id] = run
+        self.run_counts[RunStatus.SKIPPED] += 1
         self._job_runs(job.job_id).add((skip.instant_ms, run_id))
         self.events.append(("skipped", run))
         self._retain(run)
@@ -442,6 +452,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
             (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
         )
         self.runs = SortedDict((r.run_id, r) for r in runs)
+        for run in runs:
+            self.run_counts[run.status] += 1
         by_job: dict[str, list[tuple[int, str]]] = {}
         for run in runs:
             by_job.setdefault(run.job_id, []).append((run.scheduled_ms, run.run_id))

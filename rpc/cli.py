@@ -325,7 +325,9 @@ def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
         [m.id, pb.MemberRole.Name(m.role)[12:], m.raft_address, m.grpc_address, "yes" if m.reachable else "no"] for m in s.members
     ]
     head = f"leader: {s.leader_id or '(none)'}  term: {s.term}  commit: {s.commit_index}  applied: {s.applied_index}  (answered by {s.self_id})"
-    _print(a, s, head + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE"], rows))
+    runs = ", ".join(f"{f.name.replace('_', ' ')} {v}" for f, v in s.runs.ListFields()) or "none"
+    counts = f"jobs: {s.jobs}  runs: {runs}"
+    _print(a, s, head + "\n" + counts + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE"], rows))
 
 
 def run(a: argparse.Namespace) -> int:

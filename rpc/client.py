@@ -2,7 +2,10 @@
 
 ``Client(["127.0.0.1:50051", ...])`` keeps a channel per node and sends each
 call to the node that answered last; UNAVAILABLE (no leader yet, node down)
-moves to the next node with exponential backoff until ``deadline_s``.
+moves to the next node with exponential backoff until ``deadline_s``. With
+``prefer_leader=True`` (what executors use) it sends to the leader when the
+leader is among its addresses, checked every ``LEADER_CHECK_S`` and after an
+UNAVAILABLE: any node answers, but a follower only forwards.
 CreateJob always carries an idempotency key (a fresh one unless you pass
 yours), so a retried create never makes two jobs.
 """
@@ -22,8 +25,18 @@ from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE,)
 
 
+#: how often a ``prefer_leader`` client asks who leads (besides after an UNAVAILABLE)
+LEADER_CHECK_S = 5.0
+
+
 class Client:
-    def __init__(self, addresses: list[str] | str, deadline_s: float = 15.0, call_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        addresses: list[str] | str,
+        deadline_s: float = 15.0,
+        call_timeout_s: float = 10.0,
+        prefer_leader: bool = False,
+    ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
         if not addresses:
@@ -36,6 +49,27 @@ class Client:
         self._leases = [pb_grpc.LeaseServiceStub(ch) for ch in self._channels]
         self._cluster = [pb_grpc.ClusterServiceStub(ch) for ch in self._channels]
         self._current = random.randrange(len(addresses))
+        #: send to the leader when it is one of ``addresses``: a follower would only forward the
+        #: command over Raft and learn of its commit a heartbeat later (executors set this)
+        self.prefer_leader = prefer_leader
+        self._leader_checked = -LEADER_CHECK_S  # monotonic time of the last look; never yet
+
+    @property
+    def current_address(self) -> str:
+        """The node the next call goes to."""
+        return self.addresses[self._current]
+
+    def _follow_leader(self) -> None:
+        """Point ``_current`` at the leader if the node asked knows one among our addresses (best effort)."""
+        self._leader_checked = time.monotonic()
+        try:
+            status = self._cluster[self._current].GetClusterStatus(pb.GetClusterStatusRequest(), timeout=2)
+        except grpc.RpcError:
+            return
+        for member in status.members:
+            if member.id == status.leader_id and member.grpc_address in self.addresses:
+                self._current = self.addresses.index(member.grpc_address)
+                return
 
     def close(self) -> None:
         for ch in self._channels:
@@ -51,6 +85,8 @@ class Client:
         deadline = time.monotonic() + self.deadline_s
         delay = 0.05
         while True:
+            if self.prefer_leader and time.monotonic() - self._leader_checked >= LEADER_CHECK_S:
+                self._follow_leader()
             stub = stubs[self._current]
             try:
                 return getattr(stub, method)(request, timeout=timeout or self.call_timeout_s)
@@ -59,6 +95,7 @@ class Client:
                 if code not in RETRYABLE or time.monotonic() + delay > deadline:
                     raise
                 self._current = (self._current + 1) % len(stubs)
+                self._leader_checked = -LEADER_CHECK_S  # look for the (new) leader on the next try
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
 

@@ -1,17 +1,29 @@
-"""ClusterService: who leads, who is reachable, how far the log is. Membership RPCs come later."""
+"""ClusterService: who leads, who is reachable, how far the log is, how many jobs and runs. Membership RPCs come later."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 import grpc
 
 from cluster.config import NodeAddress
+from cluster.model import RunStatus
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from raft.adapter import RaftNode
 from rpc.errors import guarded
 
+#: (runs by status, jobs) of the answering node's state
+Counts = Callable[[], tuple[dict[RunStatus, int], int]]
 
-def cluster_status(raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...]) -> pb.ClusterStatus:
+
+def run_counts(by_status: dict[RunStatus, int]) -> pb.RunCounts:
+    return pb.RunCounts(**{status.value.lower(): n for status, n in by_status.items()})
+
+
+def cluster_status(
+    raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: Counts | None = None
+) -> pb.ClusterStatus:
     by_raft = {n.raft: n for n in nodes}
     leader_addr = raft.leader_address()
     leader = by_raft.get(leader_addr or "")
@@ -25,6 +37,10 @@ def cluster_status(raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...])
         last_snapshot_index=raft.last_snapshot_index,
         has_quorum=bool(status.get("has_quorum")),
     )
+    if counts is not None:
+        by_status, jobs = counts()
+        out.runs.CopyFrom(run_counts(by_status))
+        out.jobs = jobs
     state = status.get("state")
     for n in nodes:
         if n.id == self_id:
@@ -42,14 +58,15 @@ def cluster_status(raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...])
 
 
 class ClusterServicer(pb_grpc.ClusterServiceServicer):
-    def __init__(self, raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...]) -> None:
+    def __init__(self, raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: Counts | None = None) -> None:
         self._raft = raft
+        self._counts = counts
         self._self_id = self_id
         self._nodes = nodes
 
     @guarded
     def GetClusterStatus(self, request: pb.GetClusterStatusRequest, context: grpc.ServicerContext) -> pb.ClusterStatus:
-        return cluster_status(self._raft, self._self_id, self._nodes)
+        return cluster_status(self._raft, self._self_id, self._nodes, self._counts)
 
     def AddNode(self, request: pb.AddNodeRequest, context: grpc.ServicerContext) -> pb.ClusterStatus:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "AddNode is not available yet: membership is fixed by cluster.toml")

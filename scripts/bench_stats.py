@@ -93,6 +93,22 @@ def rate_in_window(times: Iterable[float], start: float, end: float, per: float 
     return n * per / span
 
 
+def counter_rate(samples: Sequence[tuple[float, float]], start: float, end: float) -> float | None:
+    """The rate of a growing counter over ``[start, end]`` from ``(time, value)`` samples in time order.
+
+    Uses the last sample at or before ``start`` and the last one at or before
+    ``end``; ``None`` when either is missing or they are the same sample.
+    """
+    before = [s for s in samples if s[0] <= start]
+    upto = [s for s in samples if s[0] <= end]
+    if not before or not upto:
+        return None
+    (t0, v0), (t1, v1) = before[-1], upto[-1]
+    if t1 <= t0:
+        return None
+    return (v1 - v0) / (t1 - t0)
+
+
 def histogram(times: Iterable[float], origin: float, bucket: float = 1.0, end: float | None = None) -> list[int]:
     """Counts per bucket of width ``bucket`` from ``origin``: bucket k holds ``[origin + k*b, origin + (k+1)*b)``.
 

@@ -6,6 +6,7 @@ only when an S3 store is used, so boto3 loads only then).
 """
 
 from storage.output import (
+    EMPTY_OUTPUT_URI,
     MAX_RETURNED_LOG_BYTES,
     BytesLogSource,
     LocalOutputStore,
@@ -21,6 +22,7 @@ from storage.output import (
 )
 
 __all__ = [
+    "EMPTY_OUTPUT_URI",
     "MAX_RETURNED_LOG_BYTES",
     "BytesLogSource",
     "LocalOutputStore",

@@ -17,6 +17,8 @@ import re
 import threading
 from typing import Any, Callable
 
+from storage.output import EMPTY_OUTPUT_URI
+
 log = logging.getLogger("raftsched.janitor")
 
 _LOG_NAME = re.compile(r"/attempt-\d+-token-\d+\.log$")
@@ -36,7 +38,7 @@ class OutputJanitor:
         if not events or not self._is_leader():
             return
         for kind, run in events:
-            if kind == "pruned" and run.log_uri:
+            if kind == "pruned" and run.log_uri and run.log_uri != EMPTY_OUTPUT_URI:
                 try:
                     self._queue.put_nowait(run.log_uri)
                 except queue.Full:

@@ -10,7 +10,8 @@ zombie attempt's upload can never be taken for the real one:
 
 The local store uses the same layout under its root directory (no prefix).
 URIs are ``file://<absolute path>`` (local) and ``s3://<bucket>/<key>`` (S3,
-``storage.output_s3``).
+``storage.output_s3``). An attempt with no log and no result stores nothing:
+its URI is ``EMPTY_OUTPUT_URI`` (``data:,``), which reads back as empty.
 
 The contract of a store (``OutputStore``):
 
@@ -40,6 +41,10 @@ from typing import BinaryIO, Callable, Protocol, runtime_checkable
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.@:-]")
 _LOG_NAME = re.compile(r"/attempt-\d+-token-\d+\.log$")
+
+#: the log URI of an attempt that wrote no log and returned no result: nothing is stored for it (no
+#: file, no object, no request), and readers answer it with empty bytes (RFC 2397's empty ``data:`` URI)
+EMPTY_OUTPUT_URI = "data:,"
 
 #: the most log bytes one ``GetRunOutput`` answer carries; a larger log comes back as head + note + tail
 MAX_RETURNED_LOG_BYTES = 15 * 1024 * 1024
@@ -168,9 +173,14 @@ class LocalOutputStore:
 
     def _write(self, path: str, reader: BinaryIO) -> None:
         tmp = f"{path}.tmp"
-        with open(tmp, "wb") as f:
-            for chunk in iter(lambda: reader.read(self.CHUNK), b""):
-                f.write(chunk)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)  # no buffered file object
+        try:
+            while chunk := reader.read(self.CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
 
     def get(self, uri: str) -> tuple[bytes, bytes]:
@@ -178,14 +188,23 @@ class LocalOutputStore:
 
 
 def _ensure_dir(path: str) -> None:
-    """``os.makedirs(path, exist_ok=True)``, in one system call when only the last level is missing
-    (each attempt has its own run directory; its job's usually exists)."""
+    """``os.makedirs(path, exist_ok=True)`` in as few system calls as the usual cases allow: one when
+    only the run's directory is missing, three when its job's is missing too (a one-off job's first run)."""
     try:
         os.mkdir(path)
+        return
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        pass
+    try:
+        os.mkdir(os.path.dirname(path))
     except FileExistsError:
         pass
     except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path)
 
 
 def read_file_uri(uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
@@ -284,6 +303,8 @@ class OutputReader:
 
     def read(self, uri: str) -> tuple[bytes, bytes]:
         """(log, result) at ``uri``; raises ``OutputMissing`` and nothing else."""
+        if uri == EMPTY_OUTPUT_URI:
+            return b"", b""
         scheme = uri.partition("://")[0] if "://" in uri else ""
         try:
             if scheme == "file":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import grpc
@@ -234,3 +236,60 @@ def test_watch_runs_kinds_filter(client: Client) -> None:
     with pytest.raises(grpc.RpcError) as err:
         next(iter(client.watch_runs(kinds=["fired", "exploded"])))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exploded" in err.value.details()
+
+
+def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalCluster) -> None:
+    c = fresh_cluster
+    with Client(c.addresses) as cl:
+        job = cl.create_job(at_spec("counted", now_ms() + 3_600_000, queue="q-count"))
+        first = cl.job("TriggerJob", pb.TriggerJobRequest(job_id=job.job_id))
+        second = cl.job("TriggerJob", pb.TriggerJobRequest(job_id=job.job_id))
+        req = pb.AcquireLeaseRequest(executor_id="count-exec", queues=["q-count"], max_runs=1)
+        (lease,) = cl.lease("AcquireLease", req).leases
+        leader = c.wait_leader()
+        wait_for(
+            lambda: (s := c.status(leader)) is not None and s.jobs == 1 and s.runs == pb.RunCounts(pending=1, leased=1),
+            10,
+            "the leader counting 1 PENDING and 1 LEASED run",
+        )
+        cl.lease(
+            "CompleteRun",
+            pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED),
+        )
+        other = second if lease.run.run_id == first.run_id else first
+        cl.job("CancelRun", pb.CancelRunRequest(run_id=other.run_id))
+    want = pb.RunCounts(succeeded=1, cancelled=1)
+
+    def counted_everywhere() -> bool:
+        for node_id in c.nodes:
+            s = c.status(node_id)
+            if s is None or s.jobs != 1 or s.runs != want:
+                return False
+        return True
+
+    wait_for(counted_everywhere, 15, "every node counting 1 job, 1 succeeded and 1 cancelled run")
+    victim = next(n for n in c.nodes if n != c.wait_leader())
+    c.kill(victim)
+    c.start(victim)  # its counts come back from its snapshot and journal, not from a live tally
+    wait_for(counted_everywhere, 30, "the restarted node counting the same runs")
+    out = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "cluster", "status", "--cluster", ",".join(c.addresses)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "jobs: 1  runs: succeeded 1, cancelled 1" in out.stdout
+
+
+def test_a_prefer_leader_client_sends_to_the_leader(cluster: LocalCluster) -> None:
+    leader = cluster.wait_leader()
+    follower = next(n for n in cluster.nodes if n != leader)
+    addresses = [cluster.nodes[follower].grpc] + [cluster.nodes[n].grpc for n in cluster.nodes if n != follower]
+    with Client(addresses, prefer_leader=True) as cl:
+        cl._current = 0  # start on a follower
+        assert cl.cluster_status().self_id == leader
+        assert cl.current_address == cluster.nodes[leader].grpc
+    with Client(addresses) as plain:
+        plain._current = 0
+        assert plain.cluster_status().self_id == follower  # without the option it stays where it is

@@ -13,7 +13,7 @@ from cluster.local import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client import Client
-from tests.helpers import shell_spec, start_executor, wait_for
+from tests.helpers import at_spec, now_ms, shell_spec, start_executor, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -177,16 +177,22 @@ def test_zero_or_negative_ttl_is_refused(client: Client, ttl_ms: int) -> None:
 
 def test_executor_process_runs_shell_jobs_and_stores_logs(cluster: LocalCluster, client: Client) -> None:
     job = client.create_job(shell_spec("exec-shell", "echo out-$RAFTSCHED_ATTEMPT; echo oops >&2", queue="q-exec"))
+    quiet = client.create_job(at_spec("exec-quiet", now_ms(), queue="q-exec"))  # the built-in no-op type
     proc = start_executor(cluster.addresses, cluster.root, "exec-shell", "q-exec")
     try:
-        runs = wait_for(
-            lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED],
-            20,
-            "the run to succeed",
-        )
-        out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=runs[0].run_id))
+        for j in (job, quiet):
+            wait_for(
+                lambda j=j: [r for r in client.list_runs(job_id=j.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED],
+                20,
+                f"the run of {j.spec.name} to succeed",
+            )
+        (run,) = client.list_runs(job_id=job.job_id)
+        out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
         assert out.log == b"out-1\noops\n" and not out.missing_reason
-        assert f"attempt-1-token-{runs[0].fencing_token}.log" in out.log_uri
+        assert f"attempt-1-token-{run.fencing_token}.log" in out.log_uri
+        (silent,) = client.list_runs(job_id=quiet.job_id)  # no log, no result: nothing stored, and nothing is "missing"
+        out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=silent.run_id))
+        assert (out.log, out.result, out.log_uri, out.missing_reason) == (b"", b"", "data:,", "")
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(15) == 0

@@ -118,6 +118,15 @@ def test_rate_in_window_ms_per_second() -> None:
     assert bs.rate_in_window(times, 5000, 5000) is None
 
 
+def test_counter_rate_uses_the_samples_bracketing_the_window() -> None:
+    samples = [(0.0, 0), (1.0, 100), (2.0, 300), (3.0, 600), (4.0, 1000)]
+    assert bs.counter_rate(samples, 1.0, 3.0) == pytest.approx(250.0)  # 100 -> 600 over 2 s
+    assert bs.counter_rate(samples, 1.5, 3.9) == pytest.approx(250.0)  # the same two samples
+    assert bs.counter_rate(samples, -1.0, 3.0) is None  # nothing known at the start
+    assert bs.counter_rate(samples, 2.0, 2.5) is None  # one sample for both ends
+    assert bs.counter_rate([], 0.0, 1.0) is None
+
+
 def test_steady_rate_trims_ramp_and_tail() -> None:
     # a slow ramp (10/s for 1 s), a steady 100/s for 10 s, a slow tail
     ramp = [i * 0.1 for i in range(10)]

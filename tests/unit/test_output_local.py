@@ -14,6 +14,7 @@ from cluster import handlers
 from cluster.executor import Executor, _Held
 from cluster.handlers import BoundedLog, Task, TaskContext
 from storage import (
+    EMPTY_OUTPUT_URI,
     BytesLogSource,
     LocalOutputStore,
     MemoryOutputStore,
@@ -194,6 +195,19 @@ def test_store_failures_are_retried_then_the_output_lands() -> None:
     assert api.completions == [(True, b"res", "", "mem://J1/R1/attempt-2-token-42.log")]
     assert store.get(api.completions[0][3]) == (b"hello\n", b"res")
     assert held.ctx.log._file.closed  # the spool is freed
+
+
+def test_an_attempt_with_no_output_stores_nothing_and_reads_back_empty() -> None:
+    store = MemoryOutputStore(failures=10_000)  # never asked: a call would fail
+    ex, api = _executor(store, 30.0)
+    ex._finish(_held(b""), True, b"", "")
+    assert store.puts == 0
+    assert api.completions == [(True, b"", "", EMPTY_OUTPUT_URI)]
+    assert OutputReader().read(EMPTY_OUTPUT_URI) == (b"", b"")
+    working = MemoryOutputStore()
+    ex.output = working
+    ex._finish(_held(b""), True, b"r", "")  # a result alone is stored
+    assert working.puts == 1 and working.get(api.completions[1][3]) == (b"", b"r")
 
 
 def test_a_store_down_past_the_budget_completes_with_output_missing() -> None:

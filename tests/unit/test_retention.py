@@ -44,6 +44,7 @@ def test_count_limit_drops_the_oldest_finished_runs() -> None:
         h.finish_all(T0 + k * SEC)
     kept = sorted(r.scheduled_ms for r in h.m.runs.values())
     assert kept == [T0 + 4 * SEC, T0 + 5 * SEC, T0 + 6 * SEC]
+    assert h.m.run_counts[RunStatus.SUCCEEDED] == 3  # the dropped runs are no longer counted
     assert h.m.jobs["job"].cursor_ms == T0 + 6 * SEC  # exactly-once needs no run record
 
 
@@ -68,6 +69,7 @@ def test_time_limit_and_prune_command() -> None:
     h.m.drain_events()
     assert h.apply(c.PruneHistory(T0 + 12 * SEC)) == (1, 0)
     assert not h.m.runs and h.m.next_prune_ms() is None
+    assert set(h.m.run_counts.values()) == {0}
     assert [kind for kind, _ in h.m.drain_events()] == ["pruned"]
 
 

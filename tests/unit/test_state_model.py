@@ -452,6 +452,10 @@ class StateMachineModel(RuleBasedStateMachine):
         leased = [r for r in m.runs.values() if r.status is RunStatus.LEASED]
         assert m.leases == {r.lease_id: r.run_id for r in leased}
         assert list(m.lease_deadlines) == sorted((r.lease_expires_ms, r.lease_id) for r in leased)
+        counts = dict.fromkeys(RunStatus, 0)
+        for run in m.runs.values():
+            counts[run.status] += 1
+        assert m.run_counts == counts
 
     @invariant()
     def no_instant_is_covered_twice_and_grids_have_no_gaps(self) -> None:

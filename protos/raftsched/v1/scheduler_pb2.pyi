@@ -534,7 +534,7 @@ class Member(_message.Message):
     def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum")
+    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs")
     SELF_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
@@ -543,6 +543,8 @@ class ClusterStatus(_message.Message):
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     LAST_SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     HAS_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
     self_id: str
     leader_id: str
     members: _containers.RepeatedCompositeFieldContainer[Member]
@@ -551,7 +553,27 @@ class ClusterStatus(_message.Message):
     applied_index: int
     last_snapshot_index: int
     has_quorum: bool
-    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ...) -> None: ...
+    runs: RunCounts
+    jobs: int
+    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., runs: _Optional[_Union[RunCounts, _Mapping]] = ..., jobs: _Optional[int] = ...) -> None: ...
+
+class RunCounts(_message.Message):
+    __slots__ = ("pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped")
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    pending: int
+    leased: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    dead_letter: int
+    skipped: int
+    def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_letter: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class AddNodeRequest(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address")
