@@ -14,14 +14,13 @@ import argparse
 import importlib
 import logging
 import os
-import signal
 import socket
-import threading
 import time
 
 from cluster import handlers as handlers_mod
 from cluster.config import ConfigError, LogsConfig, load_config
 from cluster.executor import OUTPUT_RETRY_S, Executor
+from cluster.stop_signal import StopSignal
 from storage.output import LocalOutputStore, OutputStore, OutputStoreError
 
 
@@ -149,9 +148,7 @@ def run_executor(args: argparse.Namespace) -> int:
         store,
     )
     executor.output_retry_s = retry_s  # type: ignore[attr-defined]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopSignal()
     executor.start()
     log.info("serving queues %s with %d workers; output in %s", ",".join(executor.queues), args.concurrency, store.describe())
     stop.wait()

@@ -11,8 +11,6 @@ import gc
 import json
 import logging
 import os
-import signal
-import threading
 from typing import Any, Callable
 
 from cluster.clock import Clock, SystemClock
@@ -22,6 +20,7 @@ from cluster.leader import LeaderLoop
 from cluster.lease_service import LeaseService
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
+from cluster.stop_signal import StopSignal
 from cluster.store import JobStore
 from cluster.validation import Limits
 from raft.adapter import RaftNode, RaftSettings
@@ -152,9 +151,7 @@ def run_node(config_path: str, node_id: str) -> int:
     except (ConfigError, SnapshotError, JournalError, OSError) as exc:
         log.error("cannot start node %s: %s", node_id, exc)
         return 2
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = StopSignal()
     node.start()
     stop.wait()
     node.stop()

@@ -37,6 +37,13 @@ class Page:
     next_token: str
 
 
+@dataclass(frozen=True)
+class Counts:
+    runs: dict[RunStatus, int]  # by status
+    jobs: int
+    pending_by_queue: dict[str, int]  # queues with PENDING runs only
+
+
 def new_job_id(now_ms: int) -> str:
     """Job ids sort by creation time: 12 hex digits of milliseconds, then 8 random ones."""
     return f"j-{now_ms:012x}{os.urandom(4).hex()}"
@@ -140,9 +147,13 @@ class SchedulerService:
             raise RejectedError(NotFound(f"run {run_id} not found"))
         return run
 
-    def counts(self) -> tuple[dict[RunStatus, int], int]:
-        """(runs by status, jobs) in this node's state as applied so far: no barrier, no Raft round trip."""
-        return self._store.read(lambda m: (dict(m.run_counts), len(m.jobs)), barrier=False)
+    def counts(self) -> Counts:
+        """Jobs and runs in this node's state as applied so far: no barrier, no Raft round trip."""
+
+        def count(m: JobStateMachine) -> Counts:
+            return Counts(dict(m.run_counts), len(m.jobs), {q: len(runs) for q, runs in m.pending.items() if runs})
+
+        return self._store.read(count, barrier=False)
 
     def list_jobs(
         self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""

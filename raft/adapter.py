@@ -99,7 +99,7 @@ class RaftSettings:
     snapshot_fork: bool = True
     password: str | None = None
     #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
-    append_entries_period: float = 0.02
+    append_entries_period: float = 0.01
     auto_tick_period: float = 0.005
     raft_min_timeout: float = 0.8
     raft_max_timeout: float = 1.6

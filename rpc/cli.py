@@ -327,6 +327,10 @@ def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
     head = f"leader: {s.leader_id or '(none)'}  term: {s.term}  commit: {s.commit_index}  applied: {s.applied_index}  (answered by {s.self_id})"
     runs = ", ".join(f"{f.name.replace('_', ' ')} {v}" for f, v in s.runs.ListFields()) or "none"
     counts = f"jobs: {s.jobs}  runs: {runs}"
+    if s.pending_by_queue:
+        deepest = sorted(s.pending_by_queue.items(), key=lambda kv: (-kv[1], kv[0]))
+        more = f", ... {len(deepest) - 10} more" if len(deepest) > 10 else ""
+        counts += "\npending by queue: " + ", ".join(f"{q} {n}" for q, n in deepest[:10]) + more
     _print(a, s, head + "\n" + counts + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE"], rows))
 
 

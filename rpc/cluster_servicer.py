@@ -8,13 +8,14 @@ import grpc
 
 from cluster.config import NodeAddress
 from cluster.model import RunStatus
+from cluster.service import Counts
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from raft.adapter import RaftNode
 from rpc.errors import guarded
 
-#: (runs by status, jobs) of the answering node's state
-Counts = Callable[[], tuple[dict[RunStatus, int], int]]
+#: jobs and runs of the answering node's state
+CountsFn = Callable[[], Counts]
 
 
 def run_counts(by_status: dict[RunStatus, int]) -> pb.RunCounts:
@@ -22,7 +23,7 @@ def run_counts(by_status: dict[RunStatus, int]) -> pb.RunCounts:
 
 
 def cluster_status(
-    raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: Counts | None = None
+    raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: CountsFn | None = None
 ) -> pb.ClusterStatus:
     by_raft = {n.raft: n for n in nodes}
     leader_addr = raft.leader_address()
@@ -38,9 +39,10 @@ def cluster_status(
         has_quorum=bool(status.get("has_quorum")),
     )
     if counts is not None:
-        by_status, jobs = counts()
-        out.runs.CopyFrom(run_counts(by_status))
-        out.jobs = jobs
+        now = counts()
+        out.runs.CopyFrom(run_counts(now.runs))
+        out.jobs = now.jobs
+        out.pending_by_queue.update(now.pending_by_queue)
     state = status.get("state")
     for n in nodes:
         if n.id == self_id:
@@ -58,7 +60,7 @@ def cluster_status(
 
 
 class ClusterServicer(pb_grpc.ClusterServiceServicer):
-    def __init__(self, raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: Counts | None = None) -> None:
+    def __init__(self, raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: CountsFn | None = None) -> None:
         self._raft = raft
         self._counts = counts
         self._self_id = self_id

@@ -108,15 +108,16 @@ def plot_fired_per_second(series: dict[str, Any], timeline: list[dict[str, Any]]
             )
         )
     burst = series.get("burst")
-    if burst and burst.get("observed_ms"):
+    if burst and burst.get("samples"):
         at = burst["at_ms"]
-        end = max(burst["observed_ms"]) + 1000
+        samples = [(t, n) for t, n in burst["samples"]]  # ms since the instant, runs fired so far
+        end = max(t for t, _ in samples) + 1000
         panels.append(
             (
-                f"burst: {len(burst['observed_ms'])} jobs due at one instant (seconds since the instant)",
-                st.per_second(burst["observed_ms"], at, end),
+                f"burst: {max(n for _, n in samples)} jobs due at one instant (seconds since the instant)",
+                st.counter_per_bucket(samples, 0.0, 1000.0, end),
                 at,
-                end,
+                at + end,
             )
         )
     if not panels:
@@ -137,16 +138,16 @@ def plot_fired_per_second(series: dict[str, Any], timeline: list[dict[str, Any]]
 
 def plot_burst(series: dict[str, Any], out_dir: str) -> str | None:
     burst = series.get("burst")
-    if not burst or not burst.get("observed_ms"):
+    if not burst or not burst.get("samples"):
         return None
-    at = burst["at_ms"]
-    xs = sorted((t - at) / 1000.0 for t in burst["observed_ms"])
+    xs = [t / 1000.0 for t, _ in burst["samples"]]
+    ys = [n for _, n in burst["samples"]]
     fig, ax = plt.subplots(figsize=(10, 4))
-    ax.plot(xs, range(1, len(xs) + 1), color="tab:green")
+    ax.step(xs, ys, where="post", color="tab:green")
     ax.axvline(10, color="orange", linestyle=":", label="target: all within 10 s")
     ax.set_xlabel("seconds after the common instant")
     ax.set_ylabel("runs fired (cumulative)")
-    ax.set_title(f"Burst: {len(xs)} jobs due at one instant")
+    ax.set_title(f"Burst: {max(ys)} jobs due at one instant (a follower's pending count, polled every 50 ms)")
     ax.legend(loc="lower right")
     fig.tight_layout()
     path = os.path.join(out_dir, "burst.png")

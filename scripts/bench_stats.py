@@ -109,6 +109,36 @@ def counter_rate(samples: Sequence[tuple[float, float]], start: float, end: floa
     return (v1 - v0) / (t1 - t0)
 
 
+def counter_at(samples: Sequence[tuple[float, float]], t: float) -> float | None:
+    """The value of a sampled counter at ``t``: its last sample at or before ``t`` (``None`` before any)."""
+    value = None
+    for when, v in samples:
+        if when > t:
+            break
+        value = v
+    return value
+
+
+def counter_reached(samples: Sequence[tuple[float, float]], level: float) -> float | None:
+    """The time of the first sample at or above ``level`` (an upper bound on when the counter got there)."""
+    return next((when for when, v in samples if v >= level), None)
+
+
+def counter_per_bucket(samples: Sequence[tuple[float, float]], origin: float, bucket: float, end: float) -> list[float]:
+    """The counter's growth in each bucket ``[origin + k*bucket, origin + (k+1)*bucket)`` up to ``end``,
+    read from the samples (growth is credited to the bucket of the sample that first shows it)."""
+    out: list[float] = []
+    start = counter_at(samples, origin) or 0
+    k = 0
+    while origin + k * bucket < end:
+        upto = counter_at(samples, origin + (k + 1) * bucket - 1e-9)
+        value = start if upto is None else upto
+        out.append(value - start)
+        start = value
+        k += 1
+    return out
+
+
 def histogram(times: Iterable[float], origin: float, bucket: float = 1.0, end: float | None = None) -> list[int]:
     """Counts per bucket of width ``bucket`` from ``origin``: bucket k holds ``[origin + k*b, origin + (k+1)*b)``.
 

@@ -248,10 +248,16 @@ def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalC
         (lease,) = cl.lease("AcquireLease", req).leases
         leader = c.wait_leader()
         wait_for(
-            lambda: (s := c.status(leader)) is not None and s.jobs == 1 and s.runs == pb.RunCounts(pending=1, leased=1),
+            lambda: (
+                (s := c.status(leader)) is not None
+                and s.jobs == 1
+                and s.runs == pb.RunCounts(pending=1, leased=1)
+                and dict(s.pending_by_queue) == {"q-count": 1}
+            ),
             10,
             "the leader counting 1 PENDING and 1 LEASED run",
         )
+        assert "pending by queue: q-count 1" in _cli_status(c.nodes[leader].grpc)
         cl.lease(
             "CompleteRun",
             pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED),
@@ -263,7 +269,7 @@ def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalC
     def counted_everywhere() -> bool:
         for node_id in c.nodes:
             s = c.status(node_id)
-            if s is None or s.jobs != 1 or s.runs != want:
+            if s is None or s.jobs != 1 or s.runs != want or s.pending_by_queue:
                 return False
         return True
 
@@ -272,14 +278,19 @@ def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalC
     c.kill(victim)
     c.start(victim)  # its counts come back from its snapshot and journal, not from a live tally
     wait_for(counted_everywhere, 30, "the restarted node counting the same runs")
+    shown = _cli_status(",".join(c.addresses))
+    assert "jobs: 1  runs: succeeded 1, cancelled 1\n" in shown and "pending by queue" not in shown
+
+
+def _cli_status(addresses: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "cluster", "status", "--cluster", ",".join(c.addresses)],
+        [sys.executable, "-m", "cluster.cli", "cluster", "status", "--cluster", addresses],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert "jobs: 1  runs: succeeded 1, cancelled 1" in out.stdout
+    return out.stdout
 
 
 def test_a_prefer_leader_client_sends_to_the_leader(cluster: LocalCluster) -> None:

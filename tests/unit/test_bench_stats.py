@@ -127,6 +127,16 @@ def test_counter_rate_uses_the_samples_bracketing_the_window() -> None:
     assert bs.counter_rate([], 0.0, 1.0) is None
 
 
+def test_sampled_counter_readings() -> None:
+    samples = [(0.0, 0), (0.5, 10), (1.2, 40), (2.6, 100)]
+    assert bs.counter_at(samples, -1) is None
+    assert bs.counter_at(samples, 1.0) == 10 and bs.counter_at(samples, 1.2) == 40
+    assert bs.counter_reached(samples, 40) == 1.2 and bs.counter_reached(samples, 41) == 2.6
+    assert bs.counter_reached(samples, 101) is None
+    # [0,1): 0 -> 10; [1,2): 10 -> 40; [2,3): 40 -> 100
+    assert bs.counter_per_bucket(samples, 0.0, 1.0, 3.0) == [10, 30, 60]
+
+
 def test_steady_rate_trims_ramp_and_tail() -> None:
     # a slow ramp (10/s for 1 s), a steady 100/s for 10 s, a slow tail
     ramp = [i * 0.1 for i in range(10)]

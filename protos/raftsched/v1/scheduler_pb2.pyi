@@ -534,7 +534,14 @@ class Member(_message.Message):
     def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs")
+    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs", "pending_by_queue")
+    class PendingByQueueEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     SELF_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
@@ -545,6 +552,7 @@ class ClusterStatus(_message.Message):
     HAS_QUORUM_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_BY_QUEUE_FIELD_NUMBER: _ClassVar[int]
     self_id: str
     leader_id: str
     members: _containers.RepeatedCompositeFieldContainer[Member]
@@ -555,7 +563,8 @@ class ClusterStatus(_message.Message):
     has_quorum: bool
     runs: RunCounts
     jobs: int
-    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., runs: _Optional[_Union[RunCounts, _Mapping]] = ..., jobs: _Optional[int] = ...) -> None: ...
+    pending_by_queue: _containers.ScalarMap[str, int]
+    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., runs: _Optional[_Union[RunCounts, _Mapping]] = ..., jobs: _Optional[int] = ..., pending_by_queue: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RunCounts(_message.Message):
     __slots__ = ("pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped")
