@@ -7,6 +7,7 @@ snapshot in ``data_dir/<node id>`` bring it back.
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import logging
@@ -144,6 +145,7 @@ class Node:
 
 def run_node(config_path: str, node_id: str) -> int:
     gc.set_threshold(50_000, 20, 100)  # fewer collections of a large, mostly long-lived heap
+    faulthandler.enable()  # a crash (of the node or of a snapshot child) leaves its Python stack in the log
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
     try:
         cfg = load_config(config_path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from cluster import commands as c
 from cluster.clock import Clock
@@ -26,6 +26,8 @@ from cluster.validation import Limits, validate_spec
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
+#: items a list call examines per hold of the state lock
+SCAN_CHUNK = 2000
 MAX_PREVIEW = 1000
 #: items in one CreateJobs call
 MAX_CREATE_BATCH = 1000
@@ -167,10 +169,7 @@ class SchedulerService:
                 and j.spec.name.startswith(name_prefix)
             )
 
-        def collect(m: JobStateMachine) -> Page:
-            return _collect(m.iter_jobs(page_token), keep, size, lambda j: j.job_id)
-
-        return self._store.read(collect)
+        return self._scan(lambda m, after: m.iter_jobs(after), keep, size, lambda j: j.job_id, page_token)
 
     def list_runs(self, job_id: str = "", status: RunStatus | None = None, page_size: int = 0, page_token: str = "") -> Page:
         size = _page_size(page_size)
@@ -178,15 +177,58 @@ class SchedulerService:
         def keep(r: Run) -> bool:
             return status is None or r.status is status
 
-        def collect(m: JobStateMachine) -> Page:
-            if job_id:
+        if job_id:
+            _parse_run_token(page_token)  # a bad token is INVALID_ARGUMENT before anything is read
+
+            def job_runs(m: JobStateMachine, after: str) -> Iterator[Run]:
                 if job_id not in m.jobs:
                     raise RejectedError(NotFound(f"job {job_id} not found"))
-                after = _parse_run_token(page_token)
-                return _collect(m.iter_job_runs(job_id, after), keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}")
-            return _collect(m.iter_runs(page_token), keep, size, lambda r: r.run_id)
+                return m.iter_job_runs(job_id, _parse_run_token(after))
 
-        return self._store.read(collect)
+            return self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", page_token)
+        return self._scan(lambda m, after: m.iter_runs(after), keep, size, lambda r: r.run_id, page_token)
+
+    def _scan(
+        self,
+        iterate: Callable[[JobStateMachine, str], Iterator],
+        keep: Callable[[object], bool],
+        size: int,
+        key: Callable[[object], str],
+        page_token: str,
+    ) -> Page:
+        """One page of what ``iterate`` yields after ``page_token``, filtered by ``keep``.
+
+        The state lock is held for at most ``SCAN_CHUNK`` examined items at a time: a filter
+        that matches little in a million jobs must not hold up Raft's apply (the tick thread
+        waits for this lock; a leader whose tick stalls for its fallback timeout steps down).
+        The first chunk is read after a barrier; later ones continue on this node's state,
+        which is only newer. A page is then not one snapshot, as pages never were.
+        """
+        out: list = []
+        cursor, first = page_token, True
+        while True:
+
+            def chunk(m: JobStateMachine, after: str = cursor) -> tuple[list, str, bool]:
+                kept: list = []
+                last, examined = after, 0
+                for item in iterate(m, after):
+                    last = key(item)
+                    if keep(item):
+                        kept.append(copy.copy(item))
+                        if len(out) + len(kept) > size:
+                            return kept, last, False
+                    examined += 1
+                    if examined >= SCAN_CHUNK:
+                        return kept, last, False
+                return kept, last, True
+
+            kept, cursor, exhausted = self._store.read(chunk, barrier=first)
+            first = False
+            out.extend(kept)
+            if len(out) > size:
+                return Page(out[:size], key(out[size - 1]))
+            if exhausted:
+                return Page(out, "")
 
     def preview(self, spec_schedule: object, after_ms: int | None, count: int) -> list[int]:
         try:
@@ -212,16 +254,3 @@ def _parse_run_token(token: str) -> tuple[int, str] | None:
     if not sep or not ms.lstrip("-").isdigit():
         raise ValidationError(f"page_token {token!r} is not a token this server gave out")
     return (int(ms), run_id)
-
-
-def _collect(items: object, keep: Callable, size: int, key: Callable) -> Page:
-    out: list = []
-    last = None
-    for item in items:  # type: ignore[attr-defined]
-        if not keep(item):
-            continue
-        if len(out) == size:
-            return Page(out, key(last))
-        out.append(copy.copy(item))
-        last = item
-    return Page(out, "")

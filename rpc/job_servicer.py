@@ -10,13 +10,14 @@ region); an output it cannot read is a ``missing_reason``, never an error.
 
 from __future__ import annotations
 
-from typing import Iterator
+import copy
+from typing import Callable, Iterator
 
 import grpc
 
 from cluster.config import LogsConfig
 from cluster.events import RUN_EVENT_KINDS, EventHub
-from cluster.model import ACTIVE_RUN_STATUSES, Run
+from cluster.model import Run
 from cluster.results import Overloaded, ValidationError
 from cluster.service import SchedulerService
 from cluster.state import JobStateMachine
@@ -161,11 +162,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
             sub.close()
 
 
-def _existing(m: JobStateMachine, job_id: str, accept: object) -> list[Run]:
-    import copy
-
-    if job_id:
-        runs = list(m.iter_job_runs(job_id))[-MAX_EXISTING:]
-    else:
-        runs = [r for r in m.iter_runs() if r.status in ACTIVE_RUN_STATUSES][:MAX_EXISTING]
-    return [copy.copy(r) for r in runs]
+def _existing(m: JobStateMachine, job_id: str, accept: Callable[[Run], bool]) -> list[Run]:
+    """The PENDING and LEASED runs the watch accepts, by scheduled time, at most ``MAX_EXISTING``:
+    from the index of active runs, never a scan of every run kept (finished ones included)."""
+    ids = m.active_by_job.get(job_id, ()) if job_id else (i for ids in m.active_by_job.values() for i in ids)
+    runs = sorted((m.runs[run_id] for run_id in ids), key=lambda r: (r.scheduled_ms, r.run_id))
+    return [copy.copy(r) for r in runs if accept(r)][:MAX_EXISTING]

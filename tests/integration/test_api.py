@@ -304,3 +304,27 @@ def test_a_prefer_leader_client_sends_to_the_leader(cluster: LocalCluster) -> No
     with Client(addresses) as plain:
         plain._current = 0
         assert plain.cluster_status().self_id == follower  # without the option it stays where it is
+
+
+def test_watch_include_existing_sends_the_active_runs_of_the_filter_only(client: Client) -> None:
+    mine = client.create_job(at_spec("existing-mine", now_ms() + 3_600_000, queue="q-existing"))
+    other = client.create_job(at_spec("existing-other", now_ms() + 3_600_000, queue="q-existing-other"))
+    done = client.create_job(at_spec("existing-done", now_ms() + 3_600_000, queue="q-existing"))
+    pending = [client.job("TriggerJob", pb.TriggerJobRequest(job_id=mine.job_id)).run_id for _ in range(2)]
+    client.job("TriggerJob", pb.TriggerJobRequest(job_id=other.job_id))
+    finished = client.job("TriggerJob", pb.TriggerJobRequest(job_id=done.job_id))
+    client.job("CancelRun", pb.CancelRunRequest(run_id=finished.run_id))  # terminal: not "existing"
+    stream = client.watch_runs(queue="q-existing", include_existing=True)
+    seen = []
+    for ev in stream:
+        if ev.kind != "existing":
+            break
+        seen.append(ev.run.run_id)
+        if len(seen) == len(pending):
+            break
+    stream.cancel()
+    assert sorted(seen) == sorted(pending)
+    by_job = client.watch_runs(job_id=mine.job_id, include_existing=True)
+    first = next(iter(by_job))
+    by_job.cancel()
+    assert first.kind == "existing" and first.run.run_id in pending
