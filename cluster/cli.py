@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from rpc import cli as client_cli
+# Before gRPC loads: no gRPC fork handlers. A node forks to write each snapshot, and the child
+# only encodes and writes; with fork support on, gRPC sometimes quiesced the parent's gRPC
+# around the fork and restarted its threads in the child, and snapshot children died of SIGSEGV
+# in plain Python code (8 of 65 in the million-job runs). Executors' shell jobs fork too.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+from rpc import cli as client_cli  # noqa: E402 - after the environment is set
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,15 +21,18 @@ at full priority would starve the nodes' Raft threads on a small machine.
 A crash at any point leaves a valid dump plus the log after it (the LMDB
 log trims itself to the dump on open). The first snapshot of a node, with no
 dump to link yet, is written synchronously. The child touches no lock, no
-socket and no logging, and it never collects garbage: it encodes, writes and
-``os._exit``s.
+socket and no logging, and it never collects garbage: it closes every inherited
+descriptor (a SIGKILLed node's child must not keep its ports), asks the kernel
+to kill it with its parent, encodes, writes and ``os._exit``s.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import os
+import signal
 import time
 from typing import Any, Callable
 
@@ -65,14 +68,18 @@ class Snapshotter:
         if os.path.lexists(tmp_path):
             os.unlink(tmp_path)
         os.link(self.dump_file, tmp_path)  # pysyncobj's rename of tmp onto the dump is then a no-op
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: a frozen image of the state at `index`
             code = 1
             try:
                 # No garbage collection here: a collection would finalize garbage the parent left,
-                # gRPC objects among it, whose C code then touches state of threads the child does not
-                # have (children were seen dying of SIGSEGV while the parent served gRPC calls).
+                # gRPC objects among it, whose C code would run without the threads it expects.
                 gc.disable()
+                _die_with(parent)
+                # Let go of every inherited descriptor (the gRPC and Raft listening sockets among
+                # them): a node SIGKILLed while its child writes must be able to bind them again.
+                os.closerange(3, _max_fd())
                 os.nice(19)  # on a small machine the node, not its snapshot, gets the CPU
                 write_snapshot(self.dump_file + ".next", raft_data, self._encode())
                 code = 0
@@ -118,6 +125,28 @@ class Snapshotter:
             self.last_seconds,
             self.last_pause_seconds,
         )
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel SIGKILL this child when its parent dies (Linux), and leave now if it already has:
+    a snapshot nobody will rename is wasted work, and the child must not outlive its node."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _max_fd() -> int:
+    try:
+        return int(os.sysconf("SC_OPEN_MAX"))
+    except (OSError, ValueError):
+        return 65536
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _fsync_dir(path: str) -> None:
