@@ -4,8 +4,9 @@
 call to the node that answered last; UNAVAILABLE (no leader yet, node down)
 moves to the next node with exponential backoff until ``deadline_s``. With
 ``prefer_leader=True`` (what executors use) it sends to the leader when the
-leader is among its addresses, checked every ``LEADER_CHECK_S`` and after an
-UNAVAILABLE: any node answers, but a follower only forwards.
+leader is among its addresses, asking who leads every ``LEADER_CHECK_S`` (an
+UNAVAILABLE rotates as usual and defers the next look): any node answers, but
+a follower only forwards.
 CreateJob always carries an idempotency key (a fresh one unless you pass
 yours), so a retried create never makes two jobs.
 """
@@ -95,7 +96,9 @@ class Client:
                 if code not in RETRYABLE or time.monotonic() + delay > deadline:
                     raise
                 self._current = (self._current + 1) % len(stubs)
-                self._leader_checked = -LEADER_CHECK_S  # look for the (new) leader on the next try
+                # rotate like any client, and look for the leader again only later: a leader this
+                # client cannot reach must not win every retry over the followers that forward
+                self._leader_checked = time.monotonic()
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
 
