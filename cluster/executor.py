@@ -220,9 +220,11 @@ class Executor:
             t.join(timeout=2)
 
     def run(self) -> None:
-        """Run in the foreground until ``stop`` is called from another thread."""
+        """Run in the foreground until ``stop`` is called from another thread (or a signal handler:
+        the wait is sliced so that a handler of the main thread gets to run, see cluster.stop_signal)."""
         self.start()
-        self._stopping.wait()
+        while not self._stopping.wait(0.2):
+            pass
 
     # ------------------------------------------------------------ acquiring
 
