@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from cluster import commands as c
 from cluster.clock import Clock
@@ -26,6 +26,8 @@ from cluster.validation import Limits, validate_spec
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
+Item = TypeVar("Item")
+
 #: items a list call examines per hold of the state lock
 SCAN_CHUNK = 2000
 MAX_PREVIEW = 1000
@@ -190,10 +192,10 @@ class SchedulerService:
 
     def _scan(
         self,
-        iterate: Callable[[JobStateMachine, str], Iterator],
-        keep: Callable[[object], bool],
+        iterate: Callable[[JobStateMachine, str], Iterator[Item]],
+        keep: Callable[[Item], bool],
         size: int,
-        key: Callable[[object], str],
+        key: Callable[[Item], str],
         page_token: str,
     ) -> Page:
         """One page of what ``iterate`` yields after ``page_token``, filtered by ``keep``.
@@ -204,12 +206,12 @@ class SchedulerService:
         The first chunk is read after a barrier; later ones continue on this node's state,
         which is only newer. A page is then not one snapshot, as pages never were.
         """
-        out: list = []
+        out: list[Item] = []
         cursor, first = page_token, True
         while True:
 
-            def chunk(m: JobStateMachine, after: str = cursor) -> tuple[list, str, bool]:
-                kept: list = []
+            def chunk(m: JobStateMachine, after: str = cursor) -> tuple[list[Item], str, bool]:
+                kept: list[Item] = []
                 last, examined = after, 0
                 for item in iterate(m, after):
                     last = key(item)
