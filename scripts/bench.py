@@ -281,66 +281,65 @@ class _Ctx:
             ch.close()
 
 
-def _task_create_closed(ctx: _Ctx) -> dict[str, Any]:
-    """Closed loop: every thread creates every-1h jobs until ``until`` (wall time)."""
-    until, timeout = ctx.task["until"], ctx.task.get("timeout", 10.0)
-    spec = every_spec("bench-create", 3600, "bench-create")
+def _closed_loop(ctx: _Ctx, threads: int, build: Callable[[], Any], send: Callable[[Any, Any], int]) -> dict[str, Any]:
+    """Every thread sends ``build()`` to its node with ``send(stub, request)`` (which returns how
+    many jobs it created) until ``ctx.task["until"]``: ``done`` holds a time per job, ``lat`` one
+    latency per call; failed calls are counted in ``ctx.errors`` (UNAVAILABLE pauses 50 ms)."""
+    until = ctx.task["until"]
 
     def run(j: int) -> dict[str, Any]:
         stub = ctx.jobs[ctx.node_of(j)]
-        done, lat = [], []
+        done: list[float] = []
+        lat: list[float] = []
         while time.time() < until:
-            req = pb.CreateJobRequest(spec=spec, idempotency_key=f"bc-{uuid.uuid4().hex}")
+            req = build()
             t0 = time.time()
             try:
-                stub.CreateJob(req, timeout=timeout)
+                ok = send(stub, req)
             except grpc.RpcError as exc:
                 ctx.errors.add(exc)
                 if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
                     time.sleep(0.05)
                 continue
             t1 = time.time()
-            done.append(t1)
-            lat.append((t1 - t0) * 1000.0)
-            ctx.progress.add()
-        return {"done": done, "lat": lat}
-
-    parts = _run_threads(ctx.threads, run)
-    return _merge_parts(parts, ("done", "lat"))
-
-
-def _task_create_batched(ctx: _Ctx) -> dict[str, Any]:
-    """Closed loop: every thread creates every-1h jobs ``batch`` at a time through CreateJobs."""
-    until, batch = ctx.task["until"], ctx.task["batch"]
-    spec = every_spec("bench-create-batched", 3600, "bench-create")
-
-    def run(j: int) -> dict[str, Any]:
-        stub = ctx.jobs[ctx.node_of(j)]
-        done, lat = [], []
-        while time.time() < until:
-            req = pb.CreateJobsRequest(
-                jobs=[pb.CreateJobRequest(spec=spec, idempotency_key=f"bb-{uuid.uuid4().hex}") for _ in range(batch)]
-            )
-            t0 = time.time()
-            try:
-                resp = stub.CreateJobs(req, timeout=30)
-            except grpc.RpcError as exc:
-                ctx.errors.add(exc)
-                if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
-                    time.sleep(0.05)
-                continue
-            t1 = time.time()
-            ok = sum(1 for r in resp.results if r.status.code == 0)
-            for r in resp.results:
-                if r.status.code:
-                    ctx.errors.add(RuntimeError(f"item {r.status.code}: {r.status.message}"))
             done += [t1] * ok
             lat.append((t1 - t0) * 1000.0)
             ctx.progress.add(ok)
         return {"done": done, "lat": lat}
 
-    parts = _run_threads(min(ctx.threads, int(ctx.task.get("threads", ctx.threads))), run)
-    return _merge_parts(parts, ("done", "lat"))
+    return _merge_parts(_run_threads(threads, run), ("done", "lat"))
+
+
+def _task_create_closed(ctx: _Ctx) -> dict[str, Any]:
+    """Closed loop: every thread creates every-1h jobs until ``until`` (wall time)."""
+    timeout = ctx.task.get("timeout", 10.0)
+    spec = every_spec("bench-create", 3600, "bench-create")
+
+    def send(stub: Any, req: Any) -> int:
+        stub.CreateJob(req, timeout=timeout)
+        return 1
+
+    return _closed_loop(ctx, ctx.threads, lambda: pb.CreateJobRequest(spec=spec, idempotency_key=f"bc-{uuid.uuid4().hex}"), send)
+
+
+def _task_create_batched(ctx: _Ctx) -> dict[str, Any]:
+    """Closed loop: every thread creates every-1h jobs ``batch`` at a time through CreateJobs."""
+    batch = ctx.task["batch"]
+    spec = every_spec("bench-create-batched", 3600, "bench-create")
+
+    def build() -> Any:
+        return pb.CreateJobsRequest(
+            jobs=[pb.CreateJobRequest(spec=spec, idempotency_key=f"bb-{uuid.uuid4().hex}") for _ in range(batch)]
+        )
+
+    def send(stub: Any, req: Any) -> int:
+        resp = stub.CreateJobs(req, timeout=30)
+        for r in resp.results:
+            if r.status.code:
+                ctx.errors.add(RuntimeError(f"item {r.status.code}: {r.status.message}"))
+        return sum(1 for r in resp.results if r.status.code == 0)
+
+    return _closed_loop(ctx, min(ctx.threads, int(ctx.task.get("threads", ctx.threads))), build, send)
 
 
 def _task_create_paced(ctx: _Ctx) -> dict[str, Any]:

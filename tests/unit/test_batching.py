@@ -356,12 +356,17 @@ def test_timeout_before_leaving_the_node_says_not_proposed_and_the_item_never_le
     time.sleep(0.05)
     assert [data for data, _ in fake.sent] == [b"blocker"]
     assert (gc.entries, gc.commands) == (1, 1)
-    follow = Caller(gc, b"next")  # and the committer still works
-    follow.start()
-    fake.wait_sent(2)
-    assert fake.data(1) == b"next"
-    fake.answer(1, echo(fake.data(1)))
-    assert follow.result() == (b"r:next", 0)
+    assert_still_commits(gc, fake, 1, b"next")
+
+
+def assert_still_commits(gc: GroupCommitter, fake: FakeRaft, index: int, data: bytes, **caller_kw: float) -> None:
+    """After a failure, the committer still sends a new proposal (as entry ``index``) and answers it."""
+    caller = Caller(gc, data, **caller_kw)
+    caller.start()
+    fake.wait_sent(index + 1)
+    assert fake.data(index) == data
+    fake.answer(index, echo(fake.data(index)))
+    assert caller.result() == (b"r:" + data, 0)
 
 
 def test_only_the_timed_out_item_leaves_the_queue() -> None:
@@ -424,12 +429,7 @@ def test_a_new_submit_also_sends_past_a_stale_batch() -> None:
     gc = GroupCommitter(fake.propose_async, max_inflight=1, stale_s=1.0, monotonic=lambda: clock[0])
     lost = block(gc, fake, b"lost")
     clock[0] = 5.0
-    fresh = Caller(gc, b"fresh", timeout=1_000.0)
-    fresh.start()
-    fake.wait_sent(2)
-    assert fake.data(1) == b"fresh"
-    fake.answer(1, echo(fake.data(1)))
-    assert fresh.result() == (b"r:fresh", 0)
+    assert_still_commits(gc, fake, 1, b"fresh", timeout=1_000.0)
     # the clock passed the lost caller's deadline too: it times out, and it was sent
     assert lost.done.wait(WAIT)
     assert isinstance(lost.error, Timeout) and lost.error.proposed is True
@@ -456,12 +456,7 @@ def test_propose_async_raising_fails_every_caller_of_the_batch_and_frees_the_slo
     fake.answer(0, None)  # the slot frees, the batch is proposed from the callback and the proposal raises
     assert [caller.result() for caller in callers] == [(None, -1)] * 3
     assert len(fake.sent) == 1
-    after = Caller(gc, b"after")
-    after.start()
-    fake.wait_sent(2)
-    assert fake.data(1) == b"after"
-    fake.answer(1, echo(fake.data(1)))
-    assert after.result() == (b"r:after", 0)
+    assert_still_commits(gc, fake, 1, b"after")
 
 
 def test_many_concurrent_callers_each_get_their_own_result() -> None:

@@ -80,6 +80,19 @@ def _queued(completer: Completer, n: int) -> None:
     raise AssertionError(f"{n} completions never queued")
 
 
+def _queue_together(completer: Completer, items: list[int]) -> dict[int, Exception | None]:
+    """Complete ``items`` from threads while a call is (pretended) on its way, so they queue
+    together; then send them as the one next call and wait for every answer."""
+    completer._sending = True
+    threads, out = _run(completer, items)
+    _queued(completer, len(items))
+    completer._sending = False
+    completer._drain()
+    for t in threads:
+        t.join(5)
+    return out
+
+
 def test_completions_that_finish_during_a_call_go_together_in_the_next() -> None:
     api = BatchApi()
     api.lose = {"L3"}
@@ -103,13 +116,7 @@ def test_a_failed_call_fails_every_item_and_the_next_ones_still_go() -> None:
     api.release.set()
     api.fail_all = RuntimeError("UNAVAILABLE: no leader")
     completer = Completer(api)
-    completer._sending = True  # pretend a call is on its way, so the next three queue together
-    threads, out = _run(completer, [1, 2, 3])
-    _queued(completer, 3)
-    completer._sending = False
-    completer._drain()
-    for t in threads:
-        t.join(5)
+    out = _queue_together(completer, [1, 2, 3])
     assert api.calls == [["L1", "L2", "L3"]]
     assert all(isinstance(out[i], RuntimeError) for i in (1, 2, 3))
     api.fail_all = None
@@ -130,12 +137,6 @@ class SingleApi:
 def test_an_api_without_complete_many_gets_one_call_per_run() -> None:
     api = SingleApi()
     completer = Completer(api)  # type: ignore[arg-type]
-    completer._sending = True
-    threads, out = _run(completer, [1, 2, 3])
-    _queued(completer, 3)
-    completer._sending = False
-    completer._drain()
-    for t in threads:
-        t.join(5)
+    out = _queue_together(completer, [1, 2, 3])
     assert sorted(api.seen) == ["L1", "L2", "L3"]
     assert out[1] is None and out[3] is None and isinstance(out[2], LeaseLost)
