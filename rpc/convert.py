@@ -9,7 +9,7 @@ from __future__ import annotations
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cluster.model import (
+from cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_HISTORY_TTL_MS,
@@ -28,7 +28,7 @@ from cluster.model import (
     RunStatus,
     Schedule,
 )
-from cluster.results import ValidationError
+from cluster.domain.results import ValidationError
 from protos.raftsched.v1 import scheduler_pb2 as pb
 
 _DEFAULT_RETRY = RetryPolicy()

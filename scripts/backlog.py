@@ -35,16 +35,16 @@ sys.path.insert(0, REPO)
 
 import grpc  # noqa: E402
 
-from cluster import commands as c  # noqa: E402
-from cluster.config import load_config  # noqa: E402
-from cluster.local import LocalCluster  # noqa: E402
-from cluster.model import At, Cron, Every, JobSpec  # noqa: E402
-from cluster.state import JobStateMachine  # noqa: E402
+from cluster.app.local_cluster import LocalCluster  # noqa: E402
+from cluster.domain import commands as c  # noqa: E402
+from cluster.domain.model import At, Cron, Every, JobSpec  # noqa: E402
+from cluster.domain.state import JobStateMachine  # noqa: E402
+from cluster.node.config import load_config  # noqa: E402
 from protos.raftsched.v1 import scheduler_pb2 as pb  # noqa: E402
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc  # noqa: E402
 from raft.snapshot_file import write_snapshot  # noqa: E402
 from rpc import convert as cv  # noqa: E402
-from rpc.client import Client  # noqa: E402
+from rpc.client.client import Client  # noqa: E402
 
 NO_OP = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP entry
 DAY_MS = 86_400_000

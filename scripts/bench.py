@@ -8,7 +8,7 @@ Starts, in one run and on this machine only (127.0.0.1):
 * a bare 3-process pysyncobj cluster with the SyncObjConf our nodes use
   (``raft.adapter.build_conf``): the ceiling for replicated commands;
 * a 3-member etcd (when ``/usr/bin/etcd`` is installed): LeaseGrant, for comparison;
-* a 3-node raftsched cluster (``cluster.local.LocalCluster``), on which it
+* a 3-node raftsched cluster (``cluster.app.local_cluster.LocalCluster``), on which it
   measures CreateJob throughput, fire lag at a steady fire rate, leader
   failover (SIGKILL) to the next committed fire, a burst of jobs all due at
   one instant, and (once leases exist) lease grants and end-to-end runs.
@@ -947,7 +947,7 @@ def raw_raft_node(
 
 class EtcdCluster:
     def __init__(self, root: str, binary: str, members: int = 3) -> None:
-        from cluster.local import free_ports
+        from cluster.app.local_cluster import free_ports
 
         self.root, self.binary = root, binary
         ports = free_ports(2 * members)
@@ -1207,7 +1207,7 @@ def scenario_machine(b: Bench) -> None:
 
 def _run_raw_raft(b: Bench, node_journal: bool) -> dict[str, Any] | None:
     """One bare 3-process pysyncobj cluster; the leader's result, or None when it produced none."""
-    from cluster.local import free_ports
+    from cluster.app.local_cluster import free_ports
 
     p = b.profile
     root = os.path.join(b.root, "raw-raft-" + ("nodes-journal" if node_journal else "file-journal"))
@@ -1326,7 +1326,7 @@ def scenario_etcd(b: Bench) -> None:
 
 
 def start_cluster(b: Bench) -> None:
-    from cluster.local import LocalCluster
+    from cluster.app.local_cluster import LocalCluster
 
     root = os.path.join(b.root, "cluster")
     b.cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config)
@@ -1440,7 +1440,7 @@ def _create_batched(b: Bench) -> None:
 
 def _grpc_noop_baseline(b: Bench) -> None:
     """The same CreateJob clients against 3 no-op gRPC server processes: the ceiling gRPC alone allows here."""
-    from cluster.local import free_ports
+    from cluster.app.local_cluster import free_ports
 
     p = b.profile
     assert b.pool is not None
@@ -1955,7 +1955,7 @@ def _spawn_executors(b: Bench, prefix: str, queues: list[str], concurrency: int)
     root = os.path.dirname(b.cluster.config_path)
     procs = []
     for i in range(E2E_EXECUTORS):
-        args = [sys.executable, "-m", "cluster.cli", "executor", "--cluster", ",".join(b.addresses()),
+        args = [sys.executable, "-m", "cluster.app.main", "executor", "--cluster", ",".join(b.addresses()),
                 "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
                 "--output-dir", os.path.join(root, f"{prefix}-{i}-out")]  # fmt: skip
         for q in queues:

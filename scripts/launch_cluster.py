@@ -57,7 +57,7 @@ def stop(root: str) -> int:
 
 def start_node(root: str, node_id: str) -> int:
     """Start one node of an existing local cluster again (after a kill)."""
-    from cluster.local import LocalCluster
+    from cluster.app.local_cluster import LocalCluster
 
     cluster = LocalCluster.open(root)
     if node_id not in cluster.nodes:
@@ -90,8 +90,8 @@ def sample_job(client: Any) -> Any:
 
 
 def start(root: str, count: int, sample: bool, n_executors: int) -> int:
-    from cluster.local import LocalCluster
-    from rpc.client import Client
+    from cluster.app.local_cluster import LocalCluster
+    from rpc.client.client import Client
 
     if os.path.exists(_pids_path(root)):
         print(f"a cluster seems to run from {root} already; stop it first: scripts/launch_cluster.sh --stop --dir {root}")
@@ -114,7 +114,7 @@ def start(root: str, count: int, sample: bool, n_executors: int) -> int:
                 [
                     sys.executable,
                     "-m",
-                    "cluster.cli",
+                    "cluster.app.main",
                     "executor",
                     "--config",
                     cluster.config_path,

@@ -10,7 +10,7 @@ streamed from its spool file in a multipart upload of ``part_size`` parts
 (``create_multipart_upload`` / ``upload_part`` / ``complete_multipart_upload``),
 so at most one part is in memory; a failed upload is aborted so no parts are
 left behind. botocore retries each call a little; the executor retries a
-failed ``put`` as a whole with backoff (``cluster.executor``).
+failed ``put`` as a whole with backoff (``cluster.executor.worker``).
 
 Errors become ``OutputStoreError`` (writing) or ``OutputMissing`` (reading)
 with a message naming the bucket, the endpoint and what to fix.

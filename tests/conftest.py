@@ -9,8 +9,8 @@ from typing import Iterator
 
 import pytest
 
-from cluster.local import LocalCluster
-from rpc.client import Client
+from cluster.app.local_cluster import LocalCluster
+from rpc.client.client import Client
 
 
 def _dump_logs(cluster: LocalCluster) -> None:

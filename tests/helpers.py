@@ -63,7 +63,7 @@ def start_executor(
         [
             sys.executable,
             "-m",
-            "cluster.cli",
+            "cluster.app.main",
             "executor",
             "--cluster",
             ",".join(cluster_addrs),

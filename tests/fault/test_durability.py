@@ -10,10 +10,10 @@ import time
 import grpc
 import pytest
 
-from cluster.local import LocalCluster
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
-from rpc.client import Client
+from rpc.client.client import Client
 from tests.conftest import running_cluster
 from tests.helpers import every_spec, wait_for
 

@@ -7,11 +7,11 @@ import time
 import grpc
 import pytest
 
-from cluster.local import LocalCluster
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
-from rpc.client import Client
+from rpc.client.client import Client
 from tests.helpers import at_spec, every_spec, now_ms, wait_for
 
 pytestmark = pytest.mark.fault

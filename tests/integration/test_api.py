@@ -9,10 +9,10 @@ import time
 import grpc
 import pytest
 
-from cluster.local import LocalCluster
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
-from rpc.client import Client
+from rpc.client.client import Client
 from tests.helpers import at_spec, cron_spec, every_spec, now_ms, shell_spec, wait_for
 
 pytestmark = pytest.mark.integration
@@ -284,7 +284,7 @@ def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalC
 
 def _cli_status(addresses: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "cluster", "status", "--cluster", addresses],
+        [sys.executable, "-m", "cluster.app.main", "cluster", "status", "--cluster", addresses],
         capture_output=True,
         text=True,
         timeout=60,

@@ -7,10 +7,10 @@ import threading
 import grpc
 import pytest
 
-from cluster.local import LocalCluster
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
-from rpc.client import Client
+from rpc.client.client import Client
 from tests.helpers import cron_spec, every_spec, shell_spec
 
 pytestmark = pytest.mark.integration

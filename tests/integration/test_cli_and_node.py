@@ -9,13 +9,13 @@ import sys
 import lmdb
 import pytest
 
-from cluster.local import LocalCluster, write_config
+from cluster.app.local_cluster import LocalCluster, write_config
 
 pytestmark = pytest.mark.integration
 
 
 def raftsched(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.cli", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def test_cli_job_lifecycle(cluster: LocalCluster) -> None:
@@ -77,7 +77,7 @@ def _node_dir(tmp_path, owner: str = "n1", members: list[str] | None = None):  #
 
 def _node(config: str, node_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "node", "--config", config, "--node-id", node_id],
+        [sys.executable, "-m", "cluster.app.main", "node", "--config", config, "--node-id", node_id],
         capture_output=True,
         text=True,
         timeout=30,

@@ -11,7 +11,7 @@ import pytest
 
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client import Client
+from rpc.client.client import Client
 
 pytestmark = pytest.mark.integration
 

@@ -22,12 +22,12 @@ from typing import Iterator
 import boto3
 import pytest
 
-from cluster.config import LogsConfig
-from cluster.handlers import BoundedLog
-from cluster.local import LocalCluster, free_ports
+from cluster.app.local_cluster import LocalCluster, free_ports
+from cluster.executor.handlers import BoundedLog
+from cluster.node.config import LogsConfig
 from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client import Client
-from rpc.job_servicer import output_reader
+from rpc.client.client import Client
+from rpc.server.job_servicer import output_reader
 from storage import LocalOutputStore, OutputKey, OutputStoreError
 from storage.output_s3 import MIN_PART_SIZE, S3OutputStore
 from tests.helpers import shell_spec, wait_for
@@ -126,7 +126,7 @@ def client(s3_cluster: LocalCluster) -> Iterator[Client]:
 def start_executor(root: str, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(os.path.join(root, f"{name}.log"), "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "cluster.cli", "executor", "--executor-id", name, *args],
+            [sys.executable, "-m", "cluster.app.main", "executor", "--executor-id", name, *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env or dict(os.environ),
@@ -190,7 +190,7 @@ def test_output_lands_under_the_documented_key_and_every_node_reads_it(
                 out = one.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
             assert (out.log, out.result, out.missing_reason) == (b"hello-s3\noops\n", b'{"exit_code": 0}', ""), address
         cli = subprocess.run(
-            [sys.executable, "-m", "cluster.cli", "run", "logs", run.run_id, "--cluster", ",".join(s3_cluster.addresses)],
+            [sys.executable, "-m", "cluster.app.main", "run", "logs", run.run_id, "--cluster", ",".join(s3_cluster.addresses)],
             capture_output=True,
             timeout=60,
         )
@@ -213,7 +213,7 @@ def test_follow_shows_the_status_then_the_log_once_uploaded(s3: MotoServer, s3_c
         [
             sys.executable,
             "-m",
-            "cluster.cli",
+            "cluster.app.main",
             "run",
             "logs",
             run.run_id,

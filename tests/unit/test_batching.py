@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster import commands as c
-from cluster.model import Every, JobSpec
+from cluster.domain import commands as c
+from cluster.domain.model import Every, JobSpec
 from raft.batching import MAGIC, BatchFormatError, Callback, GroupCommitter, Timeout, is_batch, pack, unpack
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Tests for cluster.commands (and the spec encoding in cluster.codec): the Raft log format."""
+"""Tests for cluster.domain.commands (and the spec encoding in cluster.domain.spec_codec): the Raft log format."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster import commands as c
-from cluster.codec import spec_fingerprint, spec_from_plain, spec_to_plain
-from cluster.model import (
+from cluster.domain import commands as c
+from cluster.domain.model import (
     After,
     At,
     ConcurrencyPolicy,
@@ -21,6 +20,7 @@ from cluster.model import (
     MisfirePolicy,
     RetryPolicy,
 )
+from cluster.domain.spec_codec import spec_fingerprint, spec_from_plain, spec_to_plain
 
 pytestmark = pytest.mark.unit
 

@@ -1,12 +1,12 @@
-"""The executor's client-side group commit of completions (``cluster.executor.Completer``)."""
+"""The executor's client-side group commit of completions (``cluster.executor.worker.Completer``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from cluster.executor import Completer, Done
-from cluster.handlers import LeaseLost, Task
+from cluster.executor.handlers import LeaseLost, Task
+from cluster.executor.worker import Completer, Done
 
 
 def _task(i: int) -> Task:

@@ -1,11 +1,11 @@
-"""cluster.keylist.KeyList behaves like a sorted list of unique keys."""
+"""cluster.domain.keylist.KeyList behaves like a sorted list of unique keys."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.keylist import KeyList
+from cluster.domain.keylist import KeyList
 
 keys = st.tuples(st.integers(0, 50), st.sampled_from(["a", "b", "c"]))
 

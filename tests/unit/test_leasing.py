@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import commands as c
-from cluster.leasing import TOKENS_PER_ENTRY, backoff_ms
-from cluster.model import Every, JobSpec, RetryPolicy, RunStatus
-from cluster.results import FailedPrecondition, Ok
-from cluster.state import JobStateMachine
+from cluster.domain import commands as c
+from cluster.domain.lease_rules import TOKENS_PER_ENTRY, backoff_ms
+from cluster.domain.model import Every, JobSpec, RetryPolicy, RunStatus
+from cluster.domain.results import FailedPrecondition, Ok
+from cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

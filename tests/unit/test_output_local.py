@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster import handlers
-from cluster.executor import Executor, _Held
-from cluster.handlers import BoundedLog, Task, TaskContext
+from cluster.executor import handlers
+from cluster.executor.handlers import BoundedLog, Task, TaskContext
+from cluster.executor.worker import Executor, _Held
 from storage import (
     EMPTY_OUTPUT_URI,
     BytesLogSource,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster import commands as c
-from cluster.model import At, Every, JobSpec, JobStatus, RunStatus
-from cluster.results import Ok
-from cluster.state import JobStateMachine
+from cluster.domain import commands as c
+from cluster.domain.model import At, Every, JobSpec, JobStatus, RunStatus
+from cluster.domain.results import Ok
+from cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

@@ -7,14 +7,14 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster import commands as c
-from cluster import service as service_mod
-from cluster.clock import FakeClock
-from cluster.model import Every, JobSpec, RunStatus
-from cluster.results import Ok, RejectedError, ValidationError
-from cluster.service import SchedulerService
-from cluster.state import JobStateMachine
-from cluster.validation import Limits
+from cluster.domain import commands as c
+from cluster.domain.model import Every, JobSpec, RunStatus
+from cluster.domain.results import Ok, RejectedError, ValidationError
+from cluster.domain.state import JobStateMachine
+from cluster.domain.validation import Limits
+from cluster.node import job_service as service_mod
+from cluster.node.clock import FakeClock
+from cluster.node.job_service import JobService
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +22,7 @@ T0 = 1_800_000_000_000
 
 
 class CountingStore:
-    """The part of JobStore the list calls use, counting how much each hold of the lock examines."""
+    """The part of ReplicatedState the list calls use, counting how much each hold of the lock examines."""
 
     def __init__(self, machine: JobStateMachine) -> None:
         self.machine = machine
@@ -50,7 +50,7 @@ class CountingStore:
 
 
 @pytest.fixture()
-def world(monkeypatch: pytest.MonkeyPatch) -> tuple[SchedulerService, CountingStore, JobStateMachine]:
+def world(monkeypatch: pytest.MonkeyPatch) -> tuple[JobService, CountingStore, JobStateMachine]:
     monkeypatch.setattr(service_mod, "SCAN_CHUNK", 7)
     m = JobStateMachine()
     for i in range(150):
@@ -59,7 +59,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> tuple[SchedulerService, CountingSt
         spec = JobSpec(name=name, schedule=Every(60_000), queue=queue)
         assert isinstance(m.apply(c.encode(c.CreateJob(T0, f"j-{i:04d}", spec)), i + 1), Ok)
     store = CountingStore(m)
-    return SchedulerService(store, FakeClock(T0), Limits()), store, m  # type: ignore[arg-type]
+    return JobService(store, FakeClock(T0), Limits()), store, m  # type: ignore[arg-type]
 
 
 def _all_pages(list_page: Callable[[str], Any], ident: Callable[[Any], str] = lambda j: j.job_id) -> list[str]:

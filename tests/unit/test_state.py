@@ -1,4 +1,4 @@
-"""Tests for cluster.state: the pure replicated job state machine.
+"""Tests for cluster.domain.state: the pure replicated job state machine.
 
 Every command goes through ``encode`` and ``JobStateMachine.apply`` (the
 path a Raft entry takes) with an explicit ``now_ms``. No network, no clock,
@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from cluster import commands as c
-from cluster.codec import job_to_plain, run_to_plain
-from cluster.model import (
+from cluster.domain import commands as c
+from cluster.domain.model import (
     After,
     At,
     ConcurrencyPolicy,
@@ -29,7 +28,7 @@ from cluster.model import (
     RunStatus,
     Schedule,
 )
-from cluster.results import (
+from cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
     FireReport,
@@ -40,7 +39,8 @@ from cluster.results import (
     Rejected,
     Result,
 )
-from cluster.state import JobStateMachine
+from cluster.domain.spec_codec import job_to_plain, run_to_plain
+from cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 
@@ -206,7 +206,7 @@ def test_idempotency_key_still_returns_the_job_after_it_changed() -> None:
 
 
 def test_the_proposers_fingerprint_matches_the_replicas() -> None:
-    from cluster.codec import spec_fingerprint
+    from cluster.domain.spec_codec import spec_fingerprint
 
     h = Harness()
     s1 = spec(Every(SEC), retry=RetryPolicy(multiplier=3.0))
@@ -438,7 +438,7 @@ def test_a_long_outage_is_one_record_counted_arithmetically() -> None:
 
 
 def test_a_fire_decides_at_most_the_budget_and_the_rest_stays_due() -> None:
-    from cluster.firing import DECISION_BUDGET
+    from cluster.domain.firing import DECISION_BUDGET
 
     h = Harness()
     h.create("j1", Every(100))
@@ -899,7 +899,7 @@ def test_malformed_spec_inside_create_is_rejected() -> None:
 
 
 def test_a_handler_bug_is_reported_as_internal_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cluster import state
+    from cluster.domain import state
 
     def boom(self: JobStateMachine, cmd: c.Barrier, index: int) -> Result:
         raise RuntimeError("bug")

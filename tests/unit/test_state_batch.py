@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from cluster import commands as c
-from cluster.leasing import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY
-from cluster.model import Every, JobSpec, RunStatus
-from cluster.results import Ok, Result
-from cluster.state import JobStateMachine
+from cluster.domain import commands as c
+from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY
+from cluster.domain.model import Every, JobSpec, RunStatus
+from cluster.domain.results import Ok, Result
+from cluster.domain.state import JobStateMachine
 from raft.batching import pack, unpack
 
 pytestmark = pytest.mark.unit

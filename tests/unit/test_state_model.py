@@ -32,9 +32,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from cluster import commands as c
-from cluster.codec import job_to_plain
-from cluster.model import (
+from cluster.domain import commands as c
+from cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
     After,
@@ -47,8 +46,9 @@ from cluster.model import (
     RunStatus,
     Schedule,
 )
-from cluster.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
-from cluster.state import JobStateMachine
+from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
+from cluster.domain.spec_codec import job_to_plain
+from cluster.domain.state import JobStateMachine
 from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit

@@ -1,0 +1,159 @@
+"""``raftsched executor``: run an executor process until SIGTERM (graceful) or SIGKILL.
+
+Run output goes to the store named by ``--logs-store`` or the config's
+``[logs]`` section (flags win): ``local`` (files under ``--output-dir``, by
+default ``<data_dir>/outputs``) or ``s3`` (``--s3-bucket``, ``--s3-prefix``,
+``--s3-region``, ``--s3-endpoint-url``; credentials by boto3's usual chain).
+The store is checked before any run is leased — a wrong bucket or bad
+credentials exit with status 2 and a message saying what to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import socket
+import time
+
+from cluster.app.stop_signal import StopSignal
+from cluster.executor import handlers as handlers_mod
+from cluster.executor.worker import OUTPUT_RETRY_S, Executor
+from cluster.node.config import ConfigError, LogsConfig, load_config
+from storage.output import LocalOutputStore, OutputStore, OutputStoreError
+
+
+def _load_handler(spec: str) -> tuple[str, object]:
+    job_type, sep, target = spec.partition("=")
+    module, colon, attr = target.partition(":")
+    if not sep or not colon or not job_type:
+        raise ConfigError(f"--handler {spec!r}: use TYPE=module:function, e.g. report=myjobs:make_report")
+    try:
+        return job_type, getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"--handler {spec!r}: cannot load {target}: {exc}") from exc
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    """The executor's output-store flags (each overrides the config's [logs] key of the same name)."""
+    p.add_argument("--logs-store", choices=["local", "s3"], help="where run output goes (default: [logs] store, else local)")
+    p.add_argument("--s3-bucket", help="S3 bucket for run output ([logs] bucket)")
+    p.add_argument("--s3-prefix", help="key prefix in the bucket ([logs] prefix, default 'raftsched')")
+    p.add_argument("--s3-endpoint-url", help="an S3-compatible server, e.g. http://127.0.0.1:9000 ([logs] endpoint_url)")
+    p.add_argument("--s3-region", help="the bucket's region ([logs] region)")
+    p.add_argument(
+        "--output-retry-seconds",
+        "--s3-retry-seconds",
+        dest="output_retry_seconds",
+        type=float,
+        default=OUTPUT_RETRY_S,
+        help=f"how long a failing store is retried before a run completes with its output missing (default {OUTPUT_RETRY_S:g})",
+    )
+    p.add_argument("--log-limit-mb", type=float, default=64.0, help="log bytes kept per attempt: head and tail (default 64)")
+    p.add_argument("--log-spool-dir", default="", help="where logs are spooled while a run goes (default: $TMPDIR)")
+
+
+def logs_config(args: argparse.Namespace, base: LogsConfig) -> LogsConfig:
+    """The config's [logs] with the command line's flags laid over it."""
+    cfg = LogsConfig(
+        store=getattr(args, "logs_store", None) or base.store,
+        bucket=getattr(args, "s3_bucket", None) or base.bucket,
+        prefix=base.prefix if getattr(args, "s3_prefix", None) is None else args.s3_prefix,
+        endpoint_url=getattr(args, "s3_endpoint_url", None) or base.endpoint_url,
+        region=getattr(args, "s3_region", None) or base.region,
+    )
+    if cfg.store == "s3" and not cfg.bucket:
+        raise ConfigError("the s3 output store needs a bucket: --s3-bucket NAME or [logs] bucket")
+    return cfg
+
+
+def build_output_store(cfg: LogsConfig, output_dir: str) -> OutputStore:
+    if cfg.store == "s3":
+        from storage.output_s3 import S3OutputStore
+
+        try:
+            return S3OutputStore(cfg.bucket, cfg.prefix, cfg.region, cfg.endpoint_url)
+        except Exception as exc:  # noqa: BLE001 - boto3 refuses e.g. a malformed endpoint URL
+            raise ConfigError(f"cannot set up the S3 output store for bucket {cfg.bucket!r}: {exc}") from exc
+    return LocalOutputStore(output_dir)
+
+
+def check_output_store(store: OutputStore, retry_s: float, log: logging.Logger) -> None:
+    """Prove the store usable; retry a passing failure (an outage) for up to ``retry_s``, then give up."""
+    deadline, delay = time.monotonic() + retry_s, 0.5
+    while True:
+        try:
+            store.check()
+            return
+        except OutputStoreError as exc:
+            if not exc.retryable or time.monotonic() + delay > deadline:
+                raise ConfigError(str(exc)) from exc
+            log.warning("output store not usable yet (%s); checking again in %.1f s", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def _configure_spool(limit_mb: float, spool_dir: str) -> None:
+    try:
+        handlers_mod.configure_log_spool(int(limit_mb * 1024 * 1024), spool_dir)
+    except ValueError as exc:
+        raise ConfigError(f"--log-limit-mb: {exc}") from exc
+    if spool_dir:
+        try:
+            os.makedirs(spool_dir, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--log-spool-dir {spool_dir}: cannot create it: {exc.strerror}") from exc
+        if not os.access(spool_dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"--log-spool-dir {spool_dir} is not writable by this user")
+
+
+def run_executor(args: argparse.Namespace) -> int:
+    from rpc.client.client import Client
+    from rpc.client.lease_api import GrpcLeaseApi
+
+    executor_id = args.executor_id or f"{socket.gethostname()}:{os.getpid()}"
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor {executor_id} %(levelname)s %(message)s")
+    log = logging.getLogger("raftsched.executor")
+    try:
+        base_logs = LogsConfig()
+        if args.cluster:
+            addresses = [a.strip() for a in args.cluster.split(",") if a.strip()]
+            output_dir = args.output_dir or os.path.abspath("raftsched-output")
+        elif args.config:
+            cfg = load_config(args.config)
+            addresses = cfg.grpc_addresses()
+            output_dir = args.output_dir or os.path.join(cfg.data_dir, "outputs")
+            base_logs = cfg.logs
+        else:
+            raise ConfigError("give --config cluster.toml or --cluster host:port,...")
+        handlers = dict(_load_handler(h) for h in args.handler)
+        if args.concurrency < 1:
+            raise ConfigError("--concurrency must be at least 1")
+        retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
+        if retry_s < 0:
+            raise ConfigError("--output-retry-seconds must not be negative")
+        _configure_spool(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
+        store = build_output_store(logs_config(args, base_logs), output_dir)
+        check_output_store(store, retry_s, log)
+    except ConfigError as exc:
+        log.error("cannot start executor: %s", exc)
+        return 2
+    client = Client(addresses, deadline_s=30, prefer_leader=True)
+    executor = Executor(
+        GrpcLeaseApi(client, executor_id),
+        args.queue or ["default"],
+        args.concurrency,
+        handlers,  # type: ignore[arg-type]
+        store,
+    )
+    executor.output_retry_s = retry_s  # type: ignore[attr-defined]
+    stop = StopSignal()
+    executor.start()
+    log.info("serving queues %s with %d workers; output in %s", ",".join(executor.queues), args.concurrency, store.describe())
+    stop.wait()
+    log.info("stopping: no new runs; up to %.0f s for running ones", args.grace)
+    executor.stop(args.grace)
+    client.close()
+    log.info("stopped: %d runs completed, %d leases lost", executor.completed, executor.lost)
+    return 0

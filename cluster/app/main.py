@@ -1,0 +1,54 @@
+"""The ``raftsched`` command: ``node`` and ``executor`` run processes; ``job``, ``run``, ``cluster`` are the client."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# Before gRPC loads: no gRPC fork handlers. A node forks to write each snapshot, and the child
+# only encodes and writes; with fork support on, gRPC sometimes quiesced the parent's gRPC
+# around the fork and restarted its threads in the child, and snapshot children died of SIGSEGV
+# in plain Python code (8 of 65 in the million-job runs). Executors' shell jobs fork too.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+from cluster.app import client_cli  # noqa: E402 - after the environment is set
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftsched", description="raftsched: cron as a service on Raft")
+    sub = parser.add_subparsers(dest="command", required=True)
+    node = sub.add_parser("node", help="run one scheduler node in the foreground")
+    node.add_argument("--config", required=True, help="path to cluster.toml")
+    node.add_argument("--node-id", required=True, help="this node's id in [[nodes]]")
+    execu = sub.add_parser("executor", help="run an executor that leases and runs jobs")
+    execu.add_argument("--config", help="path to cluster.toml")
+    execu.add_argument("--cluster", help="comma-separated gRPC addresses instead of --config")
+    execu.add_argument("--queue", action="append", default=[], help="queue to serve (repeatable)")
+    execu.add_argument("--concurrency", type=int, default=4, help="runs executed at once (default 4)")
+    execu.add_argument("--handler", action="append", default=[], help="TYPE=module:function: a Python handler")
+    execu.add_argument("--executor-id", default="", help="default: host:pid")
+    execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
+    execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
+    from cluster.app.executor_main import add_output_args
+
+    add_output_args(execu)
+    client_cli.add_client_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "node":
+        from cluster.app.node_main import run_node
+
+        return run_node(args.config, args.node_id)
+    if args.command == "executor":
+        from cluster.app.executor_main import run_executor
+
+        return run_executor(args)
+    return client_cli.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

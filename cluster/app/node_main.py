@@ -1,0 +1,160 @@
+"""One scheduler node: the composition root that wires state machine, Raft, leader loop and gRPC.
+
+``run_node`` runs it in the foreground until SIGTERM/SIGINT (graceful: stop
+firing, drain RPCs, stop Raft) — or SIGKILL, after which the journal and
+snapshot in ``data_dir/<node id>`` bring it back.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import gc
+import json
+import logging
+import os
+from typing import Any, Callable
+
+from cluster.app.stop_signal import StopSignal
+from cluster.domain.state import JobStateMachine
+from cluster.domain.validation import Limits
+from cluster.node.clock import Clock, SystemClock
+from cluster.node.config import ClusterConfig, ConfigError, load_config
+from cluster.node.event_hub import EventHub
+from cluster.node.job_service import JobService
+from cluster.node.leader_loop import LeaderLoop
+from cluster.node.lease_service import LeaseService
+from cluster.node.replicated_state import ReplicatedState
+from raft.adapter import RaftNode, RaftSettings
+from raft.lmdb_journal import JournalError
+from raft.snapshot_file import SnapshotError
+from rpc.server.cluster_servicer import ClusterServicer
+from rpc.server.grpc_server import build_server
+from rpc.server.job_servicer import JobServicer
+from rpc.server.lease_servicer import LeaseServicer
+from storage.janitor import OutputJanitor
+
+log = logging.getLogger("raftsched.node")
+
+IDENTITY_FILE = "NODE"
+
+
+def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
+    """Refuse a data dir that belongs to another node id or another cluster."""
+    path = os.path.join(node_dir, IDENTITY_FILE)
+    members = sorted(n.raft for n in cfg.nodes)
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                ident = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path} is unreadable ({exc}); this data dir may be damaged or foreign") from exc
+        if ident.get("node_id") != node_id:
+            raise ConfigError(
+                f"data dir {node_dir} belongs to node {ident.get('node_id')!r}, not {node_id!r}: check --node-id and data_dir"
+            )
+        known = ident.get("members")
+        if known and sorted(known) != members:
+            raise ConfigError(
+                f"data dir {node_dir} belongs to a cluster of {', '.join(sorted(known))}, but {cfg.path} lists "
+                f"{', '.join(members)}: this is another cluster's data (or the config changed): "
+                "use that cluster's config, or move the data dir away"
+            )
+        return
+    if any(f.startswith("raft.") for f in os.listdir(node_dir)):
+        raise ConfigError(f"data dir {node_dir} holds Raft files but no {IDENTITY_FILE} file: it is not ours; move it away")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"node_id": node_id, "members": members}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+
+
+def _s3_client_factory(cfg: ClusterConfig) -> Callable[[], Any] | None:
+    if cfg.logs.store != "s3":
+        return None
+    made: list[Any] = []
+
+    def client() -> Any:
+        if not made:
+            import boto3
+
+            made.append(boto3.client("s3", region_name=cfg.logs.region or None, endpoint_url=cfg.logs.endpoint_url or None))
+        return made[0]
+
+    return client
+
+
+class Node:
+    def __init__(self, cfg: ClusterConfig, node_id: str, clock: Clock | None = None) -> None:
+        self.cfg = cfg
+        self.node_id = node_id
+        self.clock = clock or SystemClock()
+        me = cfg.node(node_id)
+        secret = cfg.read_secret()
+        node_dir = cfg.node_dir(node_id)
+        os.makedirs(node_dir, exist_ok=True)
+        check_identity(node_dir, node_id, cfg)
+        self.machine = JobStateMachine()
+        self.hub = EventHub(self.clock.now_ms)
+        self.store = ReplicatedState(self.machine, self.clock, self.hub, cfg.scheduler.request_timeout_s)
+        t = cfg.raft
+        settings = RaftSettings(
+            self_address=me.raft,
+            peer_addresses=tuple(n.raft for n in cfg.nodes if n.id != node_id),
+            journal_file=os.path.join(node_dir, "raft.lmdb"),
+            journal_fsync=t.fsync,
+            dump_file=os.path.join(node_dir, "raft.snapshot"),
+            password=secret,
+            append_entries_period=t.append_entries_period,
+            raft_min_timeout=t.raft_min_timeout,
+            raft_max_timeout=t.raft_max_timeout,
+            leader_fallback_timeout=t.leader_fallback_timeout,
+            log_compaction_min_entries=t.snapshot_min_entries,
+            log_compaction_min_time=t.snapshot_interval_s,
+        )
+        self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler)
+        self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
+        self.store.attach(self.raft)
+        self.janitor = OutputJanitor(self.raft.is_leader, _s3_client_factory(cfg))
+        self.store.on_applied.append(self.janitor.on_applied)
+        self.service = JobService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes))
+        self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
+        self.server = build_server(
+            me.grpc,
+            JobServicer(self.service, self.store, self.hub, cfg.logs),
+            LeaseServicer(self.leases),
+            ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts),
+        )
+
+    def start(self) -> None:
+        self.server.start()
+        self.leader.start()
+        log.info(
+            "node %s serving gRPC on %s, Raft on %s",
+            self.node_id,
+            self.cfg.node(self.node_id).grpc,
+            self.raft.settings.self_address,
+        )
+
+    def stop(self) -> None:
+        log.info("node %s stopping", self.node_id)
+        self.leader.stop()
+        self.server.stop(grace=2).wait(3)
+        self.raft.stop()
+
+
+def run_node(config_path: str, node_id: str) -> int:
+    gc.set_threshold(50_000, 20, 100)  # fewer collections of a large, mostly long-lived heap
+    faulthandler.enable()  # a crash (of the node or of a snapshot child) leaves its Python stack in the log
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
+    try:
+        cfg = load_config(config_path)
+        node = Node(cfg, node_id)
+    except (ConfigError, SnapshotError, JournalError, OSError) as exc:
+        log.error("cannot start node %s: %s", node_id, exc)
+        return 2
+    stop = StopSignal()
+    node.start()
+    stop.wait()
+    node.stop()
+    return 0

@@ -1,0 +1,220 @@
+"""Lease rules of the job state machine: grant, renew, complete, expire, grace.
+
+Modelled on etcd's lessor, with absolute deadlines instead of its TTLs:
+
+* A grant is a committed command; the fencing token of the k-th lease granted
+  by the entry at Raft index i is ``i * TOKENS_PER_ENTRY + k`` (k counts over
+  every command of a group-committed entry): it grows with every grant in the
+  cluster, so a run re-leased after expiry always carries a larger token than
+  any earlier lease of it.
+* ``lease_expires_ms`` is absolute and replicated. Only the leader watches the
+  deadlines (``expired_leases`` reads an index ordered by deadline) and it
+  *proposes* their expiry; nothing expires locally.
+* A new leader proposes ``GraceLeases`` once: every live lease gets at least
+  ``grace`` from then (about one election timeout), never its full TTL again.
+* A completion or renewal with an unknown, expired, superseded or wrongly
+  fenced lease is refused (FAILED_PRECONDITION): a zombie changes nothing.
+  A lease is expired when an ``ExpireLeases`` entry says so, not when a
+  clock passes its deadline: until then its holder is still the only one,
+  and a renewal that reaches a new leader before its grace is not refused.
+* A failed or expired attempt is retried after an exponential backoff with
+  jitter (the jitter's random draw travels in the command: apply stays
+  deterministic); after ``max_attempts`` the run is DEAD_LETTER.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cluster.domain import commands as c
+from cluster.domain.model import JobSpec, JobStatus, RetryPolicy, Run, RunStatus
+from cluster.domain.results import FailedPrecondition, Ok, Result
+
+if TYPE_CHECKING:
+    from cluster.domain.state import JobStateMachine
+
+TOKENS_PER_ENTRY = 1000
+MAX_RUNS_PER_GRANT = TOKENS_PER_ENTRY - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    run: Run
+    spec: JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    lease_id: str
+    ok: bool
+    expires_ms: int
+    cancel_requested: bool
+    error: str
+
+
+def backoff_ms(retry: RetryPolicy, attempt: int, draw: float) -> int:
+    """The wait before attempt ``attempt + 1``; ``draw`` in [0, 1) spreads it by +-jitter."""
+    base = min(float(retry.max_backoff_ms), retry.initial_backoff_ms * retry.multiplier ** max(0, attempt - 1))
+    spread = 1.0 + retry.jitter * (2.0 * min(max(draw, 0.0), 1.0) - 1.0)
+    return max(0, int(base * spread))
+
+
+def lease_id_for(token: int) -> str:
+    return f"L{token}"
+
+
+class LeaseRules:
+    """Mixed into ``JobStateMachine``: the lease commands and queries."""
+
+    # ------------------------------------------------------------ helpers
+
+    def _lease_check(self: "JobStateMachine", lease_id: str, token: int) -> Run | FailedPrecondition:
+        run_id = self.leases.get(lease_id)
+        if run_id is None:
+            return FailedPrecondition(
+                f"lease {lease_id} is not held: it expired, was completed, cancelled or superseded, or never existed"
+            )
+        run = self.runs[run_id]
+        if run.fencing_token != token:
+            return FailedPrecondition(
+                f"stale fencing token {token} for lease {lease_id} of run {run.run_id} (current token {run.fencing_token})"
+            )
+        # past its deadline but not yet expired by a committed ExpireLeases: still the one holder (as etcd)
+        return run
+
+    def _set_deadline(self: "JobStateMachine", run: Run, expires_ms: int) -> None:
+        self.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
+        run.lease_expires_ms = expires_ms
+        self.lease_deadlines.add((expires_ms, run.lease_id))
+
+    def _release(self: "JobStateMachine", run: Run) -> None:
+        """Forget the run's lease (the run record keeps its id and token for history)."""
+        self.leases.pop(run.lease_id, None)
+        self.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
+
+    def _attempt_failed(self: "JobStateMachine", run: Run, error: str, draw: float) -> None:
+        """After a failed or expired attempt: CANCELLED if asked, retry after backoff, or DEAD_LETTER."""
+        self._release(run)
+        run.error = error
+        if run.cancel_requested:
+            self._finish(run, RunStatus.CANCELLED, error or "cancelled by request")
+            return
+        job = self.jobs.get(run.job_id)
+        retry = job.spec.retry if job is not None else RetryPolicy(max_attempts=1)
+        if run.attempt >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
+            self._finish(run, RunStatus.DEAD_LETTER, f"attempt {run.attempt} of {retry.max_attempts} failed: {error}")
+            return
+        self._deactivate(run)  # leaves the active set; re-added below as PENDING
+        self._set_status(run, RunStatus.PENDING)
+        run.not_before_ms = self.now_ms + backoff_ms(retry, run.attempt, draw)
+        run.lease_expires_ms = 0
+        self._activate(run)
+        self.events.append(("retry_scheduled", run))
+
+    # ------------------------------------------------------------ commands
+
+    def _acquire(self: "JobStateMachine", cmd: c.AcquireLeases, index: int) -> Result:
+        now = self.now_ms
+        candidates: list[tuple[int, str]] = []
+        for queue in dict.fromkeys(cmd.queues):
+            pending = self.pending.get(queue)
+            if not pending:
+                continue
+            for key in pending.irange(maximum=(now + 1, ""), inclusive=(True, False)):
+                candidates.append(key)
+                if len(candidates) >= cmd.max_runs * len(cmd.queues):
+                    break
+        candidates.sort()
+        if self._token_entry != index:
+            self._token_entry, self._tokens_used = index, 0
+        # the proposer keeps a batch's grants within one entry's tokens; this only guards the range
+        budget = min(cmd.max_runs, MAX_RUNS_PER_GRANT - self._tokens_used)
+        grants: list[Grant] = []
+        for k, (_, run_id) in enumerate(candidates[: max(0, budget)], start=self._tokens_used + 1):
+            run = self.runs[run_id]
+            job = self.jobs[run.job_id]
+            self._deactivate(run)
+            token = index * TOKENS_PER_ENTRY + k
+            self._set_status(run, RunStatus.LEASED)
+            run.attempt += 1
+            run.executor_id = cmd.executor_id
+            run.lease_id = lease_id_for(token)
+            run.fencing_token = token
+            run.lease_expires_ms = now + job.spec.lease_ttl_ms
+            run.started_ms = now
+            self._activate(run)
+            self.events.append(("leased", run))
+            grants.append(Grant(run, job.spec))
+        self._tokens_used += len(grants)
+        return Ok(grants)
+
+    def _renew(self: "JobStateMachine", cmd: c.RenewLeases, index: int) -> Result:
+        out: list[Renewal] = []
+        for lease_id, token in cmd.leases:
+            run = self._lease_check(lease_id, token)
+            if isinstance(run, FailedPrecondition):
+                out.append(Renewal(lease_id, False, 0, False, run.message))
+                continue
+            if run.executor_id != cmd.executor_id:
+                msg = f"lease {lease_id} is held by executor {run.executor_id!r}, not {cmd.executor_id!r}"
+                out.append(Renewal(lease_id, False, 0, False, msg))
+                continue
+            ttl = self.jobs[run.job_id].spec.lease_ttl_ms
+            self._set_deadline(run, max(run.lease_expires_ms, self.now_ms + ttl))
+            out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
+        return Ok(out)
+
+    def _complete(self: "JobStateMachine", cmd: c.CompleteRun, index: int) -> Result:
+        run = self._lease_check(cmd.lease_id, cmd.fencing_token)
+        if isinstance(run, FailedPrecondition):
+            return run
+        run.result, run.log_uri = cmd.result, cmd.log_uri
+        if cmd.succeeded and not run.cancel_requested:
+            self._release(run)
+            run.error = cmd.error  # empty, or why the output is missing (the run itself succeeded)
+            self._finish(run, RunStatus.SUCCEEDED)
+        else:
+            self._attempt_failed(run, cmd.error or ("cancelled by request" if run.cancel_requested else "failed"), cmd.draw)
+        return Ok(run)
+
+    def _expire(self: "JobStateMachine", cmd: c.ExpireLeases, index: int) -> Result:
+        expired = 0
+        for lease_id, token, draw in cmd.leases:
+            run_id = self.leases.get(lease_id)
+            if run_id is None:
+                continue
+            run = self.runs[run_id]
+            if run.fencing_token != token or run.lease_expires_ms >= self.now_ms:
+                continue  # renewed since the leader looked, or re-leased: not expired
+            expired += 1
+            self._attempt_failed(run, f"lease expired: executor {run.executor_id!r} stopped renewing it", draw)
+        return Ok(expired)
+
+    def _grace(self: "JobStateMachine", cmd: c.GraceLeases, index: int) -> Result:
+        floor = self.now_ms + cmd.grace_ms
+        extended = 0
+        for run_id in list(self.leases.values()):
+            run = self.runs[run_id]
+            if run.lease_expires_ms < floor:
+                self._set_deadline(run, floor)
+                extended += 1
+        return Ok(extended)
+
+    # ------------------------------------------------------------ queries
+
+    def expired_leases(self: "JobStateMachine", now_ms: int, limit: int) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        for _, lease_id in self.lease_deadlines.irange(maximum=(now_ms, ""), inclusive=(True, False)):
+            out.append((lease_id, self.runs[self.leases[lease_id]].fencing_token))
+            if len(out) >= limit:
+                break
+        return out
+
+    def next_lease_deadline(self: "JobStateMachine") -> int | None:
+        return self.lease_deadlines[0][0] if self.lease_deadlines else None
+
+    def next_leasable_ms(self: "JobStateMachine", queues: list[str]) -> int | None:
+        """The earliest instant a PENDING run of these queues may be leased, or None if there is none."""
+        heads = [self.pending[q][0][0] for q in queues if self.pending.get(q)]
+        return min(heads) if heads else None

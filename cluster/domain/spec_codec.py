@@ -1,0 +1,204 @@
+"""Explicit plain-value encoding of domain records (for the Raft log and snapshots).
+
+Every record becomes a dict of str/int/float/bool/list values that JSON can
+carry; bytes travel as base64. Nothing here pickles, and nothing depends on
+grpc or pysyncobj. ``spec_fingerprint`` gives the stable identity used for
+idempotency keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from cluster.domain.model import (
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_HISTORY_TTL_MS,
+    After,
+    At,
+    ConcurrencyPolicy,
+    Cron,
+    Every,
+    Job,
+    JobSpec,
+    JobStatus,
+    MisfirePolicy,
+    RetryPolicy,
+    Run,
+    RunStatus,
+    Schedule,
+)
+
+Plain = dict[str, Any]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    """Strict: anything but well-formed base64 text raises ValueError (a corrupt entry, not empty bytes)."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected base64 text, got {type(text).__name__}")
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def schedule_to_plain(schedule: Schedule) -> Plain:
+    if isinstance(schedule, At):
+        return {"k": "at", "ms": schedule.at_ms}
+    if isinstance(schedule, After):
+        return {"k": "after", "ms": schedule.after_ms}
+    if isinstance(schedule, Every):
+        return {"k": "every", "ms": schedule.every_ms}
+    return {"k": "cron", "expr": schedule.expression, "tz": schedule.timezone}
+
+
+def schedule_from_plain(p: Plain) -> Schedule:
+    kind = p["k"]
+    if kind == "at":
+        return At(int(p["ms"]))
+    if kind == "after":
+        return After(int(p["ms"]))
+    if kind == "every":
+        return Every(int(p["ms"]))
+    if kind == "cron":
+        return Cron(str(p["expr"]), str(p["tz"]))
+    raise ValueError(f"unknown schedule kind {kind!r}")
+
+
+def retry_to_plain(r: RetryPolicy) -> Plain:
+    return {
+        "max": r.max_attempts,
+        "init": r.initial_backoff_ms,
+        "cap": r.max_backoff_ms,
+        "mul": r.multiplier,
+        "jit": r.jitter,
+    }
+
+
+def retry_from_plain(p: Plain) -> RetryPolicy:
+    return RetryPolicy(int(p["max"]), int(p["init"]), int(p["cap"]), float(p["mul"]), float(p["jit"]))
+
+
+def spec_to_plain(s: JobSpec) -> Plain:
+    return {
+        "name": s.name,
+        "sched": schedule_to_plain(s.schedule),
+        "queue": s.queue,
+        "type": s.type,
+        "payload": b64(s.payload),
+        "retry": retry_to_plain(s.retry),
+        "ttl": s.lease_ttl_ms,
+        "timeout": s.timeout_ms,
+        "conc": s.concurrency.value,
+        "misfire": s.misfire.value,
+        "catchup": s.catchup_window_ms,
+        "hlimit": s.history_limit,
+        "httl": s.history_ttl_ms,
+    }
+
+
+def spec_from_plain(p: Plain) -> JobSpec:
+    return JobSpec(
+        name=str(p["name"]),
+        schedule=schedule_from_plain(p["sched"]),
+        queue=str(p["queue"]),
+        type=str(p["type"]),
+        payload=unb64(p["payload"]),
+        retry=retry_from_plain(p["retry"]),
+        lease_ttl_ms=int(p["ttl"]),
+        timeout_ms=int(p["timeout"]),
+        concurrency=ConcurrencyPolicy(p["conc"]),
+        misfire=MisfirePolicy(p["misfire"]),
+        catchup_window_ms=int(p["catchup"]),
+        history_limit=int(p.get("hlimit", DEFAULT_HISTORY_LIMIT)),
+        history_ttl_ms=int(p.get("httl", DEFAULT_HISTORY_TTL_MS)),
+    )
+
+
+def spec_fingerprint(s: JobSpec) -> str:
+    """A stable digest of a spec: equal specs, equal digests, on every node and version."""
+    canonical = json.dumps(spec_to_plain(s), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def job_to_plain(j: Job) -> Plain:
+    return {
+        "id": j.job_id,
+        "spec": spec_to_plain(j.spec),
+        "status": j.status.value,
+        "anchor": j.anchor_ms,
+        "cursor": j.cursor_ms,
+        "next": j.next_fire_ms,
+        "created": j.created_ms,
+        "updated": j.updated_ms,
+        "idem": j.idempotency_key,
+        "fires": j.fire_count,
+    }
+
+
+def job_from_plain(p: Plain) -> Job:
+    return Job(
+        job_id=str(p["id"]),
+        spec=spec_from_plain(p["spec"]),
+        status=JobStatus(p["status"]),
+        anchor_ms=int(p["anchor"]),
+        cursor_ms=int(p["cursor"]),
+        next_fire_ms=None if p["next"] is None else int(p["next"]),
+        created_ms=int(p["created"]),
+        updated_ms=int(p["updated"]),
+        idempotency_key=str(p["idem"]),
+        fire_count=int(p["fires"]),
+    )
+
+
+_RUN_INT_FIELDS = (
+    "fencing_token",
+    "lease_expires_ms",
+    "started_ms",
+    "finished_ms",
+    "skipped_count",
+    "skipped_until_ms",
+    "not_before_ms",
+)
+_RUN_STR_FIELDS = ("executor_id", "lease_id", "error", "log_uri")
+
+
+def run_to_plain(r: Run) -> Plain:
+    p: Plain = {
+        "id": r.run_id,
+        "job": r.job_id,
+        "queue": r.queue,
+        "sched": r.scheduled_ms,
+        "fired": r.fired_ms,
+        "attempt": r.attempt,
+        "status": r.status.value,
+        "manual": r.manual,
+        "cancel": r.cancel_requested,
+        "result": b64(r.result),
+    }
+    for name in _RUN_INT_FIELDS + _RUN_STR_FIELDS:
+        p[name] = getattr(r, name)
+    return p
+
+
+def run_from_plain(p: Plain) -> Run:
+    r = Run(
+        run_id=str(p["id"]),
+        job_id=str(p["job"]),
+        queue=str(p["queue"]),
+        scheduled_ms=int(p["sched"]),
+        fired_ms=int(p["fired"]),
+        status=RunStatus(p["status"]),
+        attempt=int(p["attempt"]),
+        manual=bool(p["manual"]),
+    )
+    r.cancel_requested = bool(p["cancel"])
+    r.result = unb64(p["result"])
+    for name in _RUN_INT_FIELDS:
+        setattr(r, name, int(p[name]))
+    for name in _RUN_STR_FIELDS:
+        setattr(r, name, str(p[name]))
+    return r

@@ -1,0 +1,482 @@
+"""The replicated job state machine: pure, deterministic, no I/O and no clock.
+
+Contract (the hashicorp/raft FSM boundary):
+
+* ``apply(data, index, pos)`` decodes one committed command and applies it.
+  It is deterministic (same log, same state, on every node), never raises for
+  any input (a malformed entry is a ``Rejected`` result), and returns an
+  ``Ok``/``Rejected`` result to the proposer. ``index`` is the entry's Raft
+  log index and ``pos`` the command's position in it (an entry may carry a
+  group-committed batch): together they name manual runs and fencing tokens.
+* Time only comes in commands. ``now_ms`` is the largest ``now`` seen so far,
+  so a new leader whose clock lags can never move time backwards.
+* ``snapshot()`` returns bytes that ``restore()`` turns back into the same
+  state (derived indexes are rebuilt).
+* Exactly-once firing: each job keeps a ``cursor``; every instant at or
+  before it was fired or skipped. A ``Fire`` item applies only while the
+  job's ``next_fire_ms`` still equals the proposer's expectation.
+
+Readers on other threads must hold the caller's lock (see ``cluster.node.replicated_state``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from sortedcontainers import SortedDict, SortedList
+
+from cluster.domain import commands as c
+from cluster.domain import snapshot_codec
+from cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
+from cluster.domain.keylist import KeyList
+from cluster.domain.lease_rules import LeaseRules
+from cluster.domain.model import (
+    ACTIVE_RUN_STATUSES,
+    ConcurrencyPolicy,
+    Job,
+    JobStatus,
+    Run,
+    RunStatus,
+    manual_run_id,
+    run_id_for,
+)
+from cluster.domain.results import (
+    AlreadyExists,
+    FailedPrecondition,
+    FireReport,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    Ok,
+    Result,
+)
+from cluster.domain.retention_rules import RetentionRules
+from cluster.domain.schedule import first_fire, next_fire
+from cluster.domain.spec_codec import spec_fingerprint
+
+SNAPSHOT_FORMAT = snapshot_codec.FORMAT
+
+#: (kind, run) pairs describing what an apply changed, for WatchRuns
+RunEvent = tuple[str, Run]
+
+
+class JobStateMachine(LeaseRules, RetentionRules):
+    """All jobs and runs, and the indexes the leader and the API read."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0
+        self.applied_index = 0
+        self.jobs: SortedDict = SortedDict()  # job_id -> Job
+        self.runs: SortedDict = SortedDict()  # run_id -> Run
+        #: idempotency key -> (job_id, fingerprint of the spec it was created with)
+        self.idempotency: dict[str, tuple[str, str]] = {}
+        self._reset_indexes()
+        self.events: list[RunEvent] = []
+        #: the entry being applied and how many fencing tokens it handed out so far (not state:
+        #: an entry is applied whole, never split by a snapshot)
+        self._token_entry = 0
+        self._tokens_used = 0
+        self._pos = 0
+
+    def _reset_indexes(self) -> None:
+        self.due: SortedList = SortedList()  # (next_fire_ms, job_id) of ACTIVE jobs
+        self.runs_by_job: dict[str, KeyList] = {}  # job_id -> (scheduled_ms, run_id)
+        self.active_by_job: dict[str, set[str]] = {}  # job_id -> PENDING/LEASED run ids
+        self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
+        self.leases: dict[str, str] = {}  # lease_id -> run_id of LEASED runs
+        self.lease_deadlines: SortedList = SortedList()  # (lease_expires_ms, lease_id)
+        self.expiry: SortedList = SortedList()  # (finished_ms + history_ttl_ms, run_id) of finished runs
+        self.finished_count: dict[str, int] = {}  # job_id -> finished runs kept
+        self.purge: SortedList = SortedList()  # (when, job_id) of DELETED jobs
+        #: how many of ``runs`` are in each status (kept as runs change: read by GetClusterStatus)
+        self.run_counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
+
+    # ------------------------------------------------------------ apply
+
+    def apply(self, data: bytes, index: int, pos: int = 0) -> Result:
+        """Apply one committed command (command ``pos`` of entry ``index``). Never raises."""
+        try:
+            cmd = c.decode(data)
+        except c.CommandFormatError as exc:
+            return InvalidArgument(f"entry {index} was not applied: {exc}")
+        return self.apply_command(cmd, index, pos)
+
+    def apply_command(self, cmd: c.Command, index: int, pos: int = 0) -> Result:
+        if index > self.applied_index:
+            self.applied_index = index
+        self._pos = pos
+        if cmd.now_ms > self.now_ms:
+            self.now_ms = cmd.now_ms
+        handler = _HANDLERS[type(cmd)]
+        try:
+            result: Result = handler(self, cmd, index)
+        except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
+            return Internal(f"entry {index} ({type(cmd).__name__}) failed to apply: {exc!r}")
+        return result
+
+    # ------------------------------------------------------------ jobs
+
+    def _create_job(self, cmd: c.CreateJob, index: int) -> Result:
+        fingerprint = cmd.fingerprint or spec_fingerprint(cmd.spec)
+        if cmd.idempotency_key:
+            known = self.idempotency.get(cmd.idempotency_key)
+            if known is not None:
+                known_id, known_fp = known
+                if known_fp == fingerprint:
+                    return Ok(self.jobs[known_id])
+                return AlreadyExists(
+                    f"idempotency key {cmd.idempotency_key!r} was already used for job {known_id} with a "
+                    "different spec; use a new key for a new job"
+                )
+        existing = self.jobs.get(cmd.job_id)
+        if existing is not None:  # the same proposal applied twice
+            if spec_fingerprint(existing.spec) == fingerprint:
+                return Ok(existing)
+            return AlreadyExists(f"job {cmd.job_id} already exists")
+        anchor = self.now_ms
+        nxt = first_fire(cmd.spec.schedule, anchor)
+        cursor = anchor if nxt is None else min(anchor, nxt - 1)
+        status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
+        job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
+        self.jobs[job.job_id] = job
+        if cmd.idempotency_key:
+            self.idempotency[cmd.idempotency_key] = (job.job_id, fingerprint)
+        self._index_job(job)
+        return Ok(job)
+
+    def _get_job_for_change(self, job_id: str) -> Job | NotFound:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return NotFound(f"job {job_id} not found")
+        return job
+
+    def _update_job(self, cmd: c.UpdateJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.DELETED:
+            return FailedPrecondition(f"job {job.job_id} is deleted; create a new job instead")
+        self._unindex_job(job)
+        if job.spec.schedule != cmd.spec.schedule:
+            job.anchor_ms = self.now_ms
+            nxt = first_fire(cmd.spec.schedule, job.anchor_ms)
+            if nxt is not None and nxt <= job.cursor_ms:
+                nxt = next_fire(cmd.spec.schedule, job.cursor_ms, job.anchor_ms)
+            job.next_fire_ms = nxt
+            if job.status is JobStatus.COMPLETED and nxt is not None:
+                job.status = JobStatus.ACTIVE
+            elif job.status is JobStatus.ACTIVE and nxt is None:
+                job.status = JobStatus.COMPLETED
+        job.spec = cmd.spec
+        job.updated_ms = self.now_ms
+        self._index_job(job)
+        return Ok(job)
+
+    def _pause_job(self, cmd: c.PauseJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.PAUSED:
+            return Ok(job)
+        if job.status is not JobStatus.ACTIVE:
+            return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only an ACTIVE job can be paused")
+        self._unindex_job(job)
+        job.status = JobStatus.PAUSED
+        job.updated_ms = self.now_ms
+        return Ok(job)
+
+    def _resume_job(self, cmd: c.ResumeJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.ACTIVE:
+            return Ok(job)
+        if job.status is not JobStatus.PAUSED:
+            return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only a PAUSED job can be resumed")
+        job.status = JobStatus.ACTIVE
+        job.updated_ms = self.now_ms
+        if job.next_fire_ms is not None and job.next_fire_ms <= self.now_ms:
+            self._skip_paused(job)
+        if job.next_fire_ms is None:
+            job.status = JobStatus.COMPLETED
+        self._index_job(job)
+        return Ok(job)
+
+    def _skip_paused(self, job: Job) -> None:
+        """Instants that came due while the job was paused are skipped, with a record."""
+        first = job.next_fire_ms
+        assert first is not None
+        reason = "the job was paused when this instant came due"
+        skip, nxt = skip_through(job.spec.schedule, job.anchor_ms, first, self.now_ms, reason)
+        self._record_skip(job, skip)
+        job.cursor_ms = max(job.cursor_ms, skip.last_ms)
+        job.next_fire_ms = nxt
+
+    def _delete_job(self, cmd: c.DeleteJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.DELETED:
+            return Ok(job)
+        self._unindex_job(job)
+        job.status = JobStatus.DELETED
+        job.updated_ms = self.now_ms
+        self._schedule_purge(job, self.now_ms + job.spec.history_ttl_ms)
+        for run_id in list(self.active_by_job.get(job.job_id, ())):
+            run = self.runs[run_id]
+            if run.status is RunStatus.PENDING:
+                self._finish(run, RunStatus.CANCELLED, "the job was deleted")
+            elif not run.cancel_requested:  # LEASED: its executor learns it at the next renewal
+                run.cancel_requested = True
+                self.events.append(("cancel_requested", run))
+        return Ok(job)
+
+    def _trigger_job(self, cmd: c.TriggerJob, index: int) -> Result:
+        job = self._get_job_for_change(cmd.job_id)
+        if isinstance(job, NotFound):
+            return job
+        if job.status is JobStatus.DELETED:
+            return FailedPrecondition(f"job {job.job_id} is deleted; it cannot be triggered")
+        run = self._new_run(job, manual_run_id(job.job_id, index, self._pos), self.now_ms, manual=True)
+        return Ok(run)
+
+    # ------------------------------------------------------------ runs
+
+    def _cancel_run(self, cmd: c.CancelRun, index: int) -> Result:
+        run = self.runs.get(cmd.run_id)
+        if run is None:
+            return NotFound(f"run {cmd.run_id} not found")
+        if run.status is RunStatus.PENDING:
+            self._finish(run, RunStatus.CANCELLED, "cancelled by request")
+            return Ok(run)
+        if run.status is RunStatus.LEASED:
+            if not run.cancel_requested:
+                run.cancel_requested = True
+                self.events.append(("cancel_requested", run))
+            return Ok(run)
+        return FailedPrecondition(f"run {run.run_id} is already {run.status.value}; only PENDING or LEASED runs can be cancelled")
+
+    def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
+        run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
+        self.runs[run_id] = run
+        self.run_counts[RunStatus.PENDING] += 1
+        self._job_runs(job.job_id).add((scheduled_ms, run_id))
+        self._activate(run)
+        self.events.append(("fired", run))
+        return run
+
+    def _job_runs(self, job_id: str) -> KeyList:
+        runs = self.runs_by_job.get(job_id)
+        if runs is None:
+            runs = self.runs_by_job[job_id] = KeyList()
+        return runs
+
+    def _activate(self, run: Run) -> None:
+        active = self.active_by_job.get(run.job_id)
+        if active is None:
+            active = self.active_by_job[run.job_id] = set()
+        active.add(run.run_id)
+        if run.status is RunStatus.PENDING:
+            queue = self.pending.get(run.queue)
+            if queue is None:
+                queue = self.pending[run.queue] = SortedList()
+            queue.add((run.not_before_ms, run.run_id))
+        elif run.status is RunStatus.LEASED:
+            self.leases[run.lease_id] = run.run_id
+            self.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
+
+    def _deactivate(self, run: Run) -> None:
+        active = self.active_by_job.get(run.job_id)
+        if active is not None:
+            active.discard(run.run_id)
+            if not active:
+                del self.active_by_job[run.job_id]
+        if run.status is RunStatus.PENDING:
+            queue = self.pending.get(run.queue)
+            if queue is not None:
+                queue.discard((run.not_before_ms, run.run_id))
+        elif run.status is RunStatus.LEASED:
+            self._release(run)
+
+    def _finish(self, run: Run, status: RunStatus, error: str = "") -> None:
+        self._deactivate(run)
+        self._set_status(run, status)
+        run.finished_ms = self.now_ms
+        if error:
+            run.error = error
+        self.events.append(("finished", run))
+        self._retain(run)
+
+    def _set_status(self, run: Run, status: RunStatus) -> None:
+        counts = self.run_counts
+        counts[run.status] -= 1
+        counts[status] += 1
+        run.status = status
+
+    def _record_skip(self, job: Job, skip: Skip) -> None:
+        run_id = run_id_for(job.job_id, skip.instant_ms)
+        if run_id in self.runs:
+            return
+        run = Run(run_id, job.job_id, job.spec.queue, skip.instant_ms, self.now_ms, RunStatus.SKIPPED)
+        run.error = skip.reason
+        run.skipped_count = skip.count
+        run.skipped_until_ms = skip.last_ms
+        run.finished_ms = self.now_ms
+        self.runs[run_id] = run
+        self.run_counts[RunStatus.SKIPPED] += 1
+        self._job_runs(job.job_id).add((skip.instant_ms, run_id))
+        self.events.append(("skipped", run))
+        self._retain(run)
+
+    # ------------------------------------------------------------ firing
+
+    def _fire(self, cmd: c.Fire, index: int) -> Result:
+        created: list[str] = []
+        skipped = stale = 0
+        for job_id, expected in cmd.items:
+            job = self.jobs.get(job_id)
+            if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
+                stale += 1
+                continue
+            skipped += self._fire_job(job, cmd, created)
+        return Ok(FireReport(created, skipped, stale))  # FireReport is frozen: build it once
+
+    def _fire_job(self, job: Job, cmd: c.Fire, created: list[str]) -> int:
+        """Fire or skip the job's due instants; append the new run ids; return how many were skipped."""
+        spec = job.spec
+        window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
+        assert job.next_fire_ms is not None
+        self._unindex_job(job)
+        decisions, nxt = plan(spec.schedule, job.anchor_ms, job.next_fire_ms, window)
+        pending_skip: Skip | None = None
+        skipped = 0
+        for d in decisions:
+            if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and self.active_by_job.get(job.job_id):
+                d = Skip(d.instant_ms, d.instant_ms, 1, "the previous run is still active (concurrency FORBID)")
+            if isinstance(d, Skip):
+                skipped += d.count
+                if pending_skip is not None and pending_skip.reason == d.reason:
+                    pending_skip = Skip(pending_skip.instant_ms, d.last_ms, pending_skip.count + d.count, d.reason)
+                else:
+                    if pending_skip is not None:
+                        self._record_skip(job, pending_skip)
+                    pending_skip = d
+                job.cursor_ms = d.last_ms
+                continue
+            if pending_skip is not None:
+                self._record_skip(job, pending_skip)
+                pending_skip = None
+            if spec.concurrency is ConcurrencyPolicy.REPLACE:
+                self._replace_active(job)
+            run = self._new_run(job, run_id_for(job.job_id, d.instant_ms), d.instant_ms)
+            created.append(run.run_id)
+            job.fire_count += 1
+            job.cursor_ms = d.instant_ms
+        if pending_skip is not None:
+            self._record_skip(job, pending_skip)
+        job.next_fire_ms = nxt
+        if nxt is None:
+            job.status = JobStatus.COMPLETED
+            job.updated_ms = self.now_ms
+        self._index_job(job)
+        return skipped
+
+    def _replace_active(self, job: Job) -> None:
+        for run_id in list(self.active_by_job.get(job.job_id, ())):
+            run = self.runs[run_id]
+            if run.status is RunStatus.PENDING:
+                self._finish(run, RunStatus.CANCELLED, "replaced by a newer run (concurrency REPLACE)")
+            elif not run.cancel_requested:
+                run.cancel_requested = True
+                self.events.append(("cancel_requested", run))
+
+    def _barrier(self, cmd: c.Barrier, index: int) -> Result:
+        return Ok(index)
+
+    # ------------------------------------------------------------ indexes
+
+    def _index_job(self, job: Job) -> None:
+        if job.status is JobStatus.ACTIVE and job.next_fire_ms is not None:
+            self.due.add((job.next_fire_ms, job.job_id))
+
+    def _unindex_job(self, job: Job) -> None:
+        if job.next_fire_ms is not None:
+            self.due.discard((job.next_fire_ms, job.job_id))
+
+    # ------------------------------------------------------------ queries
+
+    def due_jobs(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
+        """(job_id, next_fire_ms) of ACTIVE jobs due at or before ``until_ms``, earliest first."""
+        out: list[tuple[str, int]] = []
+        for next_ms, job_id in self.due.irange(maximum=(until_ms + 1, ""), inclusive=(True, False)):
+            out.append((job_id, next_ms))
+            if len(out) >= limit:
+                break
+        return out
+
+    def next_due_ms(self) -> int | None:
+        return self.due[0][0] if self.due else None
+
+    def iter_jobs(self, after_id: str = "") -> Iterator[Job]:
+        for job_id in self.jobs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.jobs:
+            yield self.jobs[job_id]
+
+    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None) -> Iterator[Run]:
+        index = self.runs_by_job.get(job_id)
+        if index is None:
+            return
+        keys = index.after(after) if after else index
+        for _, run_id in keys:
+            yield self.runs[run_id]
+
+    def iter_runs(self, after_id: str = "") -> Iterator[Run]:
+        for run_id in self.runs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.runs:
+            yield self.runs[run_id]
+
+    def drain_events(self) -> list[RunEvent]:
+        events, self.events = self.events, []
+        return events
+
+    # ------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        return snapshot_codec.encode(self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency)
+
+    def restore(self, data: bytes) -> None:
+        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot."""
+        now_ms, applied, jobs, runs, idempotency = snapshot_codec.decode(data)
+        self.__init__()  # type: ignore[misc]
+        self.now_ms, self.applied_index, self.idempotency = now_ms, applied, idempotency
+        self.jobs = SortedDict((j.job_id, j) for j in jobs)
+        self.due = SortedList(
+            (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
+        )
+        self.runs = SortedDict((r.run_id, r) for r in runs)
+        for run in runs:
+            self.run_counts[run.status] += 1
+        by_job: dict[str, list[tuple[int, str]]] = {}
+        for run in runs:
+            by_job.setdefault(run.job_id, []).append((run.scheduled_ms, run.run_id))
+            if run.status in ACTIVE_RUN_STATUSES:
+                self._activate(run)
+        self.runs_by_job = {job_id: KeyList(keys) for job_id, keys in by_job.items()}
+        self._rebuild_retention()
+
+
+_HANDLERS: dict[type, Any] = {
+    c.CreateJob: JobStateMachine._create_job,
+    c.UpdateJob: JobStateMachine._update_job,
+    c.PauseJob: JobStateMachine._pause_job,
+    c.ResumeJob: JobStateMachine._resume_job,
+    c.DeleteJob: JobStateMachine._delete_job,
+    c.TriggerJob: JobStateMachine._trigger_job,
+    c.CancelRun: JobStateMachine._cancel_run,
+    c.Fire: JobStateMachine._fire,
+    c.Barrier: JobStateMachine._barrier,
+    c.AcquireLeases: JobStateMachine._acquire,
+    c.RenewLeases: JobStateMachine._renew,
+    c.CompleteRun: JobStateMachine._complete,
+    c.ExpireLeases: JobStateMachine._expire,
+    c.GraceLeases: JobStateMachine._grace,
+    c.PruneHistory: JobStateMachine._prune,
+}

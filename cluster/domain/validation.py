@@ -1,0 +1,89 @@
+"""Input validation of job specs, before anything is proposed to Raft.
+
+``validate_spec`` raises ``ValidationError`` (INVALID_ARGUMENT) with a message
+that names the field, the bad value and what is accepted. Nothing invalid
+ever reaches the log, so a rejected request changes no state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cluster.domain.model import JobSpec, RetryPolicy
+from cluster.domain.results import ValidationError
+from cluster.domain.schedule import ScheduleError, validate_schedule
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+MAX_NAME_LEN = 256
+_QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+_TYPE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+MIN_LEASE_TTL_MS = 100
+MAX_ATTEMPTS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+
+def validate_queue(queue: str) -> None:
+    if not queue.strip():
+        raise ValidationError("queue name is empty: give a name such as 'default'")
+    if not _QUEUE_RE.match(queue):
+        raise ValidationError(f"queue name {queue!r} is not valid: use 1-128 letters, digits and the characters _ . : / -")
+
+
+def validate_retry(retry: RetryPolicy) -> None:
+    if not 1 <= retry.max_attempts <= MAX_ATTEMPTS:
+        raise ValidationError(f"retry.max_attempts {retry.max_attempts} must be between 1 and {MAX_ATTEMPTS}")
+    if retry.initial_backoff_ms < 0:
+        raise ValidationError(f"retry.initial_backoff is negative ({retry.initial_backoff_ms} ms): give a positive span")
+    if retry.max_backoff_ms < 0:
+        raise ValidationError(f"retry.max_backoff is negative ({retry.max_backoff_ms} ms): give a positive span")
+    if retry.max_backoff_ms < retry.initial_backoff_ms:
+        raise ValidationError(
+            f"retry.max_backoff ({retry.max_backoff_ms} ms) is shorter than retry.initial_backoff ({retry.initial_backoff_ms} ms)"
+        )
+    if not 1.0 <= retry.multiplier <= 100.0:
+        raise ValidationError(f"retry.multiplier {retry.multiplier} must be between 1 and 100")
+    if not 0.0 <= retry.jitter <= 1.0:
+        raise ValidationError(f"retry.jitter {retry.jitter} must be between 0 and 1 (a fraction of the backoff)")
+
+
+def _validate_spans(spec: JobSpec) -> None:
+    if spec.lease_ttl_ms < MIN_LEASE_TTL_MS:
+        raise ValidationError(
+            f"lease_ttl {spec.lease_ttl_ms} ms is too short: give at least {MIN_LEASE_TTL_MS} ms "
+            "(leave it unset for the default 30 s)"
+        )
+    if spec.timeout_ms < 0:
+        raise ValidationError(f"timeout is negative ({spec.timeout_ms} ms): give a positive span, or 0 for none")
+    if not 1 <= spec.history_limit <= 100_000:
+        raise ValidationError(f"history_limit {spec.history_limit} must be between 1 and 100000 (0 for the default 1000)")
+    if spec.history_ttl_ms < 1000:
+        raise ValidationError(f"history_ttl {spec.history_ttl_ms} ms is too short: keep runs at least 1 s (unset: 7 days)")
+    if spec.catchup_window_ms < 0:
+        raise ValidationError(f"catchup_window is negative ({spec.catchup_window_ms} ms): give a positive span")
+
+
+def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
+    """Raise ``ValidationError`` if ``spec`` may not be stored."""
+    if len(spec.name) > MAX_NAME_LEN:
+        raise ValidationError(f"job name is {len(spec.name)} characters long; the limit is {MAX_NAME_LEN}")
+    validate_queue(spec.queue)
+    if not _TYPE_RE.match(spec.type):
+        raise ValidationError(
+            f"job type {spec.type!r} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
+        )
+    if len(spec.payload) > limits.max_payload_bytes:
+        raise ValidationError(
+            f"payload is {len(spec.payload)} bytes, over the limit of {limits.max_payload_bytes} bytes; "
+            "store large inputs elsewhere and pass a reference"
+        )
+    try:
+        validate_schedule(spec.schedule)
+    except ScheduleError as exc:
+        raise ValidationError(str(exc)) from exc
+    validate_retry(spec.retry)
+    _validate_spans(spec)

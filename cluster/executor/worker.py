@@ -1,0 +1,415 @@
+"""The executor: lease runs, run them, renew the leases, complete with the outcome.
+
+Threads: two acquirers (each long-polls ``acquire`` for the slots free when
+it starts and reserves them, so a second call is on its way while the first
+waits for its grant to commit; a slot frees when a run's handler and output
+upload are done, while its completion is still on its way), one renewer
+(renews every held lease in one call, every third of the shortest TTL; a
+refused renewal stops that run and drops its result), and ``concurrency + 1``
+worker threads that run one run each at a time. Completions are
+group-committed on the way out: those that finish while a ``complete_many``
+call is on its way travel together in the next one (one RPC for many runs),
+and a worker does not wait for its run's answer. Completion is retried across failovers by
+the API client; a refused completion (the lease was lost) is logged and dropped — the
+cluster has already given the run to someone else. ``stop(grace)`` stops
+acquiring, waits up to ``grace`` for running work, then cancels the rest and
+lets their leases expire.
+
+Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}).run()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from cluster.executor.handlers import BUILTIN_HANDLERS, HandlerError, LeaseLost, Task, TaskContext
+from storage.output import EMPTY_OUTPUT_URI, OutputKey, OutputStore
+
+log = logging.getLogger("raftsched.executor")
+
+ACQUIRE_WAIT_MS = 5_000
+#: acquire calls an executor keeps on their way at once: while one waits for its grant to commit,
+#: slots freed meanwhile are asked for by the next (each reserves the slots it asks for)
+ACQUIRERS = 2
+MIN_RENEW_S = 0.05
+#: how long a failing output store is retried before the run completes with its output missing
+OUTPUT_RETRY_S = 120.0
+OUTPUT_BACKOFF_S = 0.5
+OUTPUT_MAX_BACKOFF_S = 15.0
+
+
+class RenewResultLike(Protocol):
+    lease_id: str
+    ok: bool
+    cancel_requested: bool
+    error: str
+
+
+class LeaseApi(Protocol):
+    """What the executor needs from the cluster (``rpc.client.lease_api.GrpcLeaseApi`` or a fake)."""
+
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]: ...
+
+    def renew(self, leases: list[tuple[str, int]]) -> list[RenewResultLike]: ...
+
+    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None: ...
+
+
+#: one finished run to report: (task, succeeded, result, error, log_uri)
+Done = tuple[Task, bool, bytes, str, str]
+#: completions in one ``complete_many`` call
+MAX_COMPLETE_BATCH = 256
+
+
+class _Completion:
+    __slots__ = ("done", "answer")
+
+    def __init__(self, done: Done, answer: Callable[[Exception | None], None]) -> None:
+        self.done = done
+        self.answer = answer
+
+
+class Completer:
+    """Client-side group commit of completions.
+
+    ``submit(done, answer)`` queues a completion; if no call is on its way the
+    submitting thread sends one itself, and keeps sending what queued up
+    meanwhile until the queue is empty; otherwise it returns at once and the
+    sending thread carries the completion. ``answer(error)`` is called by the
+    sender with None or the item's error (``LeaseLost`` when the cluster
+    refused it). ``api.complete_many(list[Done]) -> list[Exception | None]`` is
+    used when the API has it (``rpc.client.lease_api.GrpcLeaseApi``: one
+    CompleteRuns RPC), else ``api.complete`` per run. ``complete`` is the
+    blocking form.
+    """
+
+    def __init__(self, api: LeaseApi) -> None:
+        self._api = api
+        self._lock = threading.Lock()
+        self._queue: list[_Completion] = []
+        self._sending = False
+
+    def submit(self, done: Done, answer: Callable[[Exception | None], None]) -> None:
+        with self._lock:
+            self._queue.append(_Completion(done, answer))
+            send, self._sending = not self._sending, True
+        if send:
+            self._drain()
+
+    def complete(self, done: Done) -> Exception | None:
+        answered = threading.Event()
+        box: list[Exception | None] = []
+
+        def answer(error: Exception | None) -> None:
+            box.append(error)
+            answered.set()
+
+        self.submit(done, answer)
+        answered.wait()
+        return box[0]
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._sending = False
+                    return
+                batch, self._queue = self._queue[:MAX_COMPLETE_BATCH], self._queue[MAX_COMPLETE_BATCH:]
+            for item, error in zip(batch, self._send([i.done for i in batch])):
+                try:
+                    item.answer(error)
+                except Exception:  # noqa: BLE001 - one answer's failure must not strand the others
+                    log.exception("handling the answer to a completion failed")
+
+    def _send(self, batch: list[Done]) -> list[Exception | None]:
+        many: Callable[[list[Done]], list[Exception | None]] | None = getattr(self._api, "complete_many", None)
+        if many is not None and len(batch) > 1:
+            try:
+                return many(batch)
+            except Exception as exc:  # noqa: BLE001 - the whole call failed: every item with it
+                return [exc] * len(batch)
+        out: list[Exception | None] = []
+        for done in batch:
+            try:
+                self._api.complete(*done)
+                out.append(None)
+            except Exception as exc:  # noqa: BLE001
+                out.append(exc)
+        return out
+
+
+@dataclass
+class _Held:
+    task: Task
+    ctx: TaskContext
+    ttl_s: float
+    lost: bool = False
+    #: still counts against ``concurrency`` (its handler or output upload is running)
+    busy: bool = True
+
+
+class Executor:
+    def __init__(
+        self,
+        api: LeaseApi,
+        queues: list[str],
+        concurrency: int = 4,
+        handlers: dict[str, Callable[[Task, TaskContext], object]] | None = None,
+        output: OutputStore | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.api = api
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.handlers = dict(BUILTIN_HANDLERS)
+        self.handlers.update(handlers or {})
+        self.output = output
+        self._held: dict[str, _Held] = {}  # every lease held, until its completion is answered
+        self._busy = 0  # runs whose handler or output upload is running: what ``concurrency`` bounds
+        self._reserved = 0  # slots promised to acquire calls on their way
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._runs: queue.SimpleQueue[_Held | None] = queue.SimpleQueue()  # to the worker threads
+        self._completer = Completer(api)
+        self.completed = 0
+        self.lost = 0
+
+    def register(self, job_type: str, fn: Callable[[Task, TaskContext], object]) -> None:
+        self.handlers[job_type] = fn
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        loops = [(self._acquire_loop, f"acquire-{i}") for i in range(ACQUIRERS)] + [(self._renew_loop, "renew")]
+        # one more worker than slots: a worker whose run is done may be busy sending completions
+        loops += [(self._worker_loop, f"worker-{i}") for i in range(self.concurrency + 1)]
+        for target, name in loops:
+            t = threading.Thread(target=target, name=f"executor-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """Stop taking work; finish what runs within ``grace_s``; cancel the rest (its leases expire)."""
+        self._stopping.set()
+        deadline = time.monotonic() + grace_s
+        # The long poll is not cancelled: a grant may already be committed and on its way back, and a
+        # cancelled call would leave that run leased to nobody for a TTL. It ends within ACQUIRE_WAIT_MS;
+        # what it brings is launched and finished like the rest.
+        poll_end = time.monotonic() + max(0.0, min(grace_s, ACQUIRE_WAIT_MS / 1000.0 + 1))
+        for t in self._threads[:ACQUIRERS]:
+            t.join(timeout=max(0.0, poll_end - time.monotonic()))
+        with self._lock:
+            while self._held and time.monotonic() < deadline:
+                self._lock.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            for held in self._held.values():
+                held.lost = True  # never complete: let the lease expire so another executor retries
+                held.ctx.reason = "the executor is shutting down"
+                held.ctx.cancelled.set()
+        for _ in range(self.concurrency + 1):
+            self._runs.put(None)  # the workers' signal to exit
+        for t in self._threads:
+            t.join(timeout=2)
+
+    def run(self) -> None:
+        """Run in the foreground until ``stop`` is called from another thread (or a signal handler:
+        the wait is sliced so that a handler of the main thread gets to run, see cluster.app.stop_signal)."""
+        self.start()
+        while not self._stopping.wait(0.2):
+            pass
+
+    # ------------------------------------------------------------ acquiring
+
+    def _reserve_slots(self) -> int:
+        """Wait for free slots and reserve them all for one acquire call (0 when stopping)."""
+        with self._lock:
+            while self._busy + self._reserved >= self.concurrency and not self._stopping.is_set():
+                self._lock.wait(0.5)
+            if self._stopping.is_set():
+                return 0
+            free = self.concurrency - self._busy - self._reserved
+            self._reserved += free
+            return free
+
+    def _acquire_loop(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            free = self._reserve_slots()
+            if free <= 0:
+                continue
+            tasks: list[Task] = []
+            try:
+                tasks = self.api.acquire(self.queues, free, ACQUIRE_WAIT_MS)
+                backoff = 0.1
+            except Exception as exc:  # noqa: BLE001 - the cluster may be failing over
+                log.warning("acquire failed (%s); retrying in %.1f s", exc, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            finally:
+                self._launch(tasks, free)
+
+    def _launch(self, tasks: list[Task], reserved: int) -> None:
+        """Start the granted tasks in the slots reserved for them; give back the slots left unused."""
+        helds = []
+        for task in tasks:
+            ctx = TaskContext()
+            if task.timeout_ms > 0:
+                ctx.deadline = time.monotonic() + task.timeout_ms / 1000.0
+            helds.append(_Held(task, ctx, max(0.1, (task.expires_ms - time.time() * 1000) / 1000.0)))
+        with self._lock:
+            self._reserved -= reserved
+            for held in helds:
+                self._held[held.task.lease_id] = held
+                self._busy += 1
+            self._lock.notify_all()
+        for held in helds:  # a reserved slot means a worker thread is free for it
+            self._runs.put(held)
+
+    # ------------------------------------------------------------ renewing
+
+    def _renew_loop(self) -> None:
+        while not self._stopping.is_set() or self._held:
+            with self._lock:
+                held = list(self._held.values())
+            period = min([h.ttl_s / 3.0 for h in held], default=0.5)
+            if held:
+                self._renew_once(held)
+            if self._stopping.wait(max(MIN_RENEW_S, period)) and not self._held:
+                return
+
+    def _renew_once(self, held: list[_Held]) -> None:
+        try:
+            results = self.api.renew([(h.task.lease_id, h.task.fencing_token) for h in held])
+        except Exception as exc:  # noqa: BLE001 - keep trying: the new leader grants a grace period
+            log.warning("renewal of %d leases failed (%s); retrying", len(held), exc)
+            return
+        by_id = {h.task.lease_id: h for h in held}
+        for r in results:
+            h = by_id.get(r.lease_id)
+            if h is None:
+                continue
+            if not r.ok:
+                if not h.busy:  # done, its completion on the way (or just answered): that answer decides
+                    continue
+                log.warning("lease %s of run %s was lost: %s", r.lease_id, h.task.run_id, r.error)
+                h.lost = True
+                h.ctx.reason = f"lease lost: {r.error}"
+                h.ctx.cancelled.set()
+            elif r.cancel_requested and not h.ctx.cancelled.is_set():
+                h.ctx.reason = "cancelled by request"
+                h.ctx.cancelled.set()
+
+    # ------------------------------------------------------------ working
+
+    def _worker_loop(self) -> None:
+        while (held := self._runs.get()) is not None:
+            self._work(held)
+
+    def _work(self, held: _Held) -> None:
+        task, ctx = held.task, held.ctx
+        succeeded, result, error = False, b"", ""
+        try:
+            handler = self.handlers.get(task.type)
+            if handler is None:
+                raise HandlerError(f"this executor has no handler for job type {task.type!r}")
+            value = handler(task, ctx)
+            result = value if isinstance(value, bytes) else (b"" if value is None else str(value).encode("utf-8"))
+            succeeded = True
+        except HandlerError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a user's handler failed
+            error = f"{type(exc).__name__}: {exc}"
+            ctx.log.write(traceback.format_exc())
+        try:
+            self._finish(held, succeeded, result, error)
+        except Exception:  # noqa: BLE001 - never lose track of a held lease
+            log.exception("run %s: finishing failed", task.run_id)
+            self._done_with(held)
+
+    def _release(self, held: _Held) -> None:
+        """The run's work is done (its completion may still be on its way): its slot is free."""
+        with self._lock:
+            if held.busy:
+                held.busy = False
+                self._busy -= 1
+                self._lock.notify_all()
+
+    def _done_with(self, held: _Held) -> None:
+        """Nothing more to do for this lease: stop renewing it."""
+        held.ctx.log.close()
+        self._release(held)
+        with self._lock:
+            self._held.pop(held.task.lease_id, None)
+            self._lock.notify_all()
+
+    def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
+        task = held.task
+        if held.lost:
+            self.lost += 1
+            log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
+            self._done_with(held)
+            return
+        log_uri, missing = self._store_output(held, result)
+        if missing:
+            error = f"{error}; {missing}" if error else missing
+        held.ctx.log.close()
+        self._release(held)  # the lease stays renewed until the completion is answered
+        self._completer.submit((task, succeeded, result, error, log_uri), lambda failure: self._completed(held, failure))
+
+    def _completed(self, held: _Held, failure: Exception | None) -> None:
+        task = held.task
+        if failure is None:
+            self.completed += 1
+        elif isinstance(failure, LeaseLost):
+            self.lost += 1
+            log.warning("run %s: completion refused (lease lost): %s", task.run_id, failure)
+        else:
+            log.error("run %s: completion failed: %s; the lease will expire and the run be retried", task.run_id, failure)
+        self._done_with(held)
+
+    def _store_output(self, held: _Held, result: bytes) -> tuple[str, str]:
+        """Write the log and result through the store: (log_uri, "") or ("", "output missing: <why>").
+
+        A failing store is retried with exponential backoff and jitter for up to
+        ``output_retry_s`` (the lease is renewed meanwhile); then, or at once for a
+        failure that retrying cannot fix, or when the executor stops, the run is
+        completed without its output — the completion itself is never given up.
+        """
+        if self.output is None:
+            return "", ""
+        if not result and held.ctx.log.size == 0:
+            return EMPTY_OUTPUT_URI, ""  # nothing to keep: no file, no object, no request
+        task = held.task
+        key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
+        budget = float(getattr(self, "output_retry_s", OUTPUT_RETRY_S))
+        started = time.monotonic()
+        deadline, delay, tries = started + budget, OUTPUT_BACKOFF_S, 0
+        while True:
+            tries += 1
+            try:
+                return self.output.put(key, held.ctx.log, result), ""
+            except Exception as exc:  # noqa: BLE001 - a store failure must never cost the completion
+                retryable = getattr(exc, "retryable", True)
+                left = deadline - time.monotonic()
+                if not retryable or left <= 0 or held.lost or self._stopping.is_set():
+                    why = "" if retryable else ", not retryable"
+                    took = time.monotonic() - started
+                    missing = (
+                        f"output missing: storing the log at {self.output.uri_for(key)} failed "
+                        f"({tries} tries in {took:.1f} s{why}): {exc}"
+                    )
+                    log.error("run %s: %s", task.run_id, missing)
+                    return "", missing
+                wait = min(left, delay * (0.5 + random.random()))
+                log.warning("run %s: storing output failed (%s); try %d again in %.1f s", task.run_id, exc, tries + 1, wait)
+                if self._stopping.wait(wait):
+                    continue  # stopping: one last try, then give up without waiting
+                delay = min(delay * 2, OUTPUT_MAX_BACKOFF_S)

@@ -1,0 +1,258 @@
+"""The scheduler's use cases in domain terms: what JobService does, without protobuf.
+
+Each write validates its input, stamps ``now`` and proposes one command;
+each read runs after a read barrier. Results come back as copies of the
+records, so callers never hold live state. Refusals raise
+``RejectedError``/``ValidationError``/``Unavailable``; ``rpc.server.errors`` maps
+them to gRPC status codes.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
+
+from cluster.domain import commands as c
+from cluster.domain.model import Job, JobSpec, JobStatus, Run, RunStatus
+from cluster.domain.results import NotFound, Ok, Rejected, RejectedError, Result, ValidationError
+from cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
+from cluster.domain.spec_codec import spec_fingerprint
+from cluster.domain.state import JobStateMachine
+from cluster.domain.validation import Limits, validate_spec
+from cluster.node.clock import Clock
+from cluster.node.replicated_state import ReplicatedState
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+Item = TypeVar("Item")
+
+#: items a list call examines per hold of the state lock
+SCAN_CHUNK = 2000
+MAX_PREVIEW = 1000
+#: items in one CreateJobs call
+MAX_CREATE_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list
+    next_token: str
+
+
+@dataclass(frozen=True)
+class Counts:
+    runs: dict[RunStatus, int]  # by status
+    jobs: int
+    pending_by_queue: dict[str, int]  # queues with PENDING runs only
+
+
+def new_job_id(now_ms: int) -> str:
+    """Job ids sort by creation time: 12 hex digits of milliseconds, then 8 random ones."""
+    return f"j-{now_ms:012x}{os.urandom(4).hex()}"
+
+
+def _page_size(size: int) -> int:
+    if size < 0:
+        raise ValidationError(f"page_size {size} is negative")
+    return min(size or DEFAULT_PAGE, MAX_PAGE)
+
+
+def _unwrap(result: Result) -> object:
+    if isinstance(result, Rejected):
+        raise RejectedError(result)
+    assert isinstance(result, Ok)
+    return result.value
+
+
+class JobService:
+    def __init__(self, store: ReplicatedState, clock: Clock, limits: Limits) -> None:
+        self._store = store
+        self._clock = clock
+        self._limits = limits
+
+    # -------------------------------------------------------------- writes
+
+    def _write(self, cmd: c.Command) -> object:
+        value = _unwrap(self._store.submit(cmd))
+        with self._store.lock:
+            return copy.copy(value)
+
+    def _create_command(self, spec: JobSpec, idempotency_key: str, now: int) -> c.CreateJob:
+        validate_spec(spec, self._limits)
+        if len(idempotency_key) > 256:
+            raise ValidationError("idempotency_key is longer than 256 characters")
+        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec))
+
+    def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
+        job = self._write(self._create_command(spec, idempotency_key, self._clock.now_ms()))
+        assert isinstance(job, Job)
+        return job
+
+    def create_jobs(self, items: list[tuple[JobSpec, str] | Exception]) -> list[Job | Exception]:
+        """Create many jobs in one go: each item is a ``(spec, idempotency_key)`` (or the error
+        its conversion raised) and gets its job or its own error, as ``create_job`` would.
+        The commands travel together (group commit), so a batch costs a few Raft entries."""
+        if not items:
+            raise ValidationError("no jobs to create: send at least one")
+        if len(items) > MAX_CREATE_BATCH:
+            raise ValidationError(f"{len(items)} jobs in one call; the limit is {MAX_CREATE_BATCH}: split the batch")
+        now = self._clock.now_ms()
+        return self._store.submit_each(items, lambda item: self._create_command(item[0], item[1], now))
+
+    def update_job(self, job_id: str, spec: JobSpec) -> Job:
+        _require_id("job_id", job_id)
+        validate_spec(spec, self._limits)
+        return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec))
+
+    def _job_write(self, cmd: c.Command) -> Job:
+        job = self._write(cmd)
+        assert isinstance(job, Job)
+        return job
+
+    def pause_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        return self._job_write(c.PauseJob(self._clock.now_ms(), job_id))
+
+    def resume_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        return self._job_write(c.ResumeJob(self._clock.now_ms(), job_id))
+
+    def delete_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        return self._job_write(c.DeleteJob(self._clock.now_ms(), job_id))
+
+    def trigger_job(self, job_id: str) -> Run:
+        _require_id("job_id", job_id)
+        run = self._write(c.TriggerJob(self._clock.now_ms(), job_id))
+        assert isinstance(run, Run)
+        return run
+
+    def cancel_run(self, run_id: str) -> Run:
+        _require_id("run_id", run_id)
+        run = self._write(c.CancelRun(self._clock.now_ms(), run_id))
+        assert isinstance(run, Run)
+        return run
+
+    # -------------------------------------------------------------- reads
+
+    def get_job(self, job_id: str) -> Job:
+        _require_id("job_id", job_id)
+        job = self._store.read(lambda m: copy.copy(m.jobs.get(job_id)))
+        if job is None:
+            raise RejectedError(NotFound(f"job {job_id} not found"))
+        return job
+
+    def get_run(self, run_id: str) -> Run:
+        _require_id("run_id", run_id)
+        run = self._store.read(lambda m: copy.copy(m.runs.get(run_id)))
+        if run is None:
+            raise RejectedError(NotFound(f"run {run_id} not found"))
+        return run
+
+    def counts(self) -> Counts:
+        """Jobs and runs in this node's state as applied so far: no barrier, no Raft round trip."""
+
+        def count(m: JobStateMachine) -> Counts:
+            return Counts(dict(m.run_counts), len(m.jobs), {q: len(runs) for q, runs in m.pending.items() if runs})
+
+        return self._store.read(count, barrier=False)
+
+    def list_jobs(
+        self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
+    ) -> Page:
+        size = _page_size(page_size)
+
+        def keep(j: Job) -> bool:
+            return (
+                (not queue or j.spec.queue == queue)
+                and (status is None or j.status is status)
+                and j.spec.name.startswith(name_prefix)
+            )
+
+        return self._scan(lambda m, after: m.iter_jobs(after), keep, size, lambda j: j.job_id, page_token)
+
+    def list_runs(self, job_id: str = "", status: RunStatus | None = None, page_size: int = 0, page_token: str = "") -> Page:
+        size = _page_size(page_size)
+
+        def keep(r: Run) -> bool:
+            return status is None or r.status is status
+
+        if job_id:
+            _parse_run_token(page_token)  # a bad token is INVALID_ARGUMENT before anything is read
+
+            def job_runs(m: JobStateMachine, after: str) -> Iterator[Run]:
+                if job_id not in m.jobs:
+                    raise RejectedError(NotFound(f"job {job_id} not found"))
+                return m.iter_job_runs(job_id, _parse_run_token(after))
+
+            return self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", page_token)
+        return self._scan(lambda m, after: m.iter_runs(after), keep, size, lambda r: r.run_id, page_token)
+
+    def _scan(
+        self,
+        iterate: Callable[[JobStateMachine, str], Iterator[Item]],
+        keep: Callable[[Item], bool],
+        size: int,
+        key: Callable[[Item], str],
+        page_token: str,
+    ) -> Page:
+        """One page of what ``iterate`` yields after ``page_token``, filtered by ``keep``.
+
+        The state lock is held for at most ``SCAN_CHUNK`` examined items at a time: a filter
+        that matches little in a million jobs must not hold up Raft's apply (the tick thread
+        waits for this lock; a leader whose tick stalls for its fallback timeout steps down).
+        The first chunk is read after a barrier; later ones continue on this node's state,
+        which is only newer. A page is then not one snapshot, as pages never were.
+        """
+        out: list[Item] = []
+        cursor, first = page_token, True
+        while True:
+
+            def chunk(m: JobStateMachine, after: str = cursor) -> tuple[list[Item], str, bool]:
+                kept: list[Item] = []
+                last, examined = after, 0
+                for item in iterate(m, after):
+                    last = key(item)
+                    if keep(item):
+                        kept.append(copy.copy(item))
+                        if len(out) + len(kept) > size:
+                            return kept, last, False
+                    examined += 1
+                    if examined >= SCAN_CHUNK:
+                        return kept, last, False
+                return kept, last, True
+
+            kept, cursor, exhausted = self._store.read(chunk, barrier=first)
+            first = False
+            out.extend(kept)
+            if len(out) > size:
+                return Page(out[:size], key(out[size - 1]))
+            if exhausted:
+                return Page(out, "")
+
+    def preview(self, spec_schedule: object, after_ms: int | None, count: int) -> list[int]:
+        try:
+            validate_schedule(spec_schedule)  # type: ignore[arg-type]
+        except ScheduleError as exc:
+            raise ValidationError(str(exc)) from exc
+        if count < 0:
+            raise ValidationError(f"count {count} is negative")
+        count = min(count or 10, MAX_PREVIEW)
+        start = self._clock.now_ms() if after_ms is None else after_ms
+        return upcoming(spec_schedule, start, start, count)  # type: ignore[arg-type]
+
+
+def _require_id(field: str, value: str) -> None:
+    if not value:
+        raise ValidationError(f"{field} is required")
+
+
+def _parse_run_token(token: str) -> tuple[int, str] | None:
+    if not token:
+        return None
+    ms, sep, run_id = token.partition("|")
+    if not sep or not ms.lstrip("-").isdigit():
+        raise ValidationError(f"page_token {token!r} is not a token this server gave out")
+    return (int(ms), run_id)

@@ -1,0 +1,209 @@
+"""The leader loop: only the Raft leader fires, and firing is a committed command.
+
+On becoming leader (as pysyncobj hints): commit a barrier so this node has
+applied everything earlier leaders committed, then repeatedly take the jobs
+due within the look-ahead from the state machine's index ordered by next
+fire time (never a scan of all jobs) and propose them in batched ``Fire``
+commands, pipelined. A fire item names the instant the leader expects; the
+state machine ignores it if that instant was already handled, so two nodes
+that both think they lead, or a retried proposal, cannot fire twice. On
+losing leadership the loop stops proposing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from typing import Any
+
+from cluster.domain import commands as c
+from cluster.domain.results import Ok, Unavailable
+from cluster.node.clock import Clock
+from cluster.node.config import SchedulerConfig
+from cluster.node.replicated_state import ReplicatedState
+
+log = logging.getLogger("raftsched.leader")
+
+#: an in-flight fire item with no answer after this long may be proposed again (idempotent)
+INFLIGHT_RETRY_S = 5.0
+#: at most this many fire batches wait for their commit at once (the pipeline's depth)
+MAX_BATCHES_IN_FLIGHT = 4
+#: shortest pause between two looks while work is flowing (an apply wakes the loop)
+MIN_PAUSE_S = 0.002
+#: longest sleep between looks at the due index
+MAX_IDLE_S = 0.05
+
+
+class LeaderLoop:
+    def __init__(self, store: ReplicatedState, clock: Clock, cfg: SchedulerConfig) -> None:
+        self._store = store
+        self._clock = clock
+        self._cfg = cfg
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._inflight: dict[tuple[str, int], float] = {}
+        self._inflight_lock = threading.Lock()
+        self._expiring: dict[tuple[str, int], float] = {}
+        self._pruning_since = 0.0
+        self._leading = False
+        self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
+        self.fires_proposed = 0
+        self._planned_ms: int | None = None  # the next due instant the loop last planned around
+        store.on_applied.append(self._after_apply)
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake()
+        self._thread.join(timeout=5)
+
+    def wake(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def _after_apply(self, _events: list) -> None:
+        """On the tick thread: wake the loop only if a job now comes due earlier than it planned for."""
+        if not self._leading:
+            return
+        due = self._store.machine.due
+        head = due[0][0] if due else None
+        planned = self._planned_ms
+        if head is not None and (planned is None or head < planned):
+            self.wake()
+
+    def _sleep(self, seconds: float) -> None:
+        with self._wake:
+            self._wake.wait(max(0.0, seconds))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Unavailable as exc:
+                log.info("leader loop: %s", exc)
+                self._leading = False
+                self._sleep(0.1)
+            except Exception:
+                log.exception("leader loop failed; retrying")
+                self._leading = False
+                self._sleep(0.5)
+
+    def _step(self) -> None:
+        raft = self._store.raft
+        if not raft.is_leader():
+            if self._leading:
+                log.info("no longer the leader: firing stops")
+            self._leading = False
+            self._sleep(0.05)
+            return
+        if not self._leading:
+            self._become_leader()
+            return
+        self._sleep(min(self._fire_due(), self._expire_due(), self._prune_due()))
+
+    def _become_leader(self) -> None:
+        result = self._store.submit(c.Barrier(self._clock.now_ms()))
+        if not isinstance(result, Ok):
+            raise Unavailable(f"leader barrier failed: {result}")
+        grace_ms = int(self._cfg.lease_grace_s * 1000)
+        extended = self._store.submit(c.GraceLeases(self._clock.now_ms(), grace_ms))
+        with self._inflight_lock:
+            self._inflight.clear()
+            self._expiring.clear()
+        self._leading = True
+        log.info(
+            "became leader: barrier committed at index %s, %s live leases given at least %d ms, firing starts",
+            result.value,
+            extended.value if isinstance(extended, Ok) else "?",
+            grace_ms,
+        )
+
+    def _fire_due(self) -> float:
+        """Propose what is due (pipelined batches); return how long to sleep at most."""
+        cfg = self._cfg
+        now = self._clock.now_ms()
+        lookahead = int(cfg.fire_lookahead_s * 1000)
+        limit = cfg.fire_batch * MAX_BATCHES_IN_FLIGHT - len(self._inflight)
+        if limit <= 0:  # the pipeline is full: wait for a commit to free a slot
+            return MAX_IDLE_S
+        due, next_due = self._store.read(
+            lambda m: (m.due_jobs(now + lookahead, limit + len(self._inflight)), m.next_due_ms()), barrier=False
+        )
+        self._planned_ms = next_due
+        mono = self._clock.monotonic()
+        with self._inflight_lock:
+            items = [d for d in due if self._inflight.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
+            for item in items:
+                self._inflight[item] = mono
+        for start in range(0, len(items), cfg.fire_batch):
+            self._propose(items[start : start + cfg.fire_batch], now, lookahead)
+        if items:
+            return MIN_PAUSE_S
+        if next_due is None:
+            return MAX_IDLE_S
+        return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
+
+    def _prune_due(self) -> float:
+        """Propose the removal of history past its retention, one entry at a time."""
+        now = self._clock.now_ms()
+        next_ms = self._store.read(lambda m: m.next_prune_ms(), barrier=False)
+        if next_ms is None or next_ms > now:
+            return MAX_IDLE_S
+        mono = self._clock.monotonic()
+        if self._pruning_since and mono - self._pruning_since < INFLIGHT_RETRY_S:
+            return MAX_IDLE_S
+
+        def done(_result: Any, _error: int) -> None:
+            self._pruning_since = 0.0
+
+        self._pruning_since = mono
+        self._store.raft.propose_async(c.encode(c.PruneHistory(now)), done)
+        return MAX_IDLE_S
+
+    def _expire_due(self) -> float:
+        """Propose the expiry of leases past their deadline; return how long to sleep at most."""
+        now = self._clock.now_ms()
+        limit = 1000
+        due, next_deadline = self._store.read(
+            lambda m: (m.expired_leases(now, limit + len(self._expiring)), m.next_lease_deadline()), barrier=False
+        )
+        mono = self._clock.monotonic()
+        with self._inflight_lock:
+            items = [d for d in due if self._expiring.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
+            for item in items:
+                self._expiring[item] = mono
+        if items:
+            cmd = c.ExpireLeases(now, tuple((lease_id, token, random.random()) for lease_id, token in items))
+
+            def done(_result: Any, error: int) -> None:
+                with self._inflight_lock:
+                    for item in items:
+                        self._expiring.pop(item, None)
+
+            self._store.raft.propose_async(c.encode(cmd), done)
+        if items:
+            return MIN_PAUSE_S
+        if next_deadline is None or next_deadline < now:
+            return MAX_IDLE_S
+        return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
+
+    def _propose(self, batch: list[tuple[str, int]], now: int, lookahead: int) -> None:
+        cmd = c.Fire(now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000))
+
+        def done(_result: Any, error: int) -> None:
+            with self._inflight_lock:
+                for item in batch:
+                    self._inflight.pop(item, None)
+            self.wake()  # a pipeline slot is free
+            if error != 0:
+                log.debug("fire batch of %d not committed (reason %s); will retry", len(batch), error)
+
+        self._store.raft.propose_async(c.encode(cmd), done)
+        self.fires_proposed += len(batch)

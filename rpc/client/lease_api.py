@@ -1,0 +1,130 @@
+"""The executor's view of LeaseService: domain values in, domain values out."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from cluster.executor.handlers import LeaseLost, Task
+from cluster.executor.worker import Done
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc import convert as cv
+from rpc.client.client import Client
+
+
+@dataclass(frozen=True)
+class RenewResult:
+    lease_id: str
+    ok: bool
+    expires_ms: int
+    cancel_requested: bool
+    error: str
+
+
+class GrpcLeaseApi:
+    """Implements ``cluster.executor.worker.LeaseApi`` over gRPC, following the leader through any node."""
+
+    def __init__(self, client: Client, executor_id: str) -> None:
+        self.client = client
+        self.executor_id = executor_id
+
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]:
+        req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs)
+        cv.to_dur(wait_ms, req.wait)
+        resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10)
+        return [
+            Task(
+                lease_id=lease.lease_id,
+                fencing_token=lease.fencing_token,
+                run_id=lease.run.run_id,
+                job_id=lease.run.job_id,
+                attempt=lease.run.attempt,
+                type=lease.type,
+                payload=bytes(lease.payload),
+                timeout_ms=cv.dur_ms(lease.timeout),
+                expires_ms=cv.ts_ms(lease.expires_at),
+                scheduled_ms=cv.ts_ms(lease.run.scheduled_time),
+            )
+            for lease in resp.leases
+        ]
+
+    def renew(self, leases: list[tuple[str, int]]) -> list[RenewResult]:
+        req = pb.RenewLeaseRequest(executor_id=self.executor_id)
+        for lease_id, token in leases:
+            req.leases.add(lease_id=lease_id, fencing_token=token)
+        try:
+            resp = self.client.lease("RenewLease", req)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
+                raise
+            return [RenewResult(lease_id, False, 0, False, exc.details()) for lease_id, _ in leases]  # type: ignore[attr-defined]
+        return [RenewResult(r.lease_id, r.ok, cv.ts_ms(r.expires_at), r.cancel_requested, r.error) for r in resp.leases]
+
+    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
+        try:
+            self.client.lease("CompleteRun", _complete_request((task, succeeded, result, error, log_uri)))
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
+                raise LeaseLost(exc.details()) from exc  # type: ignore[attr-defined]
+            raise
+
+    def complete_many(self, done: list[Done]) -> list[Exception | None]:
+        """Several completions in one CompleteRuns call; per run None, ``LeaseLost`` or another error.
+        Items answered UNAVAILABLE are sent again (a few times); a node that does not know
+        CompleteRuns yet (UNIMPLEMENTED) gets them one by one."""
+        out: list[Exception | None] = [None] * len(done)
+        todo = list(range(len(done)))
+        for attempt in range(UNAVAILABLE_ROUNDS):
+            req = pb.CompleteRunsRequest(runs=[_complete_request(done[i]) for i in todo])
+            try:
+                resp = self.client.lease("CompleteRuns", req)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                    raise
+                return [self._complete_one(item) for item in done]
+            retry = []
+            for i, r in zip(todo, resp.results):
+                out[i] = _item_error(r.status)
+                if r.status.code == _UNAVAILABLE:
+                    retry.append(i)
+            if not retry:
+                break
+            todo = retry
+            time.sleep(0.1 * (attempt + 1))
+        return out
+
+    def _complete_one(self, item: Done) -> Exception | None:
+        try:
+            self.complete(*item)
+            return None
+        except Exception as exc:  # noqa: BLE001 - reported per item
+            return exc
+
+
+UNAVAILABLE_ROUNDS = 4
+
+
+def _complete_request(done: Done) -> pb.CompleteRunRequest:
+    task, succeeded, result, error, log_uri = done
+    return pb.CompleteRunRequest(
+        lease_id=task.lease_id,
+        fencing_token=task.fencing_token,
+        outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
+        result=result,
+        error=error,
+        log_uri=log_uri,
+    )
+
+
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+
+
+def _item_error(status: pb.ItemStatus) -> Exception | None:
+    if status.code == 0:
+        return None
+    if status.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]:
+        return LeaseLost(status.message)
+    return RuntimeError(f"{_CODE_NAMES.get(status.code, status.code)}: {status.message}")

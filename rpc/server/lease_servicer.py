@@ -1,0 +1,68 @@
+"""LeaseService over gRPC: conversion around ``cluster.node.lease_service.LeaseService``."""
+
+from __future__ import annotations
+
+import grpc
+
+from cluster.domain.results import ValidationError
+from cluster.node.lease_service import Completion, LeaseService
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc import convert as cv
+from rpc.server.errors import convert_each, fill_results, guarded
+
+_OUTCOMES = {pb.OUTCOME_SUCCEEDED: True, pb.OUTCOME_FAILED: False}
+
+
+class LeaseServicer(pb_grpc.LeaseServiceServicer):
+    def __init__(self, service: LeaseService) -> None:
+        self._svc = service
+
+    @guarded
+    def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.ServicerContext) -> pb.AcquireLeaseResponse:
+        wait_ms = cv.dur_ms(request.wait) if request.HasField("wait") else 0
+        grants = self._svc.acquire(request.executor_id, list(request.queues), request.max_runs, wait_ms, alive=context.is_active)
+        resp = pb.AcquireLeaseResponse()
+        for g in grants:
+            lease = resp.leases.add(
+                lease_id=g.run.lease_id, fencing_token=g.run.fencing_token, type=g.spec.type, payload=g.spec.payload
+            )
+            cv.to_ts(g.run.lease_expires_ms, lease.expires_at)
+            cv.run_to_pb(g.run, lease.run)
+            cv.to_dur(g.spec.timeout_ms, lease.timeout)
+        return resp
+
+    @guarded
+    def RenewLease(self, request: pb.RenewLeaseRequest, context: grpc.ServicerContext) -> pb.RenewLeaseResponse:
+        refs = [(ref.lease_id, ref.fencing_token) for ref in request.leases]
+        resp = pb.RenewLeaseResponse()
+        for r in self._svc.renew(request.executor_id, refs):
+            item = resp.leases.add(lease_id=r.lease_id, ok=r.ok, cancel_requested=r.cancel_requested, error=r.error)
+            if r.ok:
+                cv.to_ts(r.expires_ms, item.expires_at)
+        return resp
+
+    @guarded
+    def CompleteRun(self, request: pb.CompleteRunRequest, context: grpc.ServicerContext) -> pb.CompleteRunResponse:
+        run = self._svc.complete(*_completion(request))
+        return pb.CompleteRunResponse(run=cv.run_to_pb(run))
+
+    @guarded
+    def CompleteRuns(self, request: pb.CompleteRunsRequest, context: grpc.ServicerContext) -> pb.CompleteRunsResponse:
+        answers = self._svc.complete_many(convert_each(request.runs, _completion))
+        resp = pb.CompleteRunsResponse()
+        fill_results(resp.results, answers, lambda run, entry: cv.run_to_pb(run, entry.run), "CompleteRuns")
+        return resp
+
+
+def _completion(request: pb.CompleteRunRequest) -> Completion:
+    if request.outcome not in _OUTCOMES:
+        raise ValidationError("outcome must be OUTCOME_SUCCEEDED or OUTCOME_FAILED")
+    return (
+        request.lease_id,
+        request.fencing_token,
+        _OUTCOMES[request.outcome],
+        bytes(request.result),
+        request.error,
+        request.log_uri,
+    )
