@@ -1,1 +1,1 @@
-"""The domain (pure job state machine, schedule math) and the node runtime (config, wiring, leader loop)."""
+"""raftsched's own code, by layer: ``domain`` (pure), ``node`` and ``executor`` (runtimes with ports), ``app`` (wiring)."""

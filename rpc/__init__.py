@@ -1,1 +1,1 @@
-"""gRPC servicers, protobuf conversion, the status table, the client and the command-line client."""
+"""gRPC: ``rpc.server`` (servicers, status table), ``rpc.client`` (Python client), ``rpc.convert`` (protobuf <-> domain)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cluster.domain.errors import ValidationError
 from cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
     DEFAULT_HISTORY_LIMIT,
@@ -28,7 +29,7 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
-from cluster.domain.results import ValidationError
+from cluster.node.run_output import RunOutput
 from protos.raftsched.v1 import scheduler_pb2 as pb
 
 _DEFAULT_RETRY = RetryPolicy()
@@ -191,3 +192,9 @@ def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
         if ms:
             to_ts(ms, getattr(out, name))
     return out
+
+
+def run_output_to_pb(o: RunOutput) -> pb.RunOutput:
+    return pb.RunOutput(
+        run_id=o.run_id, attempt=o.attempt, log=o.log, result=o.result, log_uri=o.log_uri, missing_reason=o.missing_reason
+    )

@@ -13,15 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import re
 import threading
 from typing import Any, Callable
 
-from storage.output import EMPTY_OUTPUT_URI
+from cluster.domain.output import EMPTY_OUTPUT_URI, is_log_name, result_name
 
 log = logging.getLogger("raftsched.janitor")
-
-_LOG_NAME = re.compile(r"/attempt-\d+-token-\d+\.log$")
 
 
 class OutputJanitor:
@@ -56,9 +53,9 @@ class OutputJanitor:
     def delete(self, uri: str) -> None:
         if uri.startswith("file://"):
             path = uri[len("file://") :]
-            if not _LOG_NAME.search(path) or "/../" in path or not os.path.isabs(path):
+            if not is_log_name(path) or "/../" in path or not os.path.isabs(path):
                 return
-            for p in (path, path[:-4] + ".result"):
+            for p in (path, result_name(path)):
                 try:
                     os.remove(p)
                 except FileNotFoundError:
@@ -70,7 +67,7 @@ class OutputJanitor:
                     break
         elif uri.startswith("s3://") and self._s3_client is not None:
             bucket, _, key = uri[len("s3://") :].partition("/")
-            if bucket and _LOG_NAME.search("/" + key):
+            if bucket and is_log_name(key):
                 self._s3_client().delete_objects(
-                    Bucket=bucket, Delete={"Objects": [{"Key": key}, {"Key": key[:-4] + ".result"}], "Quiet": True}
+                    Bucket=bucket, Delete={"Objects": [{"Key": key}, {"Key": result_name(key)}], "Quiet": True}
                 )

@@ -1,6 +1,6 @@
 """The S3 output store (boto3): any S3-compatible server, credentials by boto3's usual chain.
 
-Objects (see ``storage.output`` for the contract):
+Objects (the contract: ``cluster.executor.ports.OutputStore``):
 
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.log
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.result
@@ -22,14 +22,10 @@ import re
 import threading
 from typing import Any
 
-from storage.output import (
-    LogSource,
-    OutputKey,
-    OutputMissing,
-    OutputStoreError,
-    as_log_source,
-    truncation_note,
-)
+from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
+from cluster.executor.ports import LogSource, as_log_source
+from storage.local_store import truncation_note
+from storage.s3_client import make_s3_client
 
 PART_SIZE = 8 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's floor for every part but the last
@@ -55,20 +51,6 @@ _NOT_RETRYABLE = {
     "InvalidObjectState",
 }
 _META_SAFE = re.compile(r"[^A-Za-z0-9_.@:-]")
-_LOG_KEY = re.compile(r"(^|/)attempt-\d+-token-\d+\.log$")
-
-
-def _boto_client(region: str, endpoint_url: str, connect_timeout: float, read_timeout: float, attempts: int) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        retries={"max_attempts": attempts, "mode": "standard"},
-        s3={"addressing_style": "path"} if endpoint_url else None,
-    )
-    return boto3.session.Session().client("s3", region_name=region or None, endpoint_url=endpoint_url or None, config=config)
 
 
 def _error_code(exc: BaseException) -> tuple[str, int]:
@@ -134,7 +116,7 @@ class S3OutputStore:
         self.region = region
         self.endpoint_url = endpoint_url
         self.part_size = part_size
-        self._client = client or _boto_client(region, endpoint_url, 5.0, 60.0, 3)
+        self._client = client or make_s3_client(region, endpoint_url, 5.0, 60.0, 3)
 
     @property
     def _where(self) -> str:
@@ -219,12 +201,12 @@ class S3OutputReader:
 
     def __init__(self, endpoint_url: str = "", region: str = "", client: Any = None) -> None:
         self.endpoint_url = endpoint_url
-        self._client = client or _boto_client(region, endpoint_url, 2.0, 10.0, 2)
+        self._client = client or make_s3_client(region, endpoint_url, 2.0, 10.0, 2)
         self._lock = threading.Lock()
 
     def __call__(self, uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
         bucket, _, key = uri[len("s3://") :].partition("/")
-        if not uri.startswith("s3://") or not bucket or not _LOG_KEY.search(key):
+        if not uri.startswith("s3://") or not bucket or not is_log_name(key):
             raise OutputMissing(f"{uri} is not a raftsched run log (expected s3://bucket/.../attempt-N-token-T.log)")
         where = f"log {uri} (S3 at {self.endpoint_url or 'AWS'})"
         try:
@@ -236,7 +218,7 @@ class S3OutputReader:
             else:
                 log = self._get(bucket, key)
             try:
-                result = self._get(bucket, key[:-4] + ".result")
+                result = self._get(bucket, result_name(key))
             except Exception as exc:  # noqa: BLE001 - no result object: an empty result
                 if _error_code(exc)[0] not in ("NoSuchKey", "404"):
                     raise

@@ -322,7 +322,8 @@ def _follow_logs(a: argparse.Namespace, client: Client) -> None:
 def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
     s = client.cluster_status()
     rows = [
-        [m.id, pb.MemberRole.Name(m.role)[12:], m.raft_address, m.grpc_address, "yes" if m.reachable else "no"] for m in s.members
+        [m.id, pb.MemberRole.Name(m.role)[12:], m.raft_address, m.grpc_address, "yes" if m.reachable else "no", m.version or "?"]
+        for m in s.members
     ]
     head = f"leader: {s.leader_id or '(none)'}  term: {s.term}  commit: {s.commit_index}  applied: {s.applied_index}  (answered by {s.self_id})"
     runs = ", ".join(f"{f.name.replace('_', ' ')} {v}" for f, v in s.runs.ListFields()) or "none"
@@ -331,7 +332,7 @@ def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
         deepest = sorted(s.pending_by_queue.items(), key=lambda kv: (-kv[1], kv[0]))
         more = f", ... {len(deepest) - 10} more" if len(deepest) > 10 else ""
         counts += "\npending by queue: " + ", ".join(f"{q} {n}" for q, n in deepest[:10]) + more
-    _print(a, s, head + "\n" + counts + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE"], rows))
+    _print(a, s, head + "\n" + counts + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE", "VERSION"], rows))
 
 
 def run(a: argparse.Namespace) -> int:
@@ -342,7 +343,7 @@ def run(a: argparse.Namespace) -> int:
         print(f"raftsched: {exc}", file=sys.stderr)
         return 2
     except grpc.RpcError as exc:
-        print(f"raftsched: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"raftsched: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -18,10 +18,12 @@ import socket
 import time
 
 from cluster.app.stop_signal import StopSignal
-from cluster.executor import handlers as handlers_mod
+from cluster.domain.output import OutputStoreError
+from cluster.executor.bounded_log import LogSettings
+from cluster.executor.ports import OutputStore
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
 from cluster.node.config import ConfigError, LogsConfig, load_config
-from storage.output import LocalOutputStore, OutputStore, OutputStoreError
+from storage.local_store import LocalOutputStore
 
 
 def _load_handler(spec: str) -> tuple[str, object]:
@@ -94,9 +96,9 @@ def check_output_store(store: OutputStore, retry_s: float, log: logging.Logger) 
             delay = min(delay * 2, 10.0)
 
 
-def _configure_spool(limit_mb: float, spool_dir: str) -> None:
+def _log_settings(limit_mb: float, spool_dir: str) -> LogSettings:
     try:
-        handlers_mod.configure_log_spool(int(limit_mb * 1024 * 1024), spool_dir)
+        settings = LogSettings(int(limit_mb * 1024 * 1024), spool_dir)
     except ValueError as exc:
         raise ConfigError(f"--log-limit-mb: {exc}") from exc
     if spool_dir:
@@ -106,6 +108,7 @@ def _configure_spool(limit_mb: float, spool_dir: str) -> None:
             raise ConfigError(f"--log-spool-dir {spool_dir}: cannot create it: {exc.strerror}") from exc
         if not os.access(spool_dir, os.W_OK | os.X_OK):
             raise ConfigError(f"--log-spool-dir {spool_dir} is not writable by this user")
+    return settings
 
 
 def run_executor(args: argparse.Namespace) -> int:
@@ -133,7 +136,7 @@ def run_executor(args: argparse.Namespace) -> int:
         retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
         if retry_s < 0:
             raise ConfigError("--output-retry-seconds must not be negative")
-        _configure_spool(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
+        log_settings = _log_settings(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
         store = build_output_store(logs_config(args, base_logs), output_dir)
         check_output_store(store, retry_s, log)
     except ConfigError as exc:
@@ -146,8 +149,9 @@ def run_executor(args: argparse.Namespace) -> int:
         args.concurrency,
         handlers,  # type: ignore[arg-type]
         store,
+        log_settings=log_settings,
+        output_retry_s=retry_s,
     )
-    executor.output_retry_s = retry_s  # type: ignore[attr-defined]
     stop = StopSignal()
     executor.start()
     log.info("serving queues %s with %d workers; output in %s", ",".join(executor.queues), args.concurrency, store.describe())

@@ -6,17 +6,24 @@ import argparse
 import os
 import sys
 
-# Before gRPC loads: no gRPC fork handlers. A node forks to write each snapshot, and the child
-# only encodes and writes; with fork support on, gRPC sometimes quiesced the parent's gRPC
-# around the fork and restarted its threads in the child, and snapshot children died of SIGSEGV
-# in plain Python code (8 of 65 in the million-job runs). Executors' shell jobs fork too.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
-from cluster.app import client_cli  # noqa: E402 - after the environment is set
+def _no_grpc_fork_handlers() -> None:
+    """Before gRPC loads: no gRPC fork handlers. A node forks to write each snapshot, and the child
+    only encodes and writes; with fork support on, gRPC sometimes quiesced the parent's gRPC
+    around the fork and restarted its threads in the child, and snapshot children died of SIGSEGV
+    in plain Python code (8 of 65 in the million-job runs). Executors' shell jobs fork too."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raftsched", description="raftsched: cron as a service on Raft")
+    from cluster.app import client_cli
+    from cluster.app.executor_main import add_output_args
+    from cluster.node.version import version_text
+
+    parser = argparse.ArgumentParser(
+        prog="raftsched", description="raftsched: cron as a service on Raft", formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     node = sub.add_parser("node", help="run one scheduler node in the foreground")
     node.add_argument("--config", required=True, help="path to cluster.toml")
@@ -30,14 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
     execu.add_argument("--executor-id", default="", help="default: host:pid")
     execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
-    from cluster.app.executor_main import add_output_args
-
     add_output_args(execu)
     client_cli.add_client_commands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    _no_grpc_fork_handlers()
+    from cluster.app import client_cli
+
     args = build_parser().parse_args(argv)
     if args.command == "node":
         from cluster.app.node_main import run_node

@@ -15,15 +15,17 @@ import os
 from typing import Any, Callable
 
 from cluster.app.stop_signal import StopSignal
+from cluster.domain.commands import FORMAT_VERSION
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits
 from cluster.node.clock import Clock, SystemClock
-from cluster.node.config import ClusterConfig, ConfigError, load_config
+from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
 from cluster.node.event_hub import EventHub
 from cluster.node.job_service import JobService
 from cluster.node.leader_loop import LeaderLoop
 from cluster.node.lease_service import LeaseService
 from cluster.node.replicated_state import ReplicatedState
+from cluster.node.version import VersionReporter, raftsched_version
 from raft.adapter import RaftNode, RaftSettings
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
@@ -32,6 +34,8 @@ from rpc.server.grpc_server import build_server
 from rpc.server.job_servicer import JobServicer
 from rpc.server.lease_servicer import LeaseServicer
 from storage.janitor import OutputJanitor
+from storage.reader import OutputReader
+from storage.s3_client import lazy_s3_client
 
 log = logging.getLogger("raftsched.node")
 
@@ -69,19 +73,19 @@ def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _s3_client_factory(cfg: ClusterConfig) -> Callable[[], Any] | None:
-    if cfg.logs.store != "s3":
-        return None
-    made: list[Any] = []
+def output_reader(logs: LogsConfig) -> OutputReader:
+    """Reads run output by URI; S3 with this node's [logs] endpoint and region (boto3 loaded on first use)."""
 
-    def client() -> Any:
-        if not made:
-            import boto3
+    def s3_reader() -> Any:
+        from storage.output_s3 import S3OutputReader
 
-            made.append(boto3.client("s3", region_name=cfg.logs.region or None, endpoint_url=cfg.logs.endpoint_url or None))
-        return made[0]
+        return S3OutputReader(logs.endpoint_url, logs.region)
 
-    return client
+    return OutputReader(s3_reader)
+
+
+def janitor_s3_client(logs: LogsConfig) -> Callable[[], Any] | None:
+    return lazy_s3_client(logs.region, logs.endpoint_url) if logs.store == "s3" else None
 
 
 class Node:
@@ -112,23 +116,26 @@ class Node:
             log_compaction_min_entries=t.snapshot_min_entries,
             log_compaction_min_time=t.snapshot_interval_s,
         )
+        version = raftsched_version()
+        self.version_reporter = VersionReporter(self.store, self.clock, node_id, version)
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler)
         self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
-        self.janitor = OutputJanitor(self.raft.is_leader, _s3_client_factory(cfg))
+        self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs))
         self.store.on_applied.append(self.janitor.on_applied)
-        self.service = JobService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes))
+        self.service = JobService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes), output_reader(cfg.logs))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
         self.server = build_server(
             me.grpc,
-            JobServicer(self.service, self.store, self.hub, cfg.logs),
+            JobServicer(self.service, self.hub),
             LeaseServicer(self.leases),
-            ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts),
+            ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {FORMAT_VERSION})"),
         )
 
     def start(self) -> None:
         self.server.start()
         self.leader.start()
+        self.version_reporter.start()
         log.info(
             "node %s serving gRPC on %s, Raft on %s",
             self.node_id,
@@ -138,6 +145,7 @@ class Node:
 
     def stop(self) -> None:
         log.info("node %s stopping", self.node_id)
+        self.version_reporter.stop()
         self.leader.stop()
         self.server.stop(grace=2).wait(3)
         self.raft.stop()

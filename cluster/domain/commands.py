@@ -9,34 +9,99 @@ that into a rejected result: ``apply`` never raises).
 
 One Raft entry may carry many fires (``Fire.items``): batching is how the
 leader keeps up with thousands of due instants per second.
+
+Adding a command is one place here — the class with ``@command(op, to_plain,
+from_plain)`` beside it — plus its handler in the state machine, registered
+with ``@handles(TheCommand)`` (a unit test checks every command has one).
+``op`` and the plain keys are the log's wire format: never rename them.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Callable, TypeVar, Union
 
+from cluster.domain.errors import RaftschedError
 from cluster.domain.model import JobSpec
 from cluster.domain.spec_codec import Plain, b64, spec_from_plain, spec_to_plain, unb64
 
 FORMAT_VERSION = 1
 
 
-class CommandFormatError(ValueError):
+class CommandFormatError(RaftschedError, ValueError):
     """The bytes are not a command this version understands."""
 
 
+C = TypeVar("C")
+#: how a command becomes the plain values of its log entry (without "op", "v", "now"), and back
+ToPlain = Callable[[Any], Plain]
+FromPlain = Callable[[Plain, int], Any]
+
+_ENCODERS: dict[type, tuple[str, ToPlain]] = {}
+_DECODERS: dict[str, FromPlain] = {}
+#: the state machine's handler of each command type (filled by ``handles``)
+HANDLERS: dict[type, Callable[..., Any]] = {}
+
+
+def command(op: str, to_plain: ToPlain, from_plain: FromPlain) -> Callable[[type[C]], type[C]]:
+    """Register a command class under its wire name ``op`` with its plain-value codec."""
+
+    def register(cls: type[C]) -> type[C]:
+        if op in _DECODERS:
+            raise ValueError(f"command op {op!r} is registered twice")
+        _ENCODERS[cls] = (op, to_plain)
+        _DECODERS[op] = from_plain
+        return cls
+
+    return register
+
+
+def handles(cmd_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a state-machine method ``fn(machine, cmd, index) -> Result`` as the handler of ``cmd_type``."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        HANDLERS[cmd_type] = fn
+        return fn
+
+    return register
+
+
+def registered_commands() -> list[type]:
+    return list(_ENCODERS)
+
+
+def _seq(value: Any) -> list[Any]:
+    """A JSON array, or TypeError: a string must not pass as a list of one-letter items."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _job_id(cmd: Any) -> Plain:
+    return {"job_id": cmd.job_id}
+
+
+@command(
+    "create_job",
+    lambda c: {"job_id": c.job_id, "spec": spec_to_plain(c.spec), "idem": c.idempotency_key, "fp": c.fingerprint},
+    lambda p, now: CreateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", ""))),
+)
 @dataclass(frozen=True, slots=True)
 class CreateJob:
     now_ms: int
     job_id: str
     spec: JobSpec
     idempotency_key: str = ""
-    #: ``codec.spec_fingerprint(spec)``, computed once by the proposer instead of on every replica
+    #: ``spec_codec.spec_fingerprint(spec)``, computed once by the proposer instead of on every replica
     fingerprint: str = ""
 
 
+@command(
+    "update_job",
+    lambda c: {"job_id": c.job_id, "spec": spec_to_plain(c.spec)},
+    lambda p, now: UpdateJob(now, str(p["job_id"]), spec_from_plain(p["spec"])),
+)
 @dataclass(frozen=True, slots=True)
 class UpdateJob:
     now_ms: int
@@ -44,36 +109,46 @@ class UpdateJob:
     spec: JobSpec
 
 
+@command("pause_job", _job_id, lambda p, now: PauseJob(now, str(p["job_id"])))
 @dataclass(frozen=True, slots=True)
 class PauseJob:
     now_ms: int
     job_id: str
 
 
+@command("resume_job", _job_id, lambda p, now: ResumeJob(now, str(p["job_id"])))
 @dataclass(frozen=True, slots=True)
 class ResumeJob:
     now_ms: int
     job_id: str
 
 
+@command("delete_job", _job_id, lambda p, now: DeleteJob(now, str(p["job_id"])))
 @dataclass(frozen=True, slots=True)
 class DeleteJob:
     now_ms: int
     job_id: str
 
 
+@command("trigger_job", _job_id, lambda p, now: TriggerJob(now, str(p["job_id"])))
 @dataclass(frozen=True, slots=True)
 class TriggerJob:
     now_ms: int
     job_id: str
 
 
+@command("cancel_run", lambda c: {"run_id": c.run_id}, lambda p, now: CancelRun(now, str(p["run_id"])))
 @dataclass(frozen=True, slots=True)
 class CancelRun:
     now_ms: int
     run_id: str
 
 
+@command(
+    "fire",
+    lambda c: {"items": [list(i) for i in c.items], "look": c.lookahead_ms, "mis": c.misfire_threshold_ms},
+    lambda p, now: Fire(now, tuple((str(j), int(t)) for j, t in _seq(p["items"])), int(p["look"]), int(p["mis"])),
+)
 @dataclass(frozen=True, slots=True)
 class Fire:
     """Fire the due instants of many jobs.
@@ -92,6 +167,11 @@ class Fire:
     misfire_threshold_ms: int = 5_000
 
 
+@command(
+    "acquire",
+    lambda c: {"exec": c.executor_id, "queues": list(c.queues), "max": c.max_runs},
+    lambda p, now: AcquireLeases(now, str(p["exec"]), tuple(str(q) for q in _seq(p["queues"])), int(p["max"])),
+)
 @dataclass(frozen=True, slots=True)
 class AcquireLeases:
     """Lease up to ``max_runs`` leasable PENDING runs of ``queues``, oldest due first."""
@@ -102,6 +182,11 @@ class AcquireLeases:
     max_runs: int
 
 
+@command(
+    "renew",
+    lambda c: {"exec": c.executor_id, "leases": [list(x) for x in c.leases]},
+    lambda p, now: RenewLeases(now, str(p["exec"]), tuple((str(i), int(t)) for i, t in _seq(p["leases"]))),
+)
 @dataclass(frozen=True, slots=True)
 class RenewLeases:
     now_ms: int
@@ -109,6 +194,28 @@ class RenewLeases:
     leases: tuple[tuple[str, int], ...]  # (lease_id, fencing_token)
 
 
+@command(
+    "complete",
+    lambda c: {
+        "lease": c.lease_id,
+        "token": c.fencing_token,
+        "ok": c.succeeded,
+        "result": b64(c.result),
+        "error": c.error,
+        "log": c.log_uri,
+        "draw": c.draw,
+    },
+    lambda p, now: CompleteRun(
+        now,
+        str(p["lease"]),
+        int(p["token"]),
+        bool(p["ok"]),
+        unb64(p["result"]),
+        str(p["error"]),
+        str(p["log"]),
+        float(p["draw"]),
+    ),
+)
 @dataclass(frozen=True, slots=True)
 class CompleteRun:
     """The outcome of one attempt. ``draw`` in [0, 1) is the proposer's random jitter draw for a retry."""
@@ -123,6 +230,11 @@ class CompleteRun:
     draw: float = 0.5
 
 
+@command(
+    "expire",
+    lambda c: {"leases": [list(x) for x in c.leases]},
+    lambda p, now: ExpireLeases(now, tuple((str(i), int(t), float(d)) for i, t, d in _seq(p["leases"]))),
+)
 @dataclass(frozen=True, slots=True)
 class ExpireLeases:
     """Proposed by the leader for leases past their deadline: (lease_id, token, jitter draw)."""
@@ -131,6 +243,7 @@ class ExpireLeases:
     leases: tuple[tuple[str, int, float], ...]
 
 
+@command("grace", lambda c: {"grace": c.grace_ms}, lambda p, now: GraceLeases(now, int(p["grace"])))
 @dataclass(frozen=True, slots=True)
 class GraceLeases:
     """Proposed once by a new leader: every live lease lasts at least ``grace_ms`` from now."""
@@ -139,6 +252,7 @@ class GraceLeases:
     grace_ms: int
 
 
+@command("prune", lambda c: {"limit": c.limit}, lambda p, now: PruneHistory(now, int(p["limit"])))
 @dataclass(frozen=True, slots=True)
 class PruneHistory:
     """Proposed by the leader: drop finished runs and deleted jobs whose retention has passed."""
@@ -147,6 +261,7 @@ class PruneHistory:
     limit: int = 5000
 
 
+@command("barrier", lambda c: {}, lambda p, now: Barrier(now))
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """A no-op: once it is applied, everything committed before it is applied too."""
@@ -154,7 +269,24 @@ class Barrier:
     now_ms: int
 
 
+@command(
+    "node_info",
+    lambda c: {"node": c.node_id, "ver": c.version, "fmt": c.command_format},
+    lambda p, now: NodeInfo(now, str(p["node"]), str(p["ver"]), int(p["fmt"])),
+)
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """Proposed by each node once it runs: which raftsched version it is and which command format it
+    understands (kept in the state, shown by GetClusterStatus, checked before a format change)."""
+
+    now_ms: int
+    node_id: str
+    version: str
+    command_format: int
+
+
 Command = Union[
+    NodeInfo,
     CreateJob,
     UpdateJob,
     PauseJob,
@@ -172,118 +304,14 @@ Command = Union[
     PruneHistory,
 ]
 
-_JOB_ONLY: dict[str, type] = {
-    "pause_job": PauseJob,
-    "resume_job": ResumeJob,
-    "delete_job": DeleteJob,
-    "trigger_job": TriggerJob,
-}
-_OP_OF: dict[type, str] = {v: k for k, v in _JOB_ONLY.items()}
-
-
-def _to_plain(cmd: Command) -> Plain:
-    if isinstance(cmd, CreateJob):
-        return {
-            "op": "create_job",
-            "job_id": cmd.job_id,
-            "spec": spec_to_plain(cmd.spec),
-            "idem": cmd.idempotency_key,
-            "fp": cmd.fingerprint,
-        }
-    if isinstance(cmd, UpdateJob):
-        return {"op": "update_job", "job_id": cmd.job_id, "spec": spec_to_plain(cmd.spec)}
-    if isinstance(cmd, (PauseJob, ResumeJob, DeleteJob, TriggerJob)):
-        return {"op": _OP_OF[type(cmd)], "job_id": cmd.job_id}
-    if isinstance(cmd, CancelRun):
-        return {"op": "cancel_run", "run_id": cmd.run_id}
-    if isinstance(cmd, Fire):
-        return {
-            "op": "fire",
-            "items": [list(i) for i in cmd.items],
-            "look": cmd.lookahead_ms,
-            "mis": cmd.misfire_threshold_ms,
-        }
-    if isinstance(cmd, Barrier):
-        return {"op": "barrier"}
-    if isinstance(cmd, AcquireLeases):
-        return {"op": "acquire", "exec": cmd.executor_id, "queues": list(cmd.queues), "max": cmd.max_runs}
-    if isinstance(cmd, RenewLeases):
-        return {"op": "renew", "exec": cmd.executor_id, "leases": [list(x) for x in cmd.leases]}
-    if isinstance(cmd, CompleteRun):
-        return {
-            "op": "complete",
-            "lease": cmd.lease_id,
-            "token": cmd.fencing_token,
-            "ok": cmd.succeeded,
-            "result": b64(cmd.result),
-            "error": cmd.error,
-            "log": cmd.log_uri,
-            "draw": cmd.draw,
-        }
-    if isinstance(cmd, ExpireLeases):
-        return {"op": "expire", "leases": [list(x) for x in cmd.leases]}
-    if isinstance(cmd, GraceLeases):
-        return {"op": "grace", "grace": cmd.grace_ms}
-    if isinstance(cmd, PruneHistory):
-        return {"op": "prune", "limit": cmd.limit}
-    raise TypeError(f"not a command: {cmd!r}")
-
 
 def encode(cmd: Command) -> bytes:
-    plain = _to_plain(cmd)
-    plain["v"] = FORMAT_VERSION
-    plain["now"] = cmd.now_ms
+    entry = _ENCODERS.get(type(cmd))
+    if entry is None:
+        raise TypeError(f"not a command: {cmd!r}")
+    op, to_plain = entry
+    plain = {"op": op, **to_plain(cmd), "v": FORMAT_VERSION, "now": cmd.now_ms}
     return json.dumps(plain, separators=(",", ":")).encode("utf-8")
-
-
-def _seq(value: Any) -> list[Any]:
-    """A JSON array, or TypeError: a string must not pass as a list of one-letter items."""
-    if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {type(value).__name__}")
-    return value
-
-
-def _decode_create(p: Plain, now: int) -> Command:
-    return CreateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", "")))
-
-
-def _decode_update(p: Plain, now: int) -> Command:
-    return UpdateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]))
-
-
-def _decode_fire(p: Plain, now: int) -> Command:
-    items = tuple((str(j), int(t)) for j, t in _seq(p["items"]))
-    return Fire(now, items, int(p["look"]), int(p["mis"]))
-
-
-def _decode_complete(p: Plain, now: int) -> Command:
-    return CompleteRun(
-        now,
-        str(p["lease"]),
-        int(p["token"]),
-        bool(p["ok"]),
-        unb64(p["result"]),
-        str(p["error"]),
-        str(p["log"]),
-        float(p["draw"]),
-    )
-
-
-_DECODERS: dict[str, Callable[[Plain, int], Command]] = {
-    "acquire": lambda p, now: AcquireLeases(now, str(p["exec"]), tuple(str(q) for q in _seq(p["queues"])), int(p["max"])),
-    "renew": lambda p, now: RenewLeases(now, str(p["exec"]), tuple((str(i), int(t)) for i, t in _seq(p["leases"]))),
-    "complete": _decode_complete,
-    "expire": lambda p, now: ExpireLeases(now, tuple((str(i), int(t), float(d)) for i, t, d in _seq(p["leases"]))),
-    "grace": lambda p, now: GraceLeases(now, int(p["grace"])),
-    "prune": lambda p, now: PruneHistory(now, int(p["limit"])),
-    "create_job": _decode_create,
-    "update_job": _decode_update,
-    "fire": _decode_fire,
-    "cancel_run": lambda p, now: CancelRun(now, str(p["run_id"])),
-    "barrier": lambda p, now: Barrier(now),
-}
-for _op, _cls in _JOB_ONLY.items():
-    _DECODERS[_op] = lambda p, now, _c=_cls: _c(now, str(p["job_id"]))
 
 
 def decode(data: bytes) -> Command:
@@ -302,6 +330,7 @@ def decode(data: bytes) -> Command:
     if decoder is None:
         raise CommandFormatError(f"unknown command {plain.get('op')!r}; upgrade this node")
     try:
-        return decoder(plain, int(plain["now"]))
+        cmd: Command = decoder(plain, int(plain["now"]))
+        return cmd
     except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(1e999)
         raise CommandFormatError(f"malformed {plain.get('op')} command: {exc!r}") from exc

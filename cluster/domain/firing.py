@@ -22,6 +22,7 @@ leave a record: no miss is silent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from cluster.domain.model import Every, MisfirePolicy, Schedule
@@ -34,11 +35,13 @@ DECISION_BUDGET = 1000
 _COUNT_CAP = 5000
 
 
-class FireAt(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FireAt:
     instant_ms: int
 
 
-class Skip(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Skip:
     instant_ms: int
     last_ms: int
     count: int

@@ -25,14 +25,11 @@ Modelled on etcd's lessor, with absolute deadlines instead of its TTLs:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from cluster.domain import commands as c
 from cluster.domain.model import JobSpec, JobStatus, RetryPolicy, Run, RunStatus
 from cluster.domain.results import FailedPrecondition, Ok, Result
-
-if TYPE_CHECKING:
-    from cluster.domain.state import JobStateMachine
+from cluster.domain.state_base import StateBase
 
 TOKENS_PER_ENTRY = 1000
 MAX_RUNS_PER_GRANT = TOKENS_PER_ENTRY - 1
@@ -64,12 +61,12 @@ def lease_id_for(token: int) -> str:
     return f"L{token}"
 
 
-class LeaseRules:
+class LeaseRules(StateBase):
     """Mixed into ``JobStateMachine``: the lease commands and queries."""
 
     # ------------------------------------------------------------ helpers
 
-    def _lease_check(self: "JobStateMachine", lease_id: str, token: int) -> Run | FailedPrecondition:
+    def _lease_check(self, lease_id: str, token: int) -> Run | FailedPrecondition:
         run_id = self.leases.get(lease_id)
         if run_id is None:
             return FailedPrecondition(
@@ -83,17 +80,17 @@ class LeaseRules:
         # past its deadline but not yet expired by a committed ExpireLeases: still the one holder (as etcd)
         return run
 
-    def _set_deadline(self: "JobStateMachine", run: Run, expires_ms: int) -> None:
+    def _set_deadline(self, run: Run, expires_ms: int) -> None:
         self.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
         run.lease_expires_ms = expires_ms
         self.lease_deadlines.add((expires_ms, run.lease_id))
 
-    def _release(self: "JobStateMachine", run: Run) -> None:
+    def _release(self, run: Run) -> None:
         """Forget the run's lease (the run record keeps its id and token for history)."""
         self.leases.pop(run.lease_id, None)
         self.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
 
-    def _attempt_failed(self: "JobStateMachine", run: Run, error: str, draw: float) -> None:
+    def _attempt_failed(self, run: Run, error: str, draw: float) -> None:
         """After a failed or expired attempt: CANCELLED if asked, retry after backoff, or DEAD_LETTER."""
         self._release(run)
         run.error = error
@@ -114,7 +111,8 @@ class LeaseRules:
 
     # ------------------------------------------------------------ commands
 
-    def _acquire(self: "JobStateMachine", cmd: c.AcquireLeases, index: int) -> Result:
+    @c.handles(c.AcquireLeases)
+    def _acquire(self, cmd: c.AcquireLeases, index: int) -> Result:
         now = self.now_ms
         candidates: list[tuple[int, str]] = []
         for queue in dict.fromkeys(cmd.queues):
@@ -149,7 +147,8 @@ class LeaseRules:
         self._tokens_used += len(grants)
         return Ok(grants)
 
-    def _renew(self: "JobStateMachine", cmd: c.RenewLeases, index: int) -> Result:
+    @c.handles(c.RenewLeases)
+    def _renew(self, cmd: c.RenewLeases, index: int) -> Result:
         out: list[Renewal] = []
         for lease_id, token in cmd.leases:
             run = self._lease_check(lease_id, token)
@@ -165,7 +164,8 @@ class LeaseRules:
             out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
         return Ok(out)
 
-    def _complete(self: "JobStateMachine", cmd: c.CompleteRun, index: int) -> Result:
+    @c.handles(c.CompleteRun)
+    def _complete(self, cmd: c.CompleteRun, index: int) -> Result:
         run = self._lease_check(cmd.lease_id, cmd.fencing_token)
         if isinstance(run, FailedPrecondition):
             return run
@@ -178,7 +178,8 @@ class LeaseRules:
             self._attempt_failed(run, cmd.error or ("cancelled by request" if run.cancel_requested else "failed"), cmd.draw)
         return Ok(run)
 
-    def _expire(self: "JobStateMachine", cmd: c.ExpireLeases, index: int) -> Result:
+    @c.handles(c.ExpireLeases)
+    def _expire(self, cmd: c.ExpireLeases, index: int) -> Result:
         expired = 0
         for lease_id, token, draw in cmd.leases:
             run_id = self.leases.get(lease_id)
@@ -191,7 +192,8 @@ class LeaseRules:
             self._attempt_failed(run, f"lease expired: executor {run.executor_id!r} stopped renewing it", draw)
         return Ok(expired)
 
-    def _grace(self: "JobStateMachine", cmd: c.GraceLeases, index: int) -> Result:
+    @c.handles(c.GraceLeases)
+    def _grace(self, cmd: c.GraceLeases, index: int) -> Result:
         floor = self.now_ms + cmd.grace_ms
         extended = 0
         for run_id in list(self.leases.values()):
@@ -203,7 +205,7 @@ class LeaseRules:
 
     # ------------------------------------------------------------ queries
 
-    def expired_leases(self: "JobStateMachine", now_ms: int, limit: int) -> list[tuple[str, int]]:
+    def expired_leases(self, now_ms: int, limit: int) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
         for _, lease_id in self.lease_deadlines.irange(maximum=(now_ms, ""), inclusive=(True, False)):
             out.append((lease_id, self.runs[self.leases[lease_id]].fencing_token))
@@ -211,10 +213,10 @@ class LeaseRules:
                 break
         return out
 
-    def next_lease_deadline(self: "JobStateMachine") -> int | None:
+    def next_lease_deadline(self) -> int | None:
         return self.lease_deadlines[0][0] if self.lease_deadlines else None
 
-    def next_leasable_ms(self: "JobStateMachine", queues: list[str]) -> int | None:
+    def next_leasable_ms(self, queues: list[str]) -> int | None:
         """The earliest instant a PENDING run of these queues may be leased, or None if there is none."""
         heads = [self.pending[q][0][0] for q in queues if self.pending.get(q)]
         return min(heads) if heads else None

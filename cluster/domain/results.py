@@ -1,4 +1,4 @@
-"""Outcomes of applying a command, and the domain error hierarchy.
+"""Outcomes of applying a command (the errors raised outside apply are in ``cluster.domain.errors``).
 
 ``apply`` returns one of these for every command on every node, identically:
 business refusals are values, not exceptions. ``Rejected`` subclasses carry a
@@ -8,7 +8,6 @@ maps each to its gRPC status code.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,37 +57,3 @@ class FireReport:
 
 
 Result = Ok | Rejected
-
-
-class SchedError(Exception):
-    """Base of raftsched's errors outside the state machine (validation, availability)."""
-
-
-class ValidationError(SchedError):
-    """Bad input: maps to INVALID_ARGUMENT."""
-
-
-class Unavailable(SchedError):
-    """No leader, no quorum, or the outcome is unknown: maps to UNAVAILABLE (retry)."""
-
-
-class Overloaded(SchedError):
-    """A consumer fell too far behind or a limit of the node was hit: maps to RESOURCE_EXHAUSTED."""
-
-
-class RejectedError(SchedError):
-    """A ``Rejected`` outcome raised to a caller that wants an exception."""
-
-    def __init__(self, rejected: Rejected) -> None:
-        super().__init__(rejected.message)
-        self.rejected = rejected
-
-
-def value_or_error(answer: Result | Exception) -> Any:
-    """For batch calls: a copy of an ``Ok`` value, else the error to report for that item.
-    Call under the store lock (the value may be live state)."""
-    if isinstance(answer, Exception):
-        return answer
-    if isinstance(answer, Rejected):
-        return RejectedError(answer)
-    return copy.copy(answer.value)

@@ -17,23 +17,19 @@ reported as a ("pruned", run) event so the node can remove its stored output.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cluster.domain import commands as c
 from cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run
 from cluster.domain.results import Ok, Result
-
-if TYPE_CHECKING:
-    from cluster.domain.state import JobStateMachine
+from cluster.domain.state_base import StateBase
 
 #: how long a deleted job whose runs are still active waits before it is looked at again
 RECHECK_MS = 60_000
 
 
-class RetentionRules:
+class RetentionRules(StateBase):
     """Mixed into ``JobStateMachine``."""
 
-    def _retain(self: "JobStateMachine", run: Run) -> None:
+    def _retain(self, run: Run) -> None:
         """A run just became terminal: index its expiry and enforce the job's count limit."""
         job = self.jobs.get(run.job_id)
         ttl = job.spec.history_ttl_ms if job is not None else 0
@@ -44,7 +40,7 @@ class RetentionRules:
         if job is not None and count > limit:
             self._drop_oldest_finished(job, count - limit)
 
-    def _drop_oldest_finished(self: "JobStateMachine", job: Job, how_many: int) -> None:
+    def _drop_oldest_finished(self, job: Job, how_many: int) -> None:
         keys = self.runs_by_job.get(job.job_id)
         if not keys:
             return
@@ -58,7 +54,7 @@ class RetentionRules:
         for run in victims:
             self._drop_run(run)
 
-    def _drop_run(self: "JobStateMachine", run: Run) -> None:
+    def _drop_run(self, run: Run) -> None:
         del self.runs[run.run_id]
         self.run_counts[run.status] -= 1
         keys = self.runs_by_job.get(run.job_id)
@@ -76,15 +72,16 @@ class RetentionRules:
             self.finished_count.pop(run.job_id, None)
         self.events.append(("pruned", run))
 
-    def _schedule_purge(self: "JobStateMachine", job: Job, at_ms: int) -> None:
+    def _schedule_purge(self, job: Job, at_ms: int) -> None:
         self.purge.add((at_ms, job.job_id))
 
-    def _purge_job(self: "JobStateMachine", job: Job) -> None:
+    def _purge_job(self, job: Job) -> None:
         del self.jobs[job.job_id]
         if job.idempotency_key and self.idempotency.get(job.idempotency_key, ("",))[0] == job.job_id:
             del self.idempotency[job.idempotency_key]
 
-    def _prune(self: "JobStateMachine", cmd: c.PruneHistory, index: int) -> Result:
+    @c.handles(c.PruneHistory)
+    def _prune(self, cmd: c.PruneHistory, index: int) -> Result:
         now, dropped, purged = self.now_ms, 0, 0
         while self.expiry and dropped < cmd.limit:
             expires, run_id = self.expiry[0]
@@ -113,11 +110,11 @@ class RetentionRules:
             purged += 1
         return Ok((dropped, purged))
 
-    def next_prune_ms(self: "JobStateMachine") -> int | None:
+    def next_prune_ms(self) -> int | None:
         heads = [idx[0][0] for idx in (self.expiry, self.purge) if idx]
         return min(heads) if heads else None
 
-    def _rebuild_retention(self: "JobStateMachine") -> None:
+    def _rebuild_retention(self) -> None:
         """After a restore: the retention indexes are derived from the records."""
         for run in self.runs.values():
             if run.status in TERMINAL_RUN_STATUSES:

@@ -29,7 +29,9 @@ from cluster.domain.model import (
     Schedule,
 )
 
-FORMAT = 2
+FORMAT = 3
+#: formats this code reads: 2 (before members' versions were kept) and 3
+READABLE_FORMATS = (2, 3)
 #: version 2: no back-references, so equal states always encode to equal bytes
 MARSHAL_VERSION = 2
 
@@ -116,7 +118,12 @@ def run_from_tuple(t: tuple[Any, ...]) -> Run:
     return run
 
 
-def encode(now_ms: int, applied: int, jobs: Any, runs: Any, idempotency: dict[str, tuple[str, str]]) -> bytes:
+Members = dict[str, tuple[str, int]]
+
+
+def encode(
+    now_ms: int, applied: int, jobs: Any, runs: Any, idempotency: dict[str, tuple[str, str]], members: Members | None = None
+) -> bytes:
     body = (
         FORMAT,
         now_ms,
@@ -124,19 +131,23 @@ def encode(now_ms: int, applied: int, jobs: Any, runs: Any, idempotency: dict[st
         [job_to_tuple(j) for j in jobs],
         [run_to_tuple(r) for r in runs],
         [(k, v[0], v[1]) for k, v in idempotency.items()],
+        sorted((node, ver, fmt) for node, (ver, fmt) in (members or {}).items()),
     )
     return marshal.dumps(body, MARSHAL_VERSION)
 
 
-def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple[str, str]]]:
+def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple[str, str]], Members]:
     try:
         body = marshal.loads(data)
     except (EOFError, ValueError, TypeError) as exc:
         raise ValueError(f"snapshot body is not readable: {exc}") from exc
-    if not isinstance(body, tuple) or not body or body[0] != FORMAT:
+    if not isinstance(body, tuple) or not body or body[0] not in READABLE_FORMATS:
         found = body[0] if isinstance(body, tuple) and body else "?"
-        raise ValueError(f"snapshot body format {found!r} is not supported (expected {FORMAT})")
-    _, now_ms, applied, jobs, runs, idem = body
+        raise ValueError(
+            f"snapshot body format {found!r} is not supported (this node reads {READABLE_FORMATS}): upgrade this node"
+        )
+    _, now_ms, applied, jobs, runs, idem, *rest = body
+    members = {node: (ver, fmt) for node, ver, fmt in rest[0]} if rest else {}
     dec = _Decoder()
     return (
         now_ms,
@@ -144,4 +155,5 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
         [dec.job(t) for t in jobs],
         [run_from_tuple(t) for t in runs],
         {k: (j, fp) for k, j, fp in idem},
+        members,
     )

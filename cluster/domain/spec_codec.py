@@ -1,4 +1,8 @@
-"""Explicit plain-value encoding of domain records (for the Raft log and snapshots).
+"""Explicit plain-value encoding of job specs for the Raft log, and plain views of records.
+
+``job_to_plain``/``run_to_plain`` give a record's full plain form (to compare
+replicas' states in tests and tools); snapshots use their own compact codec
+(``snapshot_codec``).
 
 Every record becomes a dict of str/int/float/bool/list values that JSON can
 carry; bytes travel as base64. Nothing here pickles, and nothing depends on
@@ -23,11 +27,9 @@ from cluster.domain.model import (
     Every,
     Job,
     JobSpec,
-    JobStatus,
     MisfirePolicy,
     RetryPolicy,
     Run,
-    RunStatus,
     Schedule,
 )
 
@@ -139,21 +141,6 @@ def job_to_plain(j: Job) -> Plain:
     }
 
 
-def job_from_plain(p: Plain) -> Job:
-    return Job(
-        job_id=str(p["id"]),
-        spec=spec_from_plain(p["spec"]),
-        status=JobStatus(p["status"]),
-        anchor_ms=int(p["anchor"]),
-        cursor_ms=int(p["cursor"]),
-        next_fire_ms=None if p["next"] is None else int(p["next"]),
-        created_ms=int(p["created"]),
-        updated_ms=int(p["updated"]),
-        idempotency_key=str(p["idem"]),
-        fire_count=int(p["fires"]),
-    )
-
-
 _RUN_INT_FIELDS = (
     "fencing_token",
     "lease_expires_ms",
@@ -182,23 +169,3 @@ def run_to_plain(r: Run) -> Plain:
     for name in _RUN_INT_FIELDS + _RUN_STR_FIELDS:
         p[name] = getattr(r, name)
     return p
-
-
-def run_from_plain(p: Plain) -> Run:
-    r = Run(
-        run_id=str(p["id"]),
-        job_id=str(p["job"]),
-        queue=str(p["queue"]),
-        scheduled_ms=int(p["sched"]),
-        fired_ms=int(p["fired"]),
-        status=RunStatus(p["status"]),
-        attempt=int(p["attempt"]),
-        manual=bool(p["manual"]),
-    )
-    r.cancel_requested = bool(p["cancel"])
-    r.result = unb64(p["result"])
-    for name in _RUN_INT_FIELDS:
-        setattr(r, name, int(p[name]))
-    for name in _RUN_STR_FIELDS:
-        setattr(r, name, str(p[name]))
-    return r

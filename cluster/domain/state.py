@@ -21,7 +21,7 @@ Readers on other threads must hold the caller's lock (see ``cluster.node.replica
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 from sortedcontainers import SortedDict, SortedList
 
@@ -40,56 +40,17 @@ from cluster.domain.model import (
     manual_run_id,
     run_id_for,
 )
-from cluster.domain.results import (
-    AlreadyExists,
-    FailedPrecondition,
-    FireReport,
-    Internal,
-    InvalidArgument,
-    NotFound,
-    Ok,
-    Result,
-)
+from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, InvalidArgument, NotFound, Ok, Result
 from cluster.domain.retention_rules import RetentionRules
 from cluster.domain.schedule import first_fire, next_fire
 from cluster.domain.spec_codec import spec_fingerprint
+from cluster.domain.state_base import RunEvent
 
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
-
-#: (kind, run) pairs describing what an apply changed, for WatchRuns
-RunEvent = tuple[str, Run]
 
 
 class JobStateMachine(LeaseRules, RetentionRules):
     """All jobs and runs, and the indexes the leader and the API read."""
-
-    def __init__(self) -> None:
-        self.now_ms = 0
-        self.applied_index = 0
-        self.jobs: SortedDict = SortedDict()  # job_id -> Job
-        self.runs: SortedDict = SortedDict()  # run_id -> Run
-        #: idempotency key -> (job_id, fingerprint of the spec it was created with)
-        self.idempotency: dict[str, tuple[str, str]] = {}
-        self._reset_indexes()
-        self.events: list[RunEvent] = []
-        #: the entry being applied and how many fencing tokens it handed out so far (not state:
-        #: an entry is applied whole, never split by a snapshot)
-        self._token_entry = 0
-        self._tokens_used = 0
-        self._pos = 0
-
-    def _reset_indexes(self) -> None:
-        self.due: SortedList = SortedList()  # (next_fire_ms, job_id) of ACTIVE jobs
-        self.runs_by_job: dict[str, KeyList] = {}  # job_id -> (scheduled_ms, run_id)
-        self.active_by_job: dict[str, set[str]] = {}  # job_id -> PENDING/LEASED run ids
-        self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
-        self.leases: dict[str, str] = {}  # lease_id -> run_id of LEASED runs
-        self.lease_deadlines: SortedList = SortedList()  # (lease_expires_ms, lease_id)
-        self.expiry: SortedList = SortedList()  # (finished_ms + history_ttl_ms, run_id) of finished runs
-        self.finished_count: dict[str, int] = {}  # job_id -> finished runs kept
-        self.purge: SortedList = SortedList()  # (when, job_id) of DELETED jobs
-        #: how many of ``runs`` are in each status (kept as runs change: read by GetClusterStatus)
-        self.run_counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
 
     # ------------------------------------------------------------ apply
 
@@ -107,7 +68,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self._pos = pos
         if cmd.now_ms > self.now_ms:
             self.now_ms = cmd.now_ms
-        handler = _HANDLERS[type(cmd)]
+        handler = c.HANDLERS[type(cmd)]
         try:
             result: Result = handler(self, cmd, index)
         except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
@@ -116,6 +77,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
 
     # ------------------------------------------------------------ jobs
 
+    @c.handles(c.CreateJob)
     def _create_job(self, cmd: c.CreateJob, index: int) -> Result:
         fingerprint = cmd.fingerprint or spec_fingerprint(cmd.spec)
         if cmd.idempotency_key:
@@ -150,6 +112,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
             return NotFound(f"job {job_id} not found")
         return job
 
+    @c.handles(c.UpdateJob)
     def _update_job(self, cmd: c.UpdateJob, index: int) -> Result:
         job = self._get_job_for_change(cmd.job_id)
         if isinstance(job, NotFound):
@@ -172,6 +135,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self._index_job(job)
         return Ok(job)
 
+    @c.handles(c.PauseJob)
     def _pause_job(self, cmd: c.PauseJob, index: int) -> Result:
         job = self._get_job_for_change(cmd.job_id)
         if isinstance(job, NotFound):
@@ -185,6 +149,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         job.updated_ms = self.now_ms
         return Ok(job)
 
+    @c.handles(c.ResumeJob)
     def _resume_job(self, cmd: c.ResumeJob, index: int) -> Result:
         job = self._get_job_for_change(cmd.job_id)
         if isinstance(job, NotFound):
@@ -212,6 +177,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         job.cursor_ms = max(job.cursor_ms, skip.last_ms)
         job.next_fire_ms = nxt
 
+    @c.handles(c.DeleteJob)
     def _delete_job(self, cmd: c.DeleteJob, index: int) -> Result:
         job = self._get_job_for_change(cmd.job_id)
         if isinstance(job, NotFound):
@@ -231,6 +197,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 self.events.append(("cancel_requested", run))
         return Ok(job)
 
+    @c.handles(c.TriggerJob)
     def _trigger_job(self, cmd: c.TriggerJob, index: int) -> Result:
         job = self._get_job_for_change(cmd.job_id)
         if isinstance(job, NotFound):
@@ -242,6 +209,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
 
     # ------------------------------------------------------------ runs
 
+    @c.handles(c.CancelRun)
     def _cancel_run(self, cmd: c.CancelRun, index: int) -> Result:
         run = self.runs.get(cmd.run_id)
         if run is None:
@@ -255,63 +223,6 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 self.events.append(("cancel_requested", run))
             return Ok(run)
         return FailedPrecondition(f"run {run.run_id} is already {run.status.value}; only PENDING or LEASED runs can be cancelled")
-
-    def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
-        run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
-        self.runs[run_id] = run
-        self.run_counts[RunStatus.PENDING] += 1
-        self._job_runs(job.job_id).add((scheduled_ms, run_id))
-        self._activate(run)
-        self.events.append(("fired", run))
-        return run
-
-    def _job_runs(self, job_id: str) -> KeyList:
-        runs = self.runs_by_job.get(job_id)
-        if runs is None:
-            runs = self.runs_by_job[job_id] = KeyList()
-        return runs
-
-    def _activate(self, run: Run) -> None:
-        active = self.active_by_job.get(run.job_id)
-        if active is None:
-            active = self.active_by_job[run.job_id] = set()
-        active.add(run.run_id)
-        if run.status is RunStatus.PENDING:
-            queue = self.pending.get(run.queue)
-            if queue is None:
-                queue = self.pending[run.queue] = SortedList()
-            queue.add((run.not_before_ms, run.run_id))
-        elif run.status is RunStatus.LEASED:
-            self.leases[run.lease_id] = run.run_id
-            self.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
-
-    def _deactivate(self, run: Run) -> None:
-        active = self.active_by_job.get(run.job_id)
-        if active is not None:
-            active.discard(run.run_id)
-            if not active:
-                del self.active_by_job[run.job_id]
-        if run.status is RunStatus.PENDING:
-            queue = self.pending.get(run.queue)
-            if queue is not None:
-                queue.discard((run.not_before_ms, run.run_id))
-        elif run.status is RunStatus.LEASED:
-            self._release(run)
-
-    def _finish(self, run: Run, status: RunStatus, error: str = "") -> None:
-        self._deactivate(run)
-        self._set_status(run, status)
-        run.finished_ms = self.now_ms
-        if error:
-            run.error = error
-        self.events.append(("finished", run))
-        self._retain(run)
-
-    def _set_status(self, run: Run, status: RunStatus) -> None:
-        counts = self.run_counts
-        counts[run.status] -= 1
-        counts[status] += 1
-        run.status = status
 
     def _record_skip(self, job: Job, skip: Skip) -> None:
         run_id = run_id_for(job.job_id, skip.instant_ms)
@@ -330,6 +241,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
 
     # ------------------------------------------------------------ firing
 
+    @c.handles(c.Fire)
     def _fire(self, cmd: c.Fire, index: int) -> Result:
         created: list[str] = []
         skipped = stale = 0
@@ -390,6 +302,12 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 run.cancel_requested = True
                 self.events.append(("cancel_requested", run))
 
+    @c.handles(c.NodeInfo)
+    def _node_info(self, cmd: c.NodeInfo, index: int) -> Result:
+        self.members[cmd.node_id] = (cmd.version, cmd.command_format)
+        return Ok(None)
+
+    @c.handles(c.Barrier)
     def _barrier(self, cmd: c.Barrier, index: int) -> Result:
         return Ok(index)
 
@@ -429,6 +347,13 @@ class JobStateMachine(LeaseRules, RetentionRules):
         for _, run_id in keys:
             yield self.runs[run_id]
 
+    def active_runs(self, job_id: str = "") -> list[Run]:
+        """PENDING and LEASED runs (of ``job_id``, or of every job), by scheduled time: from the
+        index of active runs, never a scan of every run kept."""
+        by_job = self.active_by_job
+        ids = by_job.get(job_id, ()) if job_id else (i for ids in by_job.values() for i in ids)
+        return sorted((self.runs[run_id] for run_id in ids), key=lambda r: (r.scheduled_ms, r.run_id))
+
     def iter_runs(self, after_id: str = "") -> Iterator[Run]:
         for run_id in self.runs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.runs:
             yield self.runs[run_id]
@@ -440,13 +365,15 @@ class JobStateMachine(LeaseRules, RetentionRules):
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
-        return snapshot_codec.encode(self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency)
+        return snapshot_codec.encode(
+            self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency, self.members
+        )
 
     def restore(self, data: bytes) -> None:
         """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot."""
-        now_ms, applied, jobs, runs, idempotency = snapshot_codec.decode(data)
+        now_ms, applied, jobs, runs, idempotency, members = snapshot_codec.decode(data)
         self.__init__()  # type: ignore[misc]
-        self.now_ms, self.applied_index, self.idempotency = now_ms, applied, idempotency
+        self.now_ms, self.applied_index, self.idempotency, self.members = now_ms, applied, idempotency, members
         self.jobs = SortedDict((j.job_id, j) for j in jobs)
         self.due = SortedList(
             (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
@@ -461,22 +388,3 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 self._activate(run)
         self.runs_by_job = {job_id: KeyList(keys) for job_id, keys in by_job.items()}
         self._rebuild_retention()
-
-
-_HANDLERS: dict[type, Any] = {
-    c.CreateJob: JobStateMachine._create_job,
-    c.UpdateJob: JobStateMachine._update_job,
-    c.PauseJob: JobStateMachine._pause_job,
-    c.ResumeJob: JobStateMachine._resume_job,
-    c.DeleteJob: JobStateMachine._delete_job,
-    c.TriggerJob: JobStateMachine._trigger_job,
-    c.CancelRun: JobStateMachine._cancel_run,
-    c.Fire: JobStateMachine._fire,
-    c.Barrier: JobStateMachine._barrier,
-    c.AcquireLeases: JobStateMachine._acquire,
-    c.RenewLeases: JobStateMachine._renew,
-    c.CompleteRun: JobStateMachine._complete,
-    c.ExpireLeases: JobStateMachine._expire,
-    c.GraceLeases: JobStateMachine._grace,
-    c.PruneHistory: JobStateMachine._prune,
-}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cluster.domain.errors import ValidationError
 from cluster.domain.model import JobSpec, RetryPolicy
-from cluster.domain.results import ValidationError
 from cluster.domain.schedule import ScheduleError, validate_schedule
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024

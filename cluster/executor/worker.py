@@ -27,10 +27,13 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
-from cluster.executor.handlers import BUILTIN_HANDLERS, HandlerError, LeaseLost, Task, TaskContext
-from storage.output import EMPTY_OUTPUT_URI, OutputKey, OutputStore
+from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
+from cluster.executor.bounded_log import LogSettings
+from cluster.executor.completer import Completer
+from cluster.executor.handlers import BUILTIN_HANDLERS
+from cluster.executor.ports import Finished, HandlerError, LeaseApi, LeaseLost, OutputStore, Task, TaskContext
 
 log = logging.getLogger("raftsched.executor")
 
@@ -43,106 +46,6 @@ MIN_RENEW_S = 0.05
 OUTPUT_RETRY_S = 120.0
 OUTPUT_BACKOFF_S = 0.5
 OUTPUT_MAX_BACKOFF_S = 15.0
-
-
-class RenewResultLike(Protocol):
-    lease_id: str
-    ok: bool
-    cancel_requested: bool
-    error: str
-
-
-class LeaseApi(Protocol):
-    """What the executor needs from the cluster (``rpc.client.lease_api.GrpcLeaseApi`` or a fake)."""
-
-    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]: ...
-
-    def renew(self, leases: list[tuple[str, int]]) -> list[RenewResultLike]: ...
-
-    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None: ...
-
-
-#: one finished run to report: (task, succeeded, result, error, log_uri)
-Done = tuple[Task, bool, bytes, str, str]
-#: completions in one ``complete_many`` call
-MAX_COMPLETE_BATCH = 256
-
-
-class _Completion:
-    __slots__ = ("done", "answer")
-
-    def __init__(self, done: Done, answer: Callable[[Exception | None], None]) -> None:
-        self.done = done
-        self.answer = answer
-
-
-class Completer:
-    """Client-side group commit of completions.
-
-    ``submit(done, answer)`` queues a completion; if no call is on its way the
-    submitting thread sends one itself, and keeps sending what queued up
-    meanwhile until the queue is empty; otherwise it returns at once and the
-    sending thread carries the completion. ``answer(error)`` is called by the
-    sender with None or the item's error (``LeaseLost`` when the cluster
-    refused it). ``api.complete_many(list[Done]) -> list[Exception | None]`` is
-    used when the API has it (``rpc.client.lease_api.GrpcLeaseApi``: one
-    CompleteRuns RPC), else ``api.complete`` per run. ``complete`` is the
-    blocking form.
-    """
-
-    def __init__(self, api: LeaseApi) -> None:
-        self._api = api
-        self._lock = threading.Lock()
-        self._queue: list[_Completion] = []
-        self._sending = False
-
-    def submit(self, done: Done, answer: Callable[[Exception | None], None]) -> None:
-        with self._lock:
-            self._queue.append(_Completion(done, answer))
-            send, self._sending = not self._sending, True
-        if send:
-            self._drain()
-
-    def complete(self, done: Done) -> Exception | None:
-        answered = threading.Event()
-        box: list[Exception | None] = []
-
-        def answer(error: Exception | None) -> None:
-            box.append(error)
-            answered.set()
-
-        self.submit(done, answer)
-        answered.wait()
-        return box[0]
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    self._sending = False
-                    return
-                batch, self._queue = self._queue[:MAX_COMPLETE_BATCH], self._queue[MAX_COMPLETE_BATCH:]
-            for item, error in zip(batch, self._send([i.done for i in batch])):
-                try:
-                    item.answer(error)
-                except Exception:  # noqa: BLE001 - one answer's failure must not strand the others
-                    log.exception("handling the answer to a completion failed")
-
-    def _send(self, batch: list[Done]) -> list[Exception | None]:
-        many: Callable[[list[Done]], list[Exception | None]] | None = getattr(self._api, "complete_many", None)
-        if many is not None and len(batch) > 1:
-            try:
-                return many(batch)
-            except Exception as exc:  # noqa: BLE001 - the whole call failed: every item with it
-                return [exc] * len(batch)
-        out: list[Exception | None] = []
-        for done in batch:
-            try:
-                self._api.complete(*done)
-                out.append(None)
-            except Exception as exc:  # noqa: BLE001
-                out.append(exc)
-        return out
 
 
 @dataclass
@@ -163,6 +66,8 @@ class Executor:
         concurrency: int = 4,
         handlers: dict[str, Callable[[Task, TaskContext], object]] | None = None,
         output: OutputStore | None = None,
+        log_settings: LogSettings = LogSettings(),
+        output_retry_s: float = OUTPUT_RETRY_S,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -172,6 +77,9 @@ class Executor:
         self.handlers = dict(BUILTIN_HANDLERS)
         self.handlers.update(handlers or {})
         self.output = output
+        self.log_settings = log_settings
+        #: how long a failing output store is retried before a run completes with its output missing
+        self.output_retry_s = output_retry_s
         self._held: dict[str, _Held] = {}  # every lease held, until its completion is answered
         self._busy = 0  # runs whose handler or output upload is running: what ``concurrency`` bounds
         self._reserved = 0  # slots promised to acquire calls on their way
@@ -260,7 +168,7 @@ class Executor:
         """Start the granted tasks in the slots reserved for them; give back the slots left unused."""
         helds = []
         for task in tasks:
-            ctx = TaskContext()
+            ctx = TaskContext(self.log_settings.new_log())
             if task.timeout_ms > 0:
                 ctx.deadline = time.monotonic() + task.timeout_ms / 1000.0
             helds.append(_Held(task, ctx, max(0.1, (task.expires_ms - time.time() * 1000) / 1000.0)))
@@ -362,7 +270,8 @@ class Executor:
             error = f"{error}; {missing}" if error else missing
         held.ctx.log.close()
         self._release(held)  # the lease stays renewed until the completion is answered
-        self._completer.submit((task, succeeded, result, error, log_uri), lambda failure: self._completed(held, failure))
+        finished = Finished(task, succeeded, result, error, log_uri)
+        self._completer.submit(finished, lambda failure: self._completed(held, failure))
 
     def _completed(self, held: _Held, failure: Exception | None) -> None:
         task = held.task
@@ -389,7 +298,7 @@ class Executor:
             return EMPTY_OUTPUT_URI, ""  # nothing to keep: no file, no object, no request
         task = held.task
         key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
-        budget = float(getattr(self, "output_retry_s", OUTPUT_RETRY_S))
+        budget = self.output_retry_s
         started = time.monotonic()
         deadline, delay, tries = started + budget, OUTPUT_BACKOFF_S, 0
         while True:

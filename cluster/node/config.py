@@ -14,11 +14,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.domain.errors import ConfigError  # re-exported: the error of this module
 from cluster.domain.validation import DEFAULT_MAX_PAYLOAD_BYTES
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message says why and what to change."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +167,7 @@ def _check_type(path: str, section: str, key: str, value: Any, want: type) -> No
         raise ConfigError(f"{path}: [{section}] {key} must be a {want.__name__}, got {value!r}")
 
 
-def _section(path: str, raw: dict[str, Any], name: str, cls: type) -> Any:
+def _section(path: str, raw: dict[str, Any], name: str, cls: Any) -> Any:
     table = raw.get(name, {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{name}] must be a table")

@@ -9,20 +9,22 @@ them to gRPC status codes.
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
 from cluster.domain import commands as c
+from cluster.domain.errors import RejectedError, ValidationError
 from cluster.domain.model import Job, JobSpec, JobStatus, Run, RunStatus
-from cluster.domain.results import NotFound, Ok, Rejected, RejectedError, Result, ValidationError
+from cluster.domain.results import NotFound
 from cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits, validate_spec
 from cluster.node.clock import Clock
+from cluster.node.ports import OutputReader
 from cluster.node.replicated_state import ReplicatedState
+from cluster.node.run_output import RunOutput, read_run_output
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -46,6 +48,8 @@ class Counts:
     runs: dict[RunStatus, int]  # by status
     jobs: int
     pending_by_queue: dict[str, int]  # queues with PENDING runs only
+    #: node id -> (raftsched version, command format), as each node reported it
+    members: dict[str, tuple[str, int]]
 
 
 def new_job_id(now_ms: int) -> str:
@@ -59,25 +63,14 @@ def _page_size(size: int) -> int:
     return min(size or DEFAULT_PAGE, MAX_PAGE)
 
 
-def _unwrap(result: Result) -> object:
-    if isinstance(result, Rejected):
-        raise RejectedError(result)
-    assert isinstance(result, Ok)
-    return result.value
-
-
 class JobService:
-    def __init__(self, store: ReplicatedState, clock: Clock, limits: Limits) -> None:
+    def __init__(self, store: ReplicatedState, clock: Clock, limits: Limits, outputs: OutputReader) -> None:
         self._store = store
         self._clock = clock
         self._limits = limits
+        self._outputs = outputs
 
     # -------------------------------------------------------------- writes
-
-    def _write(self, cmd: c.Command) -> object:
-        value = _unwrap(self._store.submit(cmd))
-        with self._store.lock:
-            return copy.copy(value)
 
     def _create_command(self, spec: JobSpec, idempotency_key: str, now: int) -> c.CreateJob:
         validate_spec(spec, self._limits)
@@ -86,7 +79,7 @@ class JobService:
         return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec))
 
     def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
-        job = self._write(self._create_command(spec, idempotency_key, self._clock.now_ms()))
+        job = self._store.execute(self._create_command(spec, idempotency_key, self._clock.now_ms()))
         assert isinstance(job, Job)
         return job
 
@@ -99,7 +92,7 @@ class JobService:
         if len(items) > MAX_CREATE_BATCH:
             raise ValidationError(f"{len(items)} jobs in one call; the limit is {MAX_CREATE_BATCH}: split the batch")
         now = self._clock.now_ms()
-        return self._store.submit_each(items, lambda item: self._create_command(item[0], item[1], now))
+        return self._store.execute_each(items, lambda item: self._create_command(item[0], item[1], now))
 
     def update_job(self, job_id: str, spec: JobSpec) -> Job:
         _require_id("job_id", job_id)
@@ -107,7 +100,7 @@ class JobService:
         return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec))
 
     def _job_write(self, cmd: c.Command) -> Job:
-        job = self._write(cmd)
+        job = self._store.execute(cmd)
         assert isinstance(job, Job)
         return job
 
@@ -125,13 +118,13 @@ class JobService:
 
     def trigger_job(self, job_id: str) -> Run:
         _require_id("job_id", job_id)
-        run = self._write(c.TriggerJob(self._clock.now_ms(), job_id))
+        run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id))
         assert isinstance(run, Run)
         return run
 
     def cancel_run(self, run_id: str) -> Run:
         _require_id("run_id", run_id)
-        run = self._write(c.CancelRun(self._clock.now_ms(), run_id))
+        run = self._store.execute(c.CancelRun(self._clock.now_ms(), run_id))
         assert isinstance(run, Run)
         return run
 
@@ -139,23 +132,34 @@ class JobService:
 
     def get_job(self, job_id: str) -> Job:
         _require_id("job_id", job_id)
-        job = self._store.read(lambda m: copy.copy(m.jobs.get(job_id)))
+        job = self._store.read(lambda m: m.jobs.get(job_id))
         if job is None:
             raise RejectedError(NotFound(f"job {job_id} not found"))
         return job
 
     def get_run(self, run_id: str) -> Run:
         _require_id("run_id", run_id)
-        run = self._store.read(lambda m: copy.copy(m.runs.get(run_id)))
+        run = self._store.read(lambda m: m.runs.get(run_id))
         if run is None:
             raise RejectedError(NotFound(f"run {run_id} not found"))
         return run
+
+    def get_run_output(self, run_id: str, attempt: int = 0) -> RunOutput:
+        """Attempt ``attempt`` (0: the latest) of a run: its stored log and result, or why they are missing."""
+        if attempt < 0:
+            raise ValidationError(f"attempt {attempt} is negative: use 0 for the latest, or 1, 2, ...")
+        return read_run_output(self.get_run(run_id), attempt, self._outputs)
+
+    def active_runs(self, job_id: str, accept: Callable[[Run], bool], limit: int) -> list[Run]:
+        """PENDING and LEASED runs (of ``job_id``, or all) that ``accept`` takes, by scheduled time, at most ``limit``."""
+        return self._store.read(lambda m: [r for r in m.active_runs(job_id) if accept(r)][:limit])
 
     def counts(self) -> Counts:
         """Jobs and runs in this node's state as applied so far: no barrier, no Raft round trip."""
 
         def count(m: JobStateMachine) -> Counts:
-            return Counts(dict(m.run_counts), len(m.jobs), {q: len(runs) for q, runs in m.pending.items() if runs})
+            pending = {q: len(runs) for q, runs in m.pending.items() if runs}
+            return Counts(dict(m.run_counts), len(m.jobs), pending, dict(m.members))
 
         return self._store.read(count, barrier=False)
 
@@ -216,7 +220,7 @@ class JobService:
                 for item in iterate(m, after):
                     last = key(item)
                     if keep(item):
-                        kept.append(copy.copy(item))
+                        kept.append(item)
                         if len(out) + len(kept) > size:
                             return kept, last, False
                     examined += 1

@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from cluster.domain import commands as c
-from cluster.domain.results import Ok, Unavailable
+from cluster.domain.errors import RejectedError, Unavailable
 from cluster.node.clock import Clock
 from cluster.node.config import SchedulerConfig
 from cluster.node.replicated_state import ReplicatedState
@@ -72,8 +72,7 @@ class LeaderLoop:
         """On the tick thread: wake the loop only if a job now comes due earlier than it planned for."""
         if not self._leading:
             return
-        due = self._store.machine.due
-        head = due[0][0] if due else None
+        head = self._store.read(lambda m: m.next_due_ms(), barrier=False)
         planned = self._planned_ms
         if head is not None and (planned is None or head < planned):
             self.wake()
@@ -96,8 +95,7 @@ class LeaderLoop:
                 self._sleep(0.5)
 
     def _step(self) -> None:
-        raft = self._store.raft
-        if not raft.is_leader():
+        if not self._store.is_leader():
             if self._leading:
                 log.info("no longer the leader: firing stops")
             self._leading = False
@@ -109,19 +107,20 @@ class LeaderLoop:
         self._sleep(min(self._fire_due(), self._expire_due(), self._prune_due()))
 
     def _become_leader(self) -> None:
-        result = self._store.submit(c.Barrier(self._clock.now_ms()))
-        if not isinstance(result, Ok):
-            raise Unavailable(f"leader barrier failed: {result}")
-        grace_ms = int(self._cfg.lease_grace_s * 1000)
-        extended = self._store.submit(c.GraceLeases(self._clock.now_ms(), grace_ms))
+        try:
+            index = self._store.execute(c.Barrier(self._clock.now_ms()))
+            grace_ms = int(self._cfg.lease_grace_s * 1000)
+            extended = self._store.execute(c.GraceLeases(self._clock.now_ms(), grace_ms))
+        except RejectedError as exc:  # cannot happen for these commands; never fire on a doubt
+            raise Unavailable(f"leader start-up refused: {exc}") from exc
         with self._inflight_lock:
             self._inflight.clear()
             self._expiring.clear()
         self._leading = True
         log.info(
             "became leader: barrier committed at index %s, %s live leases given at least %d ms, firing starts",
-            result.value,
-            extended.value if isinstance(extended, Ok) else "?",
+            index,
+            extended,
             grace_ms,
         )
 
@@ -164,7 +163,7 @@ class LeaderLoop:
             self._pruning_since = 0.0
 
         self._pruning_since = mono
-        self._store.raft.propose_async(c.encode(c.PruneHistory(now)), done)
+        self._store.propose_async(c.PruneHistory(now), done)
         return MAX_IDLE_S
 
     def _expire_due(self) -> float:
@@ -187,7 +186,7 @@ class LeaderLoop:
                     for item in items:
                         self._expiring.pop(item, None)
 
-            self._store.raft.propose_async(c.encode(cmd), done)
+            self._store.propose_async(cmd, done)
         if items:
             return MIN_PAUSE_S
         if next_deadline is None or next_deadline < now:
@@ -205,5 +204,5 @@ class LeaderLoop:
             if error != 0:
                 log.debug("fire batch of %d not committed (reason %s); will retry", len(batch), error)
 
-        self._store.raft.propose_async(c.encode(cmd), done)
+        self._store.propose_async(cmd, done)
         self.fires_proposed += len(batch)

@@ -9,16 +9,16 @@ a grant as soon as a run of the asked queues is leasable.
 
 from __future__ import annotations
 
-import copy
 import random
 import threading
 from dataclasses import dataclass
 from typing import Callable
 
 from cluster.domain import commands as c
+from cluster.domain.errors import RejectedError, ValidationError
 from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, Grant, Renewal
-from cluster.domain.model import JobSpec, Run
-from cluster.domain.results import FailedPrecondition, Ok, Rejected, RejectedError, ValidationError
+from cluster.domain.model import Run
+from cluster.domain.results import FailedPrecondition
 from cluster.domain.validation import validate_queue
 from cluster.node.clock import Clock
 from cluster.node.replicated_state import ReplicatedState
@@ -28,15 +28,19 @@ MAX_RENEW_BATCH = 10_000
 MAX_ERROR_CHARS = 16_384
 #: completions in one CompleteRuns call
 MAX_COMPLETE_BATCH = 1000
-#: (lease_id, fencing_token, succeeded, result, error, log_uri)
-Completion = tuple[str, int, bool, bytes, str, str]
 DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
-class GrantView:
-    run: Run
-    spec: JobSpec
+class Completion:
+    """One attempt's outcome as an executor reports it (``CompleteRun``)."""
+
+    lease_id: str
+    fencing_token: int
+    succeeded: bool
+    result: bytes = b""
+    error: str = ""
+    log_uri: str = ""
 
 
 def _require_executor(executor_id: str) -> None:
@@ -60,7 +64,7 @@ class LeaseService:
 
     def acquire(
         self, executor_id: str, queues: list[str], max_runs: int, wait_ms: int, alive: Callable[[], bool] = lambda: True
-    ) -> list[GrantView]:
+    ) -> list[Grant]:
         """Grant up to ``max_runs`` runs, waiting up to ``wait_ms`` for one to come due.
 
         ``alive`` tells whether the caller is still there: a long poll whose
@@ -91,14 +95,9 @@ class LeaseService:
                 self._changed.wait(min(nap, 1.0))
         return []
 
-    def _grant(self, executor_id: str, queues: list[str], max_runs: int, now: int) -> list[GrantView]:
-        result = self._store.submit(c.AcquireLeases(now, executor_id, tuple(queues), max_runs))
-        if isinstance(result, Rejected):
-            raise RejectedError(result)
-        assert isinstance(result, Ok)
-        grants: list[Grant] = result.value
-        with self._store.lock:
-            return [GrantView(copy.copy(g.run), g.spec) for g in grants]
+    def _grant(self, executor_id: str, queues: list[str], max_runs: int, now: int) -> list[Grant]:
+        grants: list[Grant] = self._store.execute(c.AcquireLeases(now, executor_id, tuple(queues), max_runs))
+        return grants
 
     def renew(self, executor_id: str, leases: list[tuple[str, int]]) -> list[Renewal]:
         _require_executor(executor_id)
@@ -109,35 +108,29 @@ class LeaseService:
         for lease_id, _ in leases:
             if not lease_id:
                 raise ValidationError("a lease_id is empty")
-        result = self._store.submit(c.RenewLeases(self._clock.now_ms(), executor_id, tuple(leases)))
-        if isinstance(result, Rejected):
-            raise RejectedError(result)
-        assert isinstance(result, Ok)
-        renewals: list[Renewal] = result.value
+        renewals: list[Renewal] = self._store.execute(c.RenewLeases(self._clock.now_ms(), executor_id, tuple(leases)))
         if not any(r.ok for r in renewals):
             raise RejectedError(FailedPrecondition("; ".join(r.error for r in renewals[:5])))
         return renewals
 
-    def _complete_command(
-        self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str
-    ) -> c.CompleteRun:
-        if not lease_id:
+    def _complete_command(self, done: Completion) -> c.CompleteRun:
+        if not done.lease_id:
             raise ValidationError("lease_id is required")
-        if len(result) > self._max_result:
+        if len(done.result) > self._max_result:
             raise ValidationError(
-                f"result is {len(result)} bytes, over the limit of {self._max_result}; store large results in the run log"
+                f"result is {len(done.result)} bytes, over the limit of {self._max_result}; store large results in the run log"
             )
+        error = done.error
         if len(error) > MAX_ERROR_CHARS:
             error = error[: MAX_ERROR_CHARS - 20] + " ... (truncated)"
-        return c.CompleteRun(self._clock.now_ms(), lease_id, fencing_token, succeeded, result, error, log_uri, random.random())
+        now = self._clock.now_ms()
+        return c.CompleteRun(
+            now, done.lease_id, done.fencing_token, done.succeeded, done.result, error, done.log_uri, random.random()
+        )
 
-    def complete(self, lease_id: str, fencing_token: int, succeeded: bool, result: bytes, error: str, log_uri: str) -> Run:
-        outcome = self._store.submit(self._complete_command(lease_id, fencing_token, succeeded, result, error, log_uri))
-        if isinstance(outcome, Rejected):
-            raise RejectedError(outcome)
-        assert isinstance(outcome, Ok)
-        with self._store.lock:
-            return copy.copy(outcome.value)
+    def complete(self, done: Completion) -> Run:
+        run: Run = self._store.execute(self._complete_command(done))
+        return run
 
     def complete_many(self, items: list[Completion | Exception]) -> list[Run | Exception]:
         """Several completions in one go (one or a few Raft entries); each gets its run or its own
@@ -146,4 +139,4 @@ class LeaseService:
             raise ValidationError("no completions: send at least one")
         if len(items) > MAX_COMPLETE_BATCH:
             raise ValidationError(f"{len(items)} completions in one call; the limit is {MAX_COMPLETE_BATCH}")
-        return self._store.submit_each(items, lambda item: self._complete_command(*item))
+        return self._store.execute_each(items, self._complete_command)

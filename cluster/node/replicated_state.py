@@ -1,40 +1,40 @@
-"""The replicated job store: the state machine behind Raft, with a lock and read barriers.
+"""The replicated job state: the state machine behind Raft, with its lock and read barriers.
 
-* ``submit(cmd)`` proposes a command from any node and returns the result
-  this node computed when it applied the entry; ``Unavailable`` when it did
-  not commit in time (no leader, no quorum, lost forward). Concurrent
-  submits are group-committed: several commands share one Raft entry.
+The one way into the state for the node's services, the leader loop and the
+servicers (nobody else touches the machine, its lock or the replicator):
+
+* ``execute(cmd)`` proposes a command from any node and returns what this
+  node's state machine answered when it applied the entry: the ``Ok`` value
+  (a detached copy), or raises ``RejectedError`` for a business refusal and
+  ``Unavailable`` when the command did not commit in time (no leader, no
+  quorum, lost forward: the outcome is then unknown, so commands are
+  idempotent). Concurrent proposals are group-committed: several commands
+  share one Raft entry. ``execute_each`` does the same for a batch call.
+* ``propose_async(cmd, done)`` proposes without waiting (the leader's
+  pipelined fires and expiries); ``done(result, fail_reason)`` runs on the
+  Raft thread.
 * ``read(fn)`` runs ``fn(machine)`` under the lock after a *read barrier*:
   a committed no-op that concurrent readers share, so a read on any node
   sees every write acknowledged before it began (linearizable reads on
-  followers, at the cost of one Raft round per batch of readers).
+  followers, at the cost of one Raft round per batch of readers). Records in
+  the answer come back detached (``cluster.node.detach``).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, TypeVar
 
 from cluster.domain import commands as c
-from cluster.domain.results import Result, Unavailable, ValidationError, value_or_error
+from cluster.domain.errors import RejectedError, Unavailable, ValidationError
+from cluster.domain.results import Ok, Rejected, Result
 from cluster.domain.state import JobStateMachine, RunEvent
 from cluster.node.clock import Clock
+from cluster.node.detach import detach
 from cluster.node.event_hub import EventHub
-from raft.adapter import ProposalError
+from cluster.node.ports import ProposalCallback, Replicator
 
 T = TypeVar("T")
-
-
-class Replicator(Protocol):
-    """What the store needs from Raft (``raft.RaftNode`` or an in-memory fake)."""
-
-    def propose(self, data: bytes, timeout: float, weight: int = 0) -> Any: ...
-
-    def propose_many(self, proposals: list[tuple[bytes, int]], timeout: float) -> list[Any]: ...
-
-    def propose_async(self, data: bytes, callback: Callable[[Any, int], None]) -> None: ...
-
-    def is_leader(self) -> bool: ...
 
 
 class ReadBarrier:
@@ -91,10 +91,11 @@ class ReadBarrier:
 
 class ReplicatedState:
     def __init__(self, machine: JobStateMachine, clock: Clock, hub: EventHub, request_timeout_s: float) -> None:
-        self.machine = machine
+        self._machine = machine
+        #: held while the state machine applies (the Raft adapter takes it) and while anyone reads
         self.lock = threading.RLock()
-        self.clock = clock
-        self.hub = hub
+        self._clock = clock
+        self._hub = hub
         self.request_timeout_s = request_timeout_s
         self._raft: Replicator | None = None
         self._barrier: ReadBarrier | None = None
@@ -103,47 +104,36 @@ class ReplicatedState:
 
     def attach(self, raft: Replicator) -> None:
         self._raft = raft
-        self._barrier = ReadBarrier(lambda cb: raft.propose_async(c.encode(c.Barrier(self.clock.now_ms())), cb), self.clock)
+        self._barrier = ReadBarrier(lambda cb: raft.propose_async(c.encode(c.Barrier(self._clock.now_ms())), cb), self._clock)
 
-    @property
-    def raft(self) -> Replicator:
+    def _replicator(self) -> Replicator:
         if self._raft is None:
             raise Unavailable("this node is still starting; retry")
         return self._raft
 
+    def is_leader(self) -> bool:
+        """Raft's hint that this node leads (two nodes may believe it for a while: decide nothing on it alone)."""
+        return self._raft is not None and self._raft.is_leader()
+
     def after_apply(self) -> None:
         """Called on the tick thread after every apply: publish run changes, wake waiters."""
         with self.lock:
-            events = self.machine.drain_events()
+            events = self._machine.drain_events()
         if events:
-            self.hub.publish(events)
+            self._hub.publish(events)
         for hook in self.on_applied:
             hook(events)
 
-    def submit(self, cmd: c.Command, timeout: float | None = None) -> Result:
-        answer = self.submit_many([cmd], timeout)[0]
-        if isinstance(answer, Unavailable):
-            raise answer
-        return answer
+    # ------------------------------------------------------------ writes
 
-    def submit_many(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable]:
-        """Propose several commands together (they share Raft entries); a result or ``Unavailable`` each."""
-        # a grant's weight keeps one entry's fencing tokens in range (see cluster.domain.lease_rules)
-        proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in cmds]
-        out: list[Result | Unavailable] = []
-        for answer in self.raft.propose_many(proposals, timeout or self.request_timeout_s):
-            if isinstance(answer, ProposalError):
-                out.append(Unavailable(str(answer)))
-            elif answer is None:
-                out.append(Unavailable("the command was applied but produced no result on this node; check the node log"))
-            else:
-                out.append(answer)
-        return out
+    def execute(self, cmd: c.Command, timeout: float | None = None) -> Any:
+        """Propose ``cmd`` and return its ``Ok`` value (detached); raise ``RejectedError`` or ``Unavailable``."""
+        return self._unwrap(self._propose([cmd], timeout)[0])
 
-    def submit_each(self, items: list[Any], build: Callable[[Any], c.Command]) -> list[Any]:
+    def execute_each(self, items: list[Any], build: Callable[[Any], c.Command]) -> list[Any]:
         """Batch calls: ``build`` a command from each item (an item that is already an exception,
         or whose ``build`` raises ``ValidationError``, keeps that error), propose them together and
-        answer per item: a copy of its ``Ok`` value, or its error."""
+        answer per item, in order: its ``Ok`` value (detached), or its error."""
         out: list[Any] = [None] * len(items)
         cmds: list[c.Command] = []
         slots: list[int] = []
@@ -155,16 +145,50 @@ class ReplicatedState:
                 slots.append(i)
             except ValidationError as exc:
                 out[i] = exc
-        answers = self.submit_many(cmds) if cmds else []
-        with self.lock:
-            for slot, answer in zip(slots, answers):
-                out[slot] = value_or_error(answer)
+        answers = self._propose(cmds) if cmds else []
+        for slot, answer in zip(slots, answers):
+            try:
+                out[slot] = self._unwrap(answer)
+            except (RejectedError, Unavailable) as exc:
+                out[slot] = exc
         return out
 
+    def propose_async(self, cmd: c.Command, done: ProposalCallback) -> None:
+        """Propose without waiting; ``done(result, fail_reason)`` runs on the Raft thread (keep it short)."""
+        self._replicator().propose_async(c.encode(cmd), done)
+
+    def _propose(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable]:
+        """Propose several commands together (they share Raft entries); a result or ``Unavailable`` each."""
+        # a grant's weight keeps one entry's fencing tokens in range (see cluster.domain.lease_rules)
+        proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in cmds]
+        out: list[Result | Unavailable] = []
+        for answer in self._replicator().propose_many(proposals, timeout or self.request_timeout_s):
+            if isinstance(answer, Exception):
+                out.append(Unavailable(str(answer)))
+            elif answer is None:
+                out.append(Unavailable("the command was applied but produced no result on this node; check the node log"))
+            else:
+                out.append(answer)
+        return out
+
+    def _unwrap(self, answer: Result | Unavailable) -> Any:
+        if isinstance(answer, Unavailable):
+            raise answer
+        if isinstance(answer, Rejected):
+            raise RejectedError(answer)
+        assert isinstance(answer, Ok)
+        with self.lock:  # the value may be live state that the Raft thread changes next
+            return detach(answer.value)
+
+    # ------------------------------------------------------------ reads
+
     def read(self, fn: Callable[[JobStateMachine], T], barrier: bool = True) -> T:
+        """``fn(machine)`` under the lock, after a read barrier unless ``barrier`` is False
+        (then it sees this node's applied state, possibly behind the leader). Records in the
+        answer are detached copies; ``fn`` must not keep references to the machine."""
         if barrier:
             if self._barrier is None:
                 raise Unavailable("this node is still starting; retry")
             self._barrier.wait(self.request_timeout_s)
         with self.lock:
-            return fn(self.machine)
+            return detach(fn(self._machine))

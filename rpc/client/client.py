@@ -92,7 +92,7 @@ class Client:
             try:
                 return getattr(stub, method)(request, timeout=timeout or self.call_timeout_s)
             except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
+                code = exc.code()
                 if code not in RETRYABLE or time.monotonic() + delay > deadline:
                     raise
                 self._current = (self._current + 1) % len(stubs)
@@ -129,7 +129,7 @@ class Client:
         runs: list[pb.Run] = []
         token = ""
         while True:
-            resp = self.job("ListRuns", pb.ListRunsRequest(job_id=job_id, status=status, page_size=page_size, page_token=token))
+            resp = self.job("ListRuns", pb.ListRunsRequest(job_id=job_id, status=status, page_size=page_size, page_token=token))  # type: ignore[arg-type]
             runs.extend(resp.runs)
             token = resp.next_page_token
             if not token:
@@ -141,7 +141,7 @@ class Client:
         while True:
             resp = self.job(
                 "ListJobs",
-                pb.ListJobsRequest(queue=queue, status=status, name_prefix=name_prefix, page_size=page_size, page_token=token),
+                pb.ListJobsRequest(queue=queue, status=status, name_prefix=name_prefix, page_size=page_size, page_token=token),  # type: ignore[arg-type]
             )
             jobs.extend(resp.jobs)
             token = resp.next_page_token

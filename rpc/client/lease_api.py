@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import grpc
 
-from cluster.executor.handlers import LeaseLost, Task
-from cluster.executor.worker import Done
+from cluster.domain.lease_rules import Renewal
+from cluster.executor.ports import Finished, LeaseLost, Task
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
 
 
-@dataclass(frozen=True)
-class RenewResult:
-    lease_id: str
-    ok: bool
-    expires_ms: int
-    cancel_requested: bool
-    error: str
-
-
 class GrpcLeaseApi:
-    """Implements ``cluster.executor.worker.LeaseApi`` over gRPC, following the leader through any node."""
+    """Implements ``cluster.executor.ports.LeaseApi`` over gRPC, following the leader through any node."""
 
     def __init__(self, client: Client, executor_id: str) -> None:
         self.client = client
@@ -50,27 +40,27 @@ class GrpcLeaseApi:
             for lease in resp.leases
         ]
 
-    def renew(self, leases: list[tuple[str, int]]) -> list[RenewResult]:
+    def renew(self, leases: list[tuple[str, int]]) -> list[Renewal]:
         req = pb.RenewLeaseRequest(executor_id=self.executor_id)
         for lease_id, token in leases:
             req.leases.add(lease_id=lease_id, fencing_token=token)
         try:
             resp = self.client.lease("RenewLease", req)
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 raise
-            return [RenewResult(lease_id, False, 0, False, exc.details()) for lease_id, _ in leases]  # type: ignore[attr-defined]
-        return [RenewResult(r.lease_id, r.ok, cv.ts_ms(r.expires_at), r.cancel_requested, r.error) for r in resp.leases]
+            return [Renewal(lease_id, False, 0, False, exc.details()) for lease_id, _ in leases]
+        return [Renewal(r.lease_id, r.ok, cv.ts_ms(r.expires_at), r.cancel_requested, r.error) for r in resp.leases]
 
-    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
+    def complete(self, finished: Finished) -> None:
         try:
-            self.client.lease("CompleteRun", _complete_request((task, succeeded, result, error, log_uri)))
+            self.client.lease("CompleteRun", _complete_request(finished))
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # type: ignore[attr-defined]
-                raise LeaseLost(exc.details()) from exc  # type: ignore[attr-defined]
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise LeaseLost(exc.details()) from exc
             raise
 
-    def complete_many(self, done: list[Done]) -> list[Exception | None]:
+    def complete_many(self, done: list[Finished]) -> list[Exception | None]:
         """Several completions in one CompleteRuns call; per run None, ``LeaseLost`` or another error.
         Items answered UNAVAILABLE are sent again (a few times); a node that does not know
         CompleteRuns yet (UNIMPLEMENTED) gets them one by one."""
@@ -81,7 +71,7 @@ class GrpcLeaseApi:
             try:
                 resp = self.client.lease("CompleteRuns", req)
             except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 return [self._complete_one(item) for item in done]
             retry = []
@@ -95,9 +85,9 @@ class GrpcLeaseApi:
             time.sleep(0.1 * (attempt + 1))
         return out
 
-    def _complete_one(self, item: Done) -> Exception | None:
+    def _complete_one(self, item: Finished) -> Exception | None:
         try:
-            self.complete(*item)
+            self.complete(item)
             return None
         except Exception as exc:  # noqa: BLE001 - reported per item
             return exc
@@ -106,15 +96,14 @@ class GrpcLeaseApi:
 UNAVAILABLE_ROUNDS = 4
 
 
-def _complete_request(done: Done) -> pb.CompleteRunRequest:
-    task, succeeded, result, error, log_uri = done
+def _complete_request(done: Finished) -> pb.CompleteRunRequest:
     return pb.CompleteRunRequest(
-        lease_id=task.lease_id,
-        fencing_token=task.fencing_token,
-        outcome=pb.OUTCOME_SUCCEEDED if succeeded else pb.OUTCOME_FAILED,
-        result=result,
-        error=error,
-        log_uri=log_uri,
+        lease_id=done.task.lease_id,
+        fencing_token=done.task.fencing_token,
+        outcome=pb.OUTCOME_SUCCEEDED if done.succeeded else pb.OUTCOME_FAILED,
+        result=done.result,
+        error=done.error,
+        log_uri=done.log_uri,
     )
 
 

@@ -9,9 +9,9 @@ import grpc
 from cluster.domain.model import RunStatus
 from cluster.node.config import NodeAddress
 from cluster.node.job_service import Counts
+from cluster.node.ports import RaftStatus
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from raft.adapter import RaftNode
 from rpc.server.errors import guarded
 
 #: jobs and runs of the answering node's state
@@ -23,7 +23,7 @@ def run_counts(by_status: dict[RunStatus, int]) -> pb.RunCounts:
 
 
 def cluster_status(
-    raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: CountsFn | None = None
+    raft: RaftStatus, self_id: str, nodes: tuple[NodeAddress, ...], counts: CountsFn | None = None, self_version: str = ""
 ) -> pb.ClusterStatus:
     by_raft = {n.raft: n for n in nodes}
     leader_addr = raft.leader_address()
@@ -38,11 +38,13 @@ def cluster_status(
         last_snapshot_index=raft.last_snapshot_index,
         has_quorum=bool(status.get("has_quorum")),
     )
+    versions: dict[str, str] = {}
     if counts is not None:
         now = counts()
         out.runs.CopyFrom(run_counts(now.runs))
         out.jobs = now.jobs
         out.pending_by_queue.update(now.pending_by_queue)
+        versions = {node: f"{ver} (command format {fmt})" for node, (ver, fmt) in now.members.items()}
     state = status.get("state")
     for n in nodes:
         if n.id == self_id:
@@ -55,23 +57,29 @@ def cluster_status(
             reachable = raft.is_connected(n.raft)
             if role != pb.MEMBER_ROLE_LEADER and reachable and leader is not None:
                 role = pb.MEMBER_ROLE_FOLLOWER
-        out.members.add(id=n.id, raft_address=n.raft, grpc_address=n.grpc, role=role, reachable=reachable)
+        version = self_version if n.id == self_id and self_version else versions.get(n.id, "")
+        out.members.add(id=n.id, raft_address=n.raft, grpc_address=n.grpc, role=role, reachable=reachable, version=version)
     return out
 
 
 class ClusterServicer(pb_grpc.ClusterServiceServicer):
-    def __init__(self, raft: RaftNode, self_id: str, nodes: tuple[NodeAddress, ...], counts: CountsFn | None = None) -> None:
+    def __init__(
+        self, raft: RaftStatus, self_id: str, nodes: tuple[NodeAddress, ...], counts: CountsFn | None = None, version: str = ""
+    ) -> None:
         self._raft = raft
         self._counts = counts
         self._self_id = self_id
         self._nodes = nodes
+        self._version = version
 
     @guarded
     def GetClusterStatus(self, request: pb.GetClusterStatusRequest, context: grpc.ServicerContext) -> pb.ClusterStatus:
-        return cluster_status(self._raft, self._self_id, self._nodes, self._counts)
+        return cluster_status(self._raft, self._self_id, self._nodes, self._counts, self._version)
 
     def AddNode(self, request: pb.AddNodeRequest, context: grpc.ServicerContext) -> pb.ClusterStatus:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "AddNode is not available yet: membership is fixed by cluster.toml")
+        raise AssertionError("context.abort raises")
 
     def RemoveNode(self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext) -> pb.ClusterStatus:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "RemoveNode is not available yet: membership is fixed by cluster.toml")
+        raise AssertionError("context.abort raises")

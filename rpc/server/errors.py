@@ -8,18 +8,8 @@ from typing import Any, Callable, TypeVar
 
 import grpc
 
-from cluster.domain.results import (
-    AlreadyExists,
-    FailedPrecondition,
-    Internal,
-    InvalidArgument,
-    NotFound,
-    Overloaded,
-    Rejected,
-    RejectedError,
-    Unavailable,
-    ValidationError,
-)
+from cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
+from cluster.domain.results import AlreadyExists, FailedPrecondition, Internal, InvalidArgument, NotFound, Rejected
 from cluster.node.config import ConfigError
 
 log = logging.getLogger("raftsched.rpc")

@@ -3,54 +3,33 @@
 Any node serves every RPC: writes are proposed through Raft (pysyncobj
 forwards a follower's proposal to the leader), reads run after a read
 barrier, and WatchRuns streams what this node applies. GetRunOutput reads
-the log at the run's ``log_uri`` through ``storage.output.OutputReader``
-(``file://`` on this node's disk, ``s3://`` with the ``[logs]`` endpoint and
-region); an output it cannot read is a ``missing_reason``, never an error.
+the log at the run's ``log_uri`` through the node's ``OutputReader`` port;
+an output it cannot read is a ``missing_reason``, never an error.
 """
 
 from __future__ import annotations
 
-import copy
-from typing import Callable, Iterator
+from typing import Iterator
 
 import grpc
 
+from cluster.domain.errors import Overloaded, ValidationError
 from cluster.domain.model import Run
-from cluster.domain.results import Overloaded, ValidationError
-from cluster.domain.state import JobStateMachine
-from cluster.node.config import LogsConfig
 from cluster.node.event_hub import RUN_EVENT_KINDS, EventHub
 from cluster.node.job_service import JobService
-from cluster.node.replicated_state import ReplicatedState
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
 from rpc.server.errors import convert_each, fill_results, guarded, guarded_stream
-from storage.output import OutputMissing, OutputReader
 
 WATCH_POLL_S = 0.5
 MAX_EXISTING = 10_000
-#: how an executor marks, in a run's error, an output it could not store (cluster.executor.worker)
-MISSING_MARK = "output missing: "
-
-
-def output_reader(logs: LogsConfig) -> OutputReader:
-    """Reads run output by URI; S3 with this node's [logs] endpoint and region (boto3 loaded on first use)."""
-
-    def s3_reader() -> object:
-        from storage.output_s3 import S3OutputReader
-
-        return S3OutputReader(logs.endpoint_url, logs.region)
-
-    return OutputReader(s3_reader)  # type: ignore[arg-type]
 
 
 class JobServicer(pb_grpc.JobServiceServicer):
-    def __init__(self, service: JobService, store: ReplicatedState, hub: EventHub, logs: LogsConfig | None = None) -> None:
+    def __init__(self, service: JobService, hub: EventHub) -> None:
         self._svc = service
-        self._store = store
         self._hub = hub
-        self._outputs = output_reader(logs or LogsConfig())
 
     @guarded
     def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> pb.Job:
@@ -109,21 +88,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def GetRunOutput(self, request: pb.GetRunOutputRequest, context: grpc.ServicerContext) -> pb.RunOutput:
-        run = self._svc.get_run(request.run_id)
-        out = pb.RunOutput(run_id=run.run_id, attempt=request.attempt or run.attempt, result=run.result, log_uri=run.log_uri)
-        if request.attempt and request.attempt != run.attempt:
-            out.missing_reason = f"only the latest attempt ({run.attempt}) of run {run.run_id} is recorded"
-        elif not run.log_uri:
-            missing = run.error[run.error.find(MISSING_MARK) :] if MISSING_MARK in run.error else ""
-            out.missing_reason = missing or f"output missing: no log is stored for run {run.run_id} (status {run.status.value})"
-        else:
-            try:
-                log, result = self._outputs.read(run.log_uri)
-                out.log = log
-                out.result = result or run.result
-            except OutputMissing as exc:
-                out.missing_reason = f"output missing: {exc}"
-        return out
+        return cv.run_output_to_pb(self._svc.get_run_output(request.run_id, request.attempt))
 
     @guarded
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest, context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
@@ -147,7 +112,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
         sub = self._hub.subscribe(accept, frozenset(request.kinds) or None)
         try:
             if request.include_existing:
-                for run in self._store.read(lambda m: _existing(m, job_id, accept)):
+                for run in self._svc.active_runs(job_id, accept, MAX_EXISTING):
                     yield pb.RunEvent(run=cv.run_to_pb(run), kind="existing")
             while context.is_active():
                 if sub.overflowed:
@@ -160,11 +125,3 @@ class JobServicer(pb_grpc.JobServiceServicer):
                 yield event
         finally:
             sub.close()
-
-
-def _existing(m: JobStateMachine, job_id: str, accept: Callable[[Run], bool]) -> list[Run]:
-    """The PENDING and LEASED runs the watch accepts, by scheduled time, at most ``MAX_EXISTING``:
-    from the index of active runs, never a scan of every run kept (finished ones included)."""
-    ids = m.active_by_job.get(job_id, ()) if job_id else (i for ids in m.active_by_job.values() for i in ids)
-    runs = sorted((m.runs[run_id] for run_id in ids), key=lambda r: (r.scheduled_ms, r.run_id))
-    return [copy.copy(r) for r in runs if accept(r)][:MAX_EXISTING]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from cluster.domain.results import ValidationError
+from cluster.domain.errors import ValidationError
 from cluster.node.lease_service import Completion, LeaseService
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
@@ -44,7 +44,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def CompleteRun(self, request: pb.CompleteRunRequest, context: grpc.ServicerContext) -> pb.CompleteRunResponse:
-        run = self._svc.complete(*_completion(request))
+        run = self._svc.complete(_completion(request))
         return pb.CompleteRunResponse(run=cv.run_to_pb(run))
 
     @guarded
@@ -58,7 +58,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 def _completion(request: pb.CompleteRunRequest) -> Completion:
     if request.outcome not in _OUTCOMES:
         raise ValidationError("outcome must be OUTCOME_SUCCEEDED or OUTCOME_FAILED")
-    return (
+    return Completion(
         request.lease_id,
         request.fencing_token,
         _OUTCOMES[request.outcome],

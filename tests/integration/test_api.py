@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ import grpc
 import pytest
 
 from cluster.app.local_cluster import LocalCluster
+from cluster.domain import commands as c
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
@@ -206,6 +208,18 @@ def test_cluster_status_from_every_node(cluster: LocalCluster) -> None:
         assert all(m.reachable for m in s.members)
         roles = {m.id: m.role for m in s.members}
         assert roles[leader] == pb.MEMBER_ROLE_LEADER
+
+
+def test_cluster_status_shows_every_members_version(cluster: LocalCluster) -> None:
+    cluster.wait_leader()
+    want = f"{importlib.metadata.version('raftsched')} (command format {c.FORMAT_VERSION})"
+    deadline = time.monotonic() + 15
+    while True:
+        versions = {n: {m.id: m.version for m in cluster.status(n).members} for n in cluster.nodes}  # type: ignore[union-attr]
+        if all(v == want for node in versions.values() for v in node.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all(v == want for node in versions.values() for v in node.values()), versions
 
 
 def test_watch_runs_kinds_filter(client: Client) -> None:

@@ -23,11 +23,11 @@ import boto3
 import pytest
 
 from cluster.app.local_cluster import LocalCluster, free_ports
-from cluster.executor.handlers import BoundedLog
+from cluster.app.node_main import output_reader
+from cluster.executor.bounded_log import BoundedLog
 from cluster.node.config import LogsConfig
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
-from rpc.server.job_servicer import output_reader
 from storage import LocalOutputStore, OutputKey, OutputStoreError
 from storage.output_s3 import MIN_PART_SIZE, S3OutputStore
 from tests.helpers import shell_spec, wait_for

@@ -107,6 +107,7 @@ EXAMPLES: list[c.Command] = [
     c.Fire(T0, (("a", 1), ("b", 2)), 100, 5_000),
     c.Fire(T0, ()),
     c.Barrier(T0),
+    c.NodeInfo(T0, "n1", "0.1.0", 1),
     c.AcquireLeases(T0, "ex-1", ("default", "q2"), 10),
     c.RenewLeases(T0, "ex-1", (("L5001", 5001),)),
     c.CompleteRun(T0, "L5001", 5001, True, b"\x00result", "", "s3://b/k", 0.25),
@@ -279,3 +280,12 @@ def test_a_valid_command_with_one_value_corrupted_decodes_or_is_refused(cmd: c.C
         c.decode(json.dumps(corrupted).encode())
     except c.CommandFormatError:
         pass
+
+
+def test_every_command_has_exactly_one_state_machine_handler() -> None:
+    from cluster.domain import commands as cmds
+    from cluster.domain.state import JobStateMachine  # noqa: F401 - importing it registers the handlers
+
+    missing = [t.__name__ for t in cmds.registered_commands() if t not in cmds.HANDLERS]
+    assert missing == []
+    assert set(cmds.HANDLERS) == set(cmds.registered_commands())

@@ -1,12 +1,12 @@
-"""The executor's client-side group commit of completions (``cluster.executor.worker.Completer``)."""
+"""The executor's client-side group commit of completions (``cluster.executor.completer.Completer``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from cluster.executor.handlers import LeaseLost, Task
-from cluster.executor.worker import Completer, Done
+from cluster.executor.completer import Completer
+from cluster.executor.ports import Finished, LeaseLost, Task
 
 
 def _task(i: int) -> Task:
@@ -24,8 +24,8 @@ def _task(i: int) -> Task:
     )
 
 
-def _done(i: int) -> Done:
-    return (_task(i), True, b"", "", "")
+def _done(i: int) -> Finished:
+    return Finished(_task(i), True)
 
 
 class BatchApi:
@@ -44,18 +44,18 @@ class BatchApi:
             self.first_in.set()
             assert self.release.wait(5)
 
-    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
-        self.single.append(task.lease_id)
+    def complete(self, finished: Finished) -> None:
+        self.single.append(finished.task.lease_id)
         self._hold_first()
-        if task.lease_id in self.lose:
-            raise LeaseLost(f"{task.lease_id} lost")
+        if finished.task.lease_id in self.lose:
+            raise LeaseLost(f"{finished.task.lease_id} lost")
 
-    def complete_many(self, done: list[Done]) -> list[Exception | None]:
-        self.calls.append([d[0].lease_id for d in done])
+    def complete_many(self, done: list[Finished]) -> list[Exception | None]:
+        self.calls.append([d.task.lease_id for d in done])
         self._hold_first()
         if self.fail_all is not None:
             raise self.fail_all
-        return [LeaseLost("lost") if d[0].lease_id in self.lose else None for d in done]
+        return [LeaseLost("lost") if d.task.lease_id in self.lose else None for d in done]
 
 
 def _run(completer: Completer, items: list[int]) -> tuple[list[threading.Thread], dict[int, Exception | None]]:
@@ -128,9 +128,9 @@ class SingleApi:
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
-        self.seen.append(task.lease_id)
-        if task.fencing_token == 2:
+    def complete(self, finished: Finished) -> None:
+        self.seen.append(finished.task.lease_id)
+        if finished.task.fencing_token == 2:
             raise LeaseLost("stale token")
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.executor import handlers
-from cluster.executor.handlers import BoundedLog, Task, TaskContext
+from cluster.executor.bounded_log import BoundedLog, LogSettings
+from cluster.executor.ports import Finished, Task, TaskContext
 from cluster.executor.worker import Executor, _Held
 from storage import (
     EMPTY_OUTPUT_URI,
@@ -82,18 +82,13 @@ def test_bounded_log_spools_to_disk_and_keeps_memory_small(tmp_path: Path) -> No
         log.open_reader()
 
 
-def test_str_writes_and_configured_defaults(tmp_path: Path) -> None:
-    old = (handlers.DEFAULT_LOG_LIMIT, handlers.SPOOL_DIR)
-    try:
-        handlers.configure_log_spool(2048, str(tmp_path))
-        ctx = TaskContext()
-        assert ctx.log.limit == 2048 and ctx.log._spool_dir == str(tmp_path)
-        ctx.log.write("héllo\n")
-        assert ctx.log.getvalue() == "héllo\n".encode()
-        with pytest.raises(ValueError):
-            handlers.configure_log_spool(10)
-    finally:
-        handlers.DEFAULT_LOG_LIMIT, handlers.SPOOL_DIR = old
+def test_str_writes_and_configured_settings(tmp_path: Path) -> None:
+    ctx = TaskContext(LogSettings(2048, str(tmp_path)).new_log())
+    assert ctx.log.limit == 2048 and ctx.log._spool_dir == str(tmp_path)
+    ctx.log.write("héllo\n")
+    assert ctx.log.getvalue() == "héllo\n".encode()
+    with pytest.raises(ValueError):
+        LogSettings(10)
 
 
 # ------------------------------------------------------------------ LocalOutputStore and reading
@@ -168,8 +163,8 @@ class FakeApi:
     def renew(self, leases: list[tuple[str, int]]) -> list:
         return []
 
-    def complete(self, task: Task, succeeded: bool, result: bytes, error: str, log_uri: str) -> None:
-        self.completions.append((succeeded, result, error, log_uri))
+    def complete(self, finished: Finished) -> None:
+        self.completions.append((finished.succeeded, finished.result, finished.error, finished.log_uri))
 
 
 def _held(text: bytes = b"hello\n") -> _Held:
@@ -181,8 +176,7 @@ def _held(text: bytes = b"hello\n") -> _Held:
 
 def _executor(store: MemoryOutputStore, retry_s: float) -> tuple[Executor, FakeApi]:
     api = FakeApi()
-    ex = Executor(api, ["q"], output=store)  # type: ignore[arg-type]
-    ex.output_retry_s = retry_s  # type: ignore[attr-defined]
+    ex = Executor(api, ["q"], output=store, output_retry_s=retry_s)  # type: ignore[arg-type]
     return ex, api
 
 

@@ -8,13 +8,15 @@ from typing import Any, Callable
 import pytest
 
 from cluster.domain import commands as c
+from cluster.domain.errors import RejectedError, ValidationError
 from cluster.domain.model import Every, JobSpec, RunStatus
-from cluster.domain.results import Ok, RejectedError, ValidationError
+from cluster.domain.results import Ok
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits
 from cluster.node import job_service as service_mod
 from cluster.node.clock import FakeClock
 from cluster.node.job_service import JobService
+from storage import OutputReader
 
 pytestmark = pytest.mark.unit
 
@@ -59,7 +61,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> tuple[JobService, CountingStore, J
         spec = JobSpec(name=name, schedule=Every(60_000), queue=queue)
         assert isinstance(m.apply(c.encode(c.CreateJob(T0, f"j-{i:04d}", spec)), i + 1), Ok)
     store = CountingStore(m)
-    return JobService(store, FakeClock(T0), Limits()), store, m  # type: ignore[arg-type]
+    return JobService(store, FakeClock(T0), Limits(), OutputReader()), store, m  # type: ignore[arg-type]
 
 
 def _all_pages(list_page: Callable[[str], Any], ident: Callable[[Any], str] = lambda j: j.job_id) -> list[str]:

@@ -119,6 +119,7 @@ def dump(m: JobStateMachine) -> dict[str, Any]:
         "idempotency": dict(m.idempotency),
         "leases": dict(m.leases),
         "lease_deadlines": list(m.lease_deadlines),
+        "members": dict(m.members),
     }
 
 
@@ -899,12 +900,10 @@ def test_malformed_spec_inside_create_is_rejected() -> None:
 
 
 def test_a_handler_bug_is_reported_as_internal_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cluster.domain import state
-
     def boom(self: JobStateMachine, cmd: c.Barrier, index: int) -> Result:
         raise RuntimeError("bug")
 
-    monkeypatch.setitem(state._HANDLERS, c.Barrier, boom)
+    monkeypatch.setitem(c.HANDLERS, c.Barrier, boom)
     result = JobStateMachine().apply(c.encode(c.Barrier(T0)), 7)
     assert isinstance(result, Internal) and "entry 7" in result.message
 
@@ -942,6 +941,8 @@ def _rich_history() -> Harness:
     h.create("cron", Cron("*/1 * * * *", "Europe/Berlin"), key="k-cron")
     h.create("paused", Every(SEC))
     h.create("deleted", Every(SEC))
+    h.ok(c.NodeInfo(T0, "n1", "0.1.0", 1))
+    h.ok(c.NodeInfo(T0, "n2", "0.2.0", 2))
     h.fire(T0 + 2 * SEC)
     lease(h, f"every@{T0 + SEC}")
     h.ok(c.PauseJob(T0 + 2 * SEC, "paused"))
@@ -993,6 +994,18 @@ def test_restored_machine_behaves_like_the_original() -> None:
         assert repr(h.apply(cmd)) == repr(twin.apply(cmd))
     assert dump(twin.m) == dump(h.m)
     assert twin.m.snapshot() == h.m.snapshot()
+
+
+def test_members_versions_are_kept_and_a_format_2_snapshot_still_loads() -> None:
+    h = _rich_history()
+    assert h.m.members == {"n1": ("0.1.0", 1), "n2": ("0.2.0", 2)}
+    body = marshal.loads(h.m.snapshot())
+    assert body[0] == 3 and body[6] == [("n1", "0.1.0", 1), ("n2", "0.2.0", 2)]
+    older = marshal.dumps((2, *body[1:6]), 2)  # what a node before members' versions wrote
+    fresh = JobStateMachine()
+    fresh.restore(older)
+    assert fresh.members == {}
+    assert dump(fresh) == {**dump(h.m), "members": {}}
 
 
 def test_restore_discards_the_old_state() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from cluster.domain.errors import RaftschedError, ValidationError
 from cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy
-from cluster.domain.results import SchedError, ValidationError
 from cluster.domain.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_ATTEMPTS,
@@ -138,7 +138,7 @@ def test_payload_limit_comes_from_limits() -> None:
 def test_invalid_specs_name_the_field_and_value(bad: JobSpec, match: str) -> None:
     with pytest.raises(ValidationError, match=match) as info:
         validate_spec(bad)
-    assert isinstance(info.value, SchedError)
+    assert isinstance(info.value, RaftschedError)
 
 
 def test_schedule_errors_become_validation_errors_with_their_cause() -> None:

@@ -520,18 +520,20 @@ class GetClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable", "version")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
     role: MemberRole
     reachable: bool
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ...) -> None: ...
+    version: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
     __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs", "pending_by_queue")

@@ -1,0 +1,40 @@
+"""raftsched's one error hierarchy (outside the Raft adapter, which has its own: ``raft.errors``).
+
+Every exception raftsched raises on purpose derives from ``RaftschedError``;
+``rpc.server.errors`` maps each kind to one gRPC status code. Messages name
+the id or value at fault and say what to do next. Business refusals inside
+the state machine are *values* (``cluster.domain.results.Rejected``), raised
+to callers that want an exception as ``RejectedError``.
+"""
+
+from __future__ import annotations
+
+from cluster.domain.results import Rejected
+
+
+class RaftschedError(Exception):
+    """Base of every error raftsched raises on purpose."""
+
+
+class ValidationError(RaftschedError):
+    """Bad input: INVALID_ARGUMENT."""
+
+
+class Unavailable(RaftschedError):
+    """No leader, no quorum, or the outcome is unknown: UNAVAILABLE (retry)."""
+
+
+class Overloaded(RaftschedError):
+    """A consumer fell too far behind or a limit of the node was hit: RESOURCE_EXHAUSTED."""
+
+
+class ConfigError(RaftschedError):
+    """A configuration (file, flags, data dir) that cannot be used: the message says what to fix."""
+
+
+class RejectedError(RaftschedError):
+    """A ``Rejected`` outcome of the state machine, raised to a caller that wants an exception."""
+
+    def __init__(self, rejected: Rejected) -> None:
+        super().__init__(rejected.message)
+        self.rejected = rejected

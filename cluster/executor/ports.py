@@ -1,0 +1,137 @@
+"""The executor's contracts: what a handler gets, what it needs from the cluster and from an output store.
+
+* ``Task`` — one leased run as a handler sees it; ``TaskContext`` — its log,
+  cancellation and deadline. A handler is ``fn(task, ctx)``: returning means
+  success (the value becomes the run's result), raising means failure
+  (``HandlerError``'s text becomes the run's error).
+* ``LeaseApi`` — the cluster (``rpc.client.GrpcLeaseApi``, or a fake):
+  acquire (long poll), renew, complete (one or many ``Finished`` runs).
+  A completion or renewal the cluster refuses raises/returns ``LeaseLost``.
+* ``OutputStore`` — where each attempt's log and result go (``storage``):
+  ``check()`` proves it usable or raises ``OutputStoreError`` saying what to
+  fix; ``put(key, log, result)`` stores one attempt (the log streamed from a
+  ``LogSource``, never whole in memory when large) and returns the log's URI,
+  overwriting the same key; ``uri_for(key)`` is that URI, for messages.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol, runtime_checkable
+
+from cluster.domain.errors import RaftschedError
+from cluster.domain.lease_rules import Renewal
+from cluster.domain.output import OutputKey
+from cluster.executor.bounded_log import BoundedLog
+
+
+@dataclass(frozen=True)
+class Task:
+    """One leased run, as the executor sees it."""
+
+    lease_id: str
+    fencing_token: int
+    run_id: str
+    job_id: str
+    attempt: int
+    type: str
+    payload: bytes
+    timeout_ms: int
+    expires_ms: int
+    scheduled_ms: int
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One run's outcome on its way to ``CompleteRun``."""
+
+    task: Task
+    succeeded: bool
+    result: bytes = b""
+    error: str = ""
+    log_uri: str = ""
+
+
+@dataclass
+class TaskContext:
+    log: BoundedLog = field(default_factory=BoundedLog)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None
+    reason: str = ""
+
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+
+class LeaseLost(RaftschedError):
+    """The cluster refused a completion or renewal: the lease expired or was superseded."""
+
+
+class HandlerError(RaftschedError):
+    """A handler's failure with a message meant for the run's error field."""
+
+
+class Handler(Protocol):
+    def __call__(self, task: Task, ctx: TaskContext) -> object: ...
+
+
+class LeaseApi(Protocol):
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]: ...
+
+    def renew(self, leases: list[tuple[str, int]]) -> list[Renewal]: ...
+
+    def complete(self, finished: Finished) -> None:
+        """Report one outcome; raise ``LeaseLost`` if the cluster refuses it."""
+        ...
+
+    # optional: ``complete_many(finished: list[Finished]) -> list[Exception | None]``, several
+    # outcomes in one call (per run None, ``LeaseLost`` or another error); see ``Completer``
+
+
+@runtime_checkable
+class LogSource(Protocol):
+    """A finished log that can be read from the start, any number of times."""
+
+    @property
+    def size(self) -> int: ...
+
+    def open_reader(self) -> BinaryIO: ...
+
+
+class BytesLogSource:
+    """A ``LogSource`` over bytes already in memory (small logs, tests)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = bytes(data)
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def open_reader(self) -> BinaryIO:
+        return io.BytesIO(self._data)
+
+
+def as_log_source(log: bytes | LogSource) -> LogSource:
+    return BytesLogSource(log) if isinstance(log, (bytes, bytearray, memoryview)) else log
+
+
+class OutputStore(Protocol):
+    def describe(self) -> str:
+        """Where output goes, for logs and messages (``file:///...`` or ``s3://bucket/prefix``)."""
+        ...
+
+    def check(self) -> None:
+        """Raise ``OutputStoreError`` if the store cannot be written."""
+        ...
+
+    def uri_for(self, key: OutputKey) -> str:
+        """The log URI ``put`` returns for ``key``."""
+        ...
+
+    def put(self, key: OutputKey, log: bytes | LogSource, result: bytes) -> str:
+        """Store one attempt's log and result; return the log's URI. Raises ``OutputStoreError``."""
+        ...

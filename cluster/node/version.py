@@ -1,0 +1,70 @@
+"""Which raftsched this node runs, and its report of it to the cluster.
+
+Each node proposes one ``NodeInfo`` command once it runs (retrying until it
+commits), so every replica knows every member's version and command format:
+``GetClusterStatus`` shows them, and a format change can be checked against
+them first.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import threading
+
+from cluster.domain import commands as c
+from cluster.domain.errors import RaftschedError
+from cluster.node.clock import Clock
+from cluster.node.replicated_state import ReplicatedState
+
+log = logging.getLogger("raftsched.node")
+
+RETRY_S = 1.0
+
+
+def raftsched_version() -> str:
+    try:
+        return importlib.metadata.version("raftsched")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "0+unknown"
+
+
+def version_text() -> str:
+    """What ``raftsched --version`` prints."""
+    parts = [f"raftsched {raftsched_version()}", f"command format {c.FORMAT_VERSION}"]
+    for dist in ("pysyncobj", "grpcio", "croniter", "tzdata"):
+        try:
+            parts.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{dist} (not installed)")
+    return ", ".join(parts)
+
+
+class VersionReporter:
+    """Proposes this node's ``NodeInfo`` until it commits (in a thread; ``stop`` ends it)."""
+
+    def __init__(self, store: ReplicatedState, clock: Clock, node_id: str, version: str) -> None:
+        self._store = store
+        self._clock = clock
+        self._node_id = node_id
+        self._version = version
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="version-report", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            cmd = c.NodeInfo(self._clock.now_ms(), self._node_id, self._version, c.FORMAT_VERSION)
+            try:
+                self._store.execute(cmd)
+                log.info("node %s reported version %s (command format %d)", self._node_id, self._version, c.FORMAT_VERSION)
+                return
+            except RaftschedError as exc:
+                log.debug("version report not committed yet (%s); retrying", exc)
+            self._stop.wait(RETRY_S)
