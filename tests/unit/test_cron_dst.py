@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import importlib
 from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from cluster.domain.cron_calendar import day_matches
+from cluster.domain.cron_fields import parse_cron
 from cluster.domain.model import Cron, Every
 from cluster.domain.results import ValidationError
 from cluster.domain.schedule import explain_instant, upcoming
@@ -73,6 +76,34 @@ CLOCK_TABLE = [
 @pytest.mark.parametrize("expression, zone, after, expected", CLOCK_TABLE)
 def test_clock_following_jobs(expression: str, zone: str, after: int, expected: list[int]) -> None:
     assert upcoming(Cron(expression, zone), after, after, len(expected)) == expected
+
+
+TRANSITIONS = [
+    (NY, utc(2026, 3, 8, 7)),
+    (NY, utc(2026, 11, 1, 6)),
+    (BERLIN, utc(2026, 3, 29, 1)),
+    (BERLIN, utc(2026, 10, 25, 1)),
+    (SYDNEY, utc(2026, 4, 4, 16)),
+    (SYDNEY, utc(2026, 10, 3, 16)),
+    (LORD_HOWE, utc(2026, 4, 4, 15)),
+    (LORD_HOWE, utc(2026, 10, 3, 15, 30)),
+]
+
+
+@pytest.mark.parametrize("zone, change", TRANSITIONS)
+@pytest.mark.parametrize("expression", ["*/15 * * * *", "0 * * * *", "30 * * * *", "*/10 */2 * * *", "45,50 * * * *"])
+def test_clock_following_matches_the_definition(expression: str, zone: str, change: int) -> None:
+    """Minute by minute around a change: an instant fires exactly when its local wall time matches."""
+    f, z = parse_cron(expression), ZoneInfo(zone)
+
+    def matches(ms: int) -> bool:
+        wall = datetime.fromtimestamp(ms // 1000, z)
+        return wall.minute in f.minutes and wall.hour in f.hours and day_matches(f, wall.date())
+
+    start, end = change - 3 * 3_600_000, change + 3 * 3_600_000
+    expected = [t for t in range(start + 60_000, end, 60_000) if matches(t)]
+    fired = [t for t in upcoming(Cron(expression, zone), start, start, len(expected) + 1) if t < end]
+    assert fired == expected
 
 
 # ---------------------------------------------- jobs with specific hours

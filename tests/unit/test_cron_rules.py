@@ -32,6 +32,7 @@ def days(expression: str, start: date, end: date) -> list[int]:
     [
         ("5-5 * * * *", "minutes", (5,)),  # croniter 7 alone reads a one-value range as '*'
         ("0 9-9/2 * * *", "hours", (9,)),
+        ("0 0 * * 7-7", "weekdays", frozenset({0})),  # before: croniter's '*', every day
         ("*/20 * * * *", "minutes", (0, 20, 40)),
         ("0 0 * * * 30", "seconds", (30,)),  # 6 fields: seconds LAST
         ("0 0 * * *", "seconds", (0,)),
@@ -137,6 +138,8 @@ def test_day_rule(expression: str, expected: list[int]) -> None:
         ("0 12 * * 5L", utc(2026, 2, 1), [utc(2026, 2, 27, 12), utc(2026, 3, 27, 12)]),
         ("0 0 31 * 5L", utc(2026, 4, 1), [utc(2026, 4, 24), utc(2026, 5, 29)]),  # April has no 31st
         ("0 12 L 2 *", utc(2027, 1, 1), [utc(2027, 2, 28, 12), utc(2028, 2, 29, 12)]),
+        # a one-value range is that value (before this change '0 5-5 * * *' fired every hour)
+        ("0 5-5 * * *", utc(2026, 1, 1), [utc(2026, 1, 1, 5), utc(2026, 1, 2, 5)]),
     ],
 )
 def test_day_rule_instants(expression: str, after: int, expected: list[int]) -> None:

@@ -369,6 +369,11 @@ EXPRESSIONS = [
     "0 2 1 * *",
     "*/20 * * * * 15",
     "59 23 L * *",
+    "* 2 * * *",
+    "*/7 */3 * * *",
+    "0 12 * * 5L",
+    "*/10 * 1 * 1#2",
+    "30 0-2 */3 * 0#1,6L",
 ]
 # instants near the 2026 transitions of the zones above, to hit gaps and repeats
 TRANSITIONS = [
