@@ -232,7 +232,8 @@ def _job_cmd(a: argparse.Namespace, client: Client) -> None:
         _print(a, pb.ListJobsResponse(jobs=jobs), _table(JOB_HEADERS, [_job_row(j) for j in jobs]))
     elif a.action == "preview":
         resp = client.job("PreviewSchedule", pb.PreviewScheduleRequest(spec=_spec_from_args(a), count=a.count))
-        _print(a, resp, "\n".join(_fmt_ts(t) for t in resp.times))
+        notes = list(resp.notes) + [""] * (len(resp.times) - len(resp.notes))  # an older server sends none
+        _print(a, resp, "\n".join(f"{_fmt_ts(t)}  {n}".rstrip() for t, n in zip(resp.times, notes)))
     elif a.action == "trigger":
         r = client.job("TriggerJob", pb.TriggerJobRequest(job_id=a.job_id))
         _print(a, r, _table(RUN_HEADERS, [_run_row(r)]))

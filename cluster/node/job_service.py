@@ -17,7 +17,7 @@ from cluster.domain import commands as c
 from cluster.domain.errors import RejectedError, ValidationError
 from cluster.domain.model import Job, JobSpec, JobStatus, Run, RunStatus
 from cluster.domain.results import NotFound
-from cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
+from cluster.domain.schedule import ScheduleError, explain_instant, upcoming, validate_schedule
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits, validate_spec
@@ -236,7 +236,8 @@ class JobService:
             if exhausted:
                 return Page(out, "")
 
-    def preview(self, spec_schedule: object, after_ms: int | None, count: int) -> list[int]:
+    def preview(self, spec_schedule: object, after_ms: int | None, count: int) -> list[tuple[int, str]]:
+        """The next instants of a schedule, each with a note on what DST did to it ("" when nothing)."""
         try:
             validate_schedule(spec_schedule)  # type: ignore[arg-type]
         except ScheduleError as exc:
@@ -245,7 +246,8 @@ class JobService:
             raise ValidationError(f"count {count} is negative")
         count = min(count or 10, MAX_PREVIEW)
         start = self._clock.now_ms() if after_ms is None else after_ms
-        return upcoming(spec_schedule, start, start, count)  # type: ignore[arg-type]
+        times = upcoming(spec_schedule, start, start, count)  # type: ignore[arg-type]
+        return [(t, explain_instant(spec_schedule, prev, t)) for prev, t in zip([start] + times, times)]  # type: ignore[arg-type]
 
 
 def _require_id(field: str, value: str) -> None:

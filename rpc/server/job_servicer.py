@@ -95,8 +95,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
         schedule = cv.schedule_from_pb(request.spec)
         after = cv.ts_ms(request.after) if request.HasField("after") else None
         resp = pb.PreviewScheduleResponse()
-        for ms in self._svc.preview(schedule, after, request.count):
+        for ms, note in self._svc.preview(schedule, after, request.count):
             cv.to_ts(ms, resp.times.add())
+            resp.notes.append(note)
         return resp
 
     @guarded_stream

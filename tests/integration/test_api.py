@@ -142,9 +142,11 @@ def test_preview_schedule_shows_dst(client: Client) -> None:
     spec = cron_spec("p", "30 2 * * *", "America/New_York")
     after = pb.PreviewScheduleRequest(spec=spec, count=3)
     cv.to_ts(1772_841_600_000, after.after)  # 2026-03-07T00:00Z
-    times = [cv.ts_ms(t) for t in client.job("PreviewSchedule", after).times]
+    resp = client.job("PreviewSchedule", after)
+    times = [cv.ts_ms(t) for t in resp.times]
     # 03-07 02:30 EST, 03-08 (gap) -> 03:00 EDT, 03-09 02:30 EDT
     assert times == [1772_868_600_000, 1772_953_200_000, 1773_037_800_000]
+    assert list(resp.notes) == ["", "02:30 skipped by DST: fired at the end of the gap, 03:00 EDT", ""]
 
 
 BAD_SPECS = [

@@ -236,16 +236,21 @@ def test_cron_dst_daily(expression: str, zone: str, day_start: int, day_end: int
 
 
 def test_skipped_wall_times_collapse_into_the_gap_end() -> None:
-    # 02:00, 02:15, 02:30, 02:45 and 03:00 EDT all fire at 07:00 UTC, once
-    fires = fires_between(Cron("*/15 * * * *", NY), utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 8, 1))
+    # a job with specific hours: 02:00, 02:15, 02:30, 02:45 (skipped) and 03:00 EDT all fire at 07:00 UTC, once
+    fires = fires_between(Cron("*/15 1-3 * * *", NY), utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 8, 1))
     assert fires == [
         utc(2026, 3, 8, 6, 45),
         utc(2026, 3, 8, 7),
         utc(2026, 3, 8, 7, 15),
         utc(2026, 3, 8, 7, 30),
         utc(2026, 3, 8, 7, 45),
-        utc(2026, 3, 8, 8),
     ]
+
+
+def test_clock_following_job_has_no_instants_in_a_skipped_hour() -> None:
+    # hour field '*': 02:00-02:45 do not exist; 03:00 EDT (07:00 UTC) fires as itself
+    fires = fires_between(Cron("*/15 * * * *", NY), utc(2026, 3, 8, 6, 30), utc(2026, 3, 8, 8, 1))
+    assert fires == [utc(2026, 3, 8, 6, 45)] + [utc(2026, 3, 8, 7) + k * 15 * MIN for k in range(5)]
 
 
 @pytest.mark.parametrize(
@@ -253,10 +258,10 @@ def test_skipped_wall_times_collapse_into_the_gap_end() -> None:
     [
         # NY: local 2026-03-08 is 23 hours, 2026-11-01 is 25 hours (01:00-02:00 twice)
         (NY, utc(2026, 3, 8, 5), utc(2026, 3, 9, 4), None, None, 23 * 4),
-        (NY, utc(2026, 11, 1, 4), utc(2026, 11, 2, 5), utc(2026, 11, 1, 5), utc(2026, 11, 1, 7), 24 * 4),
+        (NY, utc(2026, 11, 1, 4), utc(2026, 11, 2, 5), utc(2026, 11, 1, 5), utc(2026, 11, 1, 7), 25 * 4),
         # Berlin: 02:00-03:00 twice on 2026-10-25
         (BERLIN, utc(2026, 3, 28, 23), utc(2026, 3, 29, 22), None, None, 23 * 4),
-        (BERLIN, utc(2026, 10, 24, 22), utc(2026, 10, 25, 23), utc(2026, 10, 25, 0), utc(2026, 10, 25, 2), 24 * 4),
+        (BERLIN, utc(2026, 10, 24, 22), utc(2026, 10, 25, 23), utc(2026, 10, 25, 0), utc(2026, 10, 25, 2), 25 * 4),
     ],
 )
 def test_quarter_hourly_across_transitions(
@@ -272,28 +277,33 @@ def test_quarter_hourly_across_transitions(
     assert len(set(fires)) == len(fires) == expected_day_count
     assert all(f % (15 * MIN) == 0 for f in fires)
     if repeat_start is not None and repeat_end is not None:
-        # the two passes of the repeated hour span two UTC hours; only the first pass fires
+        # the two passes of the repeated hour span two UTC hours; the job follows the clock through both
         in_repeat = [f for f in fires if repeat_start <= f < repeat_end]
-        assert len(in_repeat) == 4
-        assert all(f < repeat_start + HOUR for f in in_repeat)
+        assert in_repeat == [repeat_start + k * 15 * MIN for k in range(8)]
 
 
 @pytest.mark.parametrize(
     "expression, zone, after_ms, expected",
     [
-        # after_ms inside the second pass of NY's repeated hour (06:00-07:00 UTC)
-        ("*/15 * * * *", NY, utc(2026, 11, 1, 6, 10), utc(2026, 11, 1, 7)),
-        ("*/15 * * * *", NY, utc(2026, 11, 1, 6), utc(2026, 11, 1, 7)),
+        # after_ms inside the second pass of NY's repeated hour (06:00-07:00 UTC): a clock-following
+        # job fires on in the second pass
+        ("*/15 * * * *", NY, utc(2026, 11, 1, 6, 10), utc(2026, 11, 1, 6, 15)),
+        ("*/15 * * * *", NY, utc(2026, 11, 1, 6), utc(2026, 11, 1, 6, 15)),
         ("*/15 * * * *", NY, utc(2026, 11, 1, 7) - 1, utc(2026, 11, 1, 7)),
+        ("* * * * * *", NY, utc(2026, 11, 1, 6, 59, 58), utc(2026, 11, 1, 6, 59, 59)),
+        ("* * * * * *", NY, utc(2026, 11, 1, 6, 0, 1), utc(2026, 11, 1, 6, 0, 2)),
+        # ... a job with specific hours does not: its repeated wall times fired in the first pass
         ("30 1 * * *", NY, utc(2026, 11, 1, 6, 10), utc(2026, 11, 2, 6, 30)),
-        ("* * * * * *", NY, utc(2026, 11, 1, 6, 59, 58), utc(2026, 11, 1, 6, 59, 59) + 1000),
+        ("* 1 * * * *", NY, utc(2026, 11, 1, 6, 59, 58), utc(2026, 11, 2, 6)),
         # early in the second pass: thousands of repeated wall seconds are jumped over, not walked
-        ("* * * * * *", NY, utc(2026, 11, 1, 6, 0, 1), utc(2026, 11, 1, 7)),
+        ("* 1,2 * * * *", NY, utc(2026, 11, 1, 6, 0, 1), utc(2026, 11, 1, 7)),
         # inside the first pass
         ("*/15 * * * *", NY, utc(2026, 11, 1, 5, 10), utc(2026, 11, 1, 5, 15)),
-        ("*/15 * * * *", NY, utc(2026, 11, 1, 5, 45), utc(2026, 11, 1, 7)),
+        ("*/15 * * * *", NY, utc(2026, 11, 1, 5, 45), utc(2026, 11, 1, 6)),
+        ("*/15 1,2 * * *", NY, utc(2026, 11, 1, 5, 45), utc(2026, 11, 1, 7)),
         # Lord Howe's 30-minute repeat (15:00-15:30 UTC second pass on 2026-04-04)
-        ("*/10 * * * *", LORD_HOWE, utc(2026, 4, 4, 15, 5), utc(2026, 4, 4, 15, 30)),
+        ("*/10 * * * *", LORD_HOWE, utc(2026, 4, 4, 15, 5), utc(2026, 4, 4, 15, 10)),
+        ("*/10 1,2 * * *", LORD_HOWE, utc(2026, 4, 4, 15, 5), utc(2026, 4, 4, 15, 30)),
         # at the gap end itself
         ("30 2 * * *", NY, utc(2026, 3, 8, 7), utc(2026, 3, 9, 6, 30)),
         ("30 2 * * *", NY, utc(2026, 3, 8, 7) - 1, utc(2026, 3, 8, 7)),
@@ -359,6 +369,11 @@ EXPRESSIONS = [
     "0 2 1 * *",
     "*/20 * * * * 15",
     "59 23 L * *",
+    "* 2 * * *",
+    "*/7 */3 * * *",
+    "0 12 * * 5L",
+    "*/10 * 1 * 1#2",
+    "30 0-2 */3 * 0#1,6L",
 ]
 # instants near the 2026 transitions of the zones above, to hit gaps and repeats
 TRANSITIONS = [
