@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from cluster.executor.handlers import LeaseLost, Task
 from cluster.executor.worker import Completer, Done
+
+pytestmark = pytest.mark.unit
 
 
 def _task(i: int) -> Task:
