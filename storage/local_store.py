@@ -65,13 +65,18 @@ class LocalOutputStore:
         tmp = f"{path}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)  # no buffered file object
         try:
-            while chunk := reader.read(self.CHUNK):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            try:
+                while chunk := reader.read(self.CHUNK):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:  # a failed source or a full disk: leave no half-written .tmp behind
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
 
     def get(self, uri: str) -> tuple[bytes, bytes]:
         return read_file_uri(uri)

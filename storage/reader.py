@@ -49,7 +49,7 @@ class OutputReader:
             if scheme == "s3":
                 return self._s3_read()(uri, self.max_bytes)
             if scheme == "mem" and self._memory is not None:
-                return self._memory.get(uri)
+                return self._memory.get(uri, self.max_bytes)
         except OutputMissing:
             raise
         except Exception as exc:  # noqa: BLE001 - a reader's bug or an odd failure must not fail the RPC

@@ -1,4 +1,10 @@
-"""Shared fixtures: real 3-node clusters on loopback, each in its own temp dir."""
+"""Shared fixtures: real 3-node clusters on loopback, each in its own temp dir; an S3 server
+(moto_server) on loopback with a bucket; the tier check.
+
+Every collected test must carry exactly one tier marker (``tests.tiers``):
+the session stops before running anything when one does not, so that no
+``-m <tier>`` run can skip a test silently.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,15 @@ import pytest
 
 from cluster.app.local_cluster import LocalCluster
 from rpc.client.client import Client
+from tests.moto_server import BUCKET, MotoServer, aws_environment
+from tests.tiers import tier_problems
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects anything
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = tier_problems(items)
+    if problems:
+        raise pytest.UsageError(f"{len(problems)} collected test(s) without a proper tier:\n  " + "\n  ".join(problems))
 
 
 def _dump_logs(cluster: LocalCluster) -> None:
@@ -59,3 +74,21 @@ def fresh_cluster(tmp_path) -> Iterator[LocalCluster]:  # type: ignore[no-untype
 def client(cluster: LocalCluster) -> Iterator[Client]:
     with Client(cluster.addresses) as cl:
         yield cl
+
+
+@pytest.fixture(scope="module")
+def aws_env() -> Iterator[None]:
+    """Credentials for boto3 in this process and in every node and executor started from it."""
+    with aws_environment():
+        yield
+
+
+@pytest.fixture(scope="module")
+def s3(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """A moto S3 server on loopback with the bucket ``BUCKET``, stopped (by pid) after the module."""
+    server = MotoServer(str(tmp_path_factory.mktemp("s3")), "moto")
+    try:
+        server.client().create_bucket(Bucket=BUCKET)
+        yield server
+    finally:
+        server.kill()

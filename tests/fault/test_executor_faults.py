@@ -1,4 +1,9 @@
-"""Executors and nodes killed with SIGKILL mid-run: at-least-once, one holder at a time, no zombie writes."""
+"""Executors and nodes killed with SIGKILL mid-run: at-least-once, one holder at a time, no zombie writes.
+
+Every test watches its queue's leases on one node it does not kill (``LeaseWatch``) and ends in the
+shared history check (``tests.history``): each run fired once, at most one lease holder at a time, with
+growing tokens, and the same history on every node.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
 from tests.helpers import shell_spec, start_executor, wait_for
+from tests.history import Expected, OneOffJob
+from tests.history_read import LeaseWatch, check_cluster
 
 pytestmark = pytest.mark.fault
 
@@ -23,6 +30,11 @@ def _spec(name: str, command: str, ttl_ms: int, queue: str) -> pb.JobSpec:
     cv.to_dur(ttl_ms, spec.lease_ttl)
     cv.to_dur(200, spec.retry.initial_backoff)
     return spec
+
+
+def _once(job: pb.Job, status: str) -> Expected:
+    """A one-off job due at its creation, whose one run ends ``status``."""
+    return Expected(one_off=[OneOffJob(job.job_id, cv.ts_ms(job.created_at) + cv.dur_ms(job.spec.after), status)])
 
 
 def _stop(proc) -> None:  # type: ignore[no-untyped-def]
@@ -35,8 +47,9 @@ def test_sigkilled_executor_loses_lease_and_another_completes(fresh_cluster: Loc
     c = fresh_cluster
     root = str(tmp_path)
     cmd = 'if [ "$RAFTSCHED_ATTEMPT" = 1 ]; then sleep 60; fi; echo finished by attempt $RAFTSCHED_ATTEMPT'
-    with Client(c.addresses) as client:
+    with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-kill") as watch:
         job = client.create_job(_spec("killed-exec", cmd, 1500, "q-kill"))
+        watch.wait_seen()
         a = start_executor(c.addresses, root, "exec-a", "q-kill")
         b = None
         try:
@@ -67,6 +80,10 @@ def test_sigkilled_executor_loses_lease_and_another_completes(fresh_cluster: Loc
             assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
             after = client.get_run(done.run_id)
             assert after.status == pb.RUN_STATUS_SUCCEEDED and after.fencing_token == done.fencing_token
+            watch.wait_finished(done.run_id)
+            leases = watch.leases()
+            assert [(lease.attempt, lease.executor_id) for lease in leases] == [(1, "exec-a"), (2, "exec-b")], leases
+            check_cluster(c, _once(job, "SUCCEEDED"), leases=leases)
         finally:
             _stop(a)
             if b is not None:
@@ -78,8 +95,10 @@ def test_renewing_run_survives_leader_sigkill_and_is_never_handed_out_twice(fres
     root = str(tmp_path)
     marks = tmp_path / "starts.txt"
     cmd = f"echo start-$RAFTSCHED_ATTEMPT >> {marks}; sleep 7; echo done"
-    with Client(c.addresses, deadline_s=30) as client:
+    watched = next(n for n in c.nodes if n != c.wait_leader())  # the leader is killed below: watch a follower
+    with Client(c.addresses, deadline_s=30) as client, LeaseWatch(c.nodes[watched].grpc, "q-long") as watch:
         job = client.create_job(_spec("long-run", cmd, 2000, "q-long"))
+        watch.wait_seen()
         execs = [start_executor(c.addresses, root, f"exec-{i}", "q-long") for i in range(2)]
         try:
             wait_for(lambda: marks.exists(), 20, "the run to start")
@@ -95,6 +114,8 @@ def test_renewing_run_survives_leader_sigkill_and_is_never_handed_out_twice(fres
             )[0]
             assert done.attempt == 1, f"the run was handed out again: attempt {done.attempt}"
             assert marks.read_text().split() == ["start-1"]
+            watch.wait_finished(done.run_id)
+            check_cluster(c, _once(job, "SUCCEEDED"), leases=watch.leases())
         finally:
             for e in execs:
                 _stop(e)
@@ -102,8 +123,9 @@ def test_renewing_run_survives_leader_sigkill_and_is_never_handed_out_twice(fres
 
 def test_cancel_stops_a_running_shell_job(cluster_for_cancel: tuple[LocalCluster, str]) -> None:
     c, root = cluster_for_cancel
-    with Client(c.addresses) as client:
+    with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-cancel-run") as watch:
         job = client.create_job(_spec("cancel-me", "sleep 60", 3000, "q-cancel-run"))
+        watch.wait_seen()
         e = start_executor(c.addresses, root, "exec-cancel", "q-cancel-run")
         try:
             run = wait_for(
@@ -113,20 +135,25 @@ def test_cancel_stops_a_running_shell_job(cluster_for_cancel: tuple[LocalCluster
             client.job("CancelRun", pb.CancelRunRequest(run_id=run.run_id))
             wait_for(lambda: client.get_run(run.run_id).status == pb.RUN_STATUS_CANCELLED, 10, "the run to be cancelled")
             assert time.monotonic() - started < 5  # the next renewal (every TTL/3) carried the request
+            watch.wait_finished(run.run_id)
+            check_cluster(c, _once(job, "CANCELLED"), leases=watch.leases())
         finally:
             _stop(e)
 
 
 def test_sigterm_lets_running_work_finish(cluster_for_cancel: tuple[LocalCluster, str]) -> None:
     c, root = cluster_for_cancel
-    with Client(c.addresses) as client:
+    with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-term") as watch:
         job = client.create_job(_spec("finish-me", "sleep 1.5; echo finished", 5000, "q-term"))
+        watch.wait_seen()
         e = start_executor(c.addresses, root, "exec-term", "q-term")
         wait_for(lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_LEASED], 20, "the lease")
         os.kill(e.pid, signal.SIGTERM)
         assert e.wait(30) == 0
         run = client.list_runs(job_id=job.job_id)[0]
         assert run.status == pb.RUN_STATUS_SUCCEEDED and run.attempt == 1
+        watch.wait_finished(run.run_id)
+        check_cluster(c, _once(job, "SUCCEEDED"), leases=watch.leases())
 
 
 @pytest.fixture(scope="module")

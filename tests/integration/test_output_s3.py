@@ -1,108 +1,33 @@
 """Run output in S3, end to end, against a real S3-compatible server (moto_server) on loopback.
 
 Every S3 server here is a separate ``python -m moto.server`` process on a
-free loopback port, started by these tests and stopped by pid. The nodes
+free loopback port (``tests.moto_server``; the ``s3`` fixture is in
+``tests/conftest.py``), started by these tests and stopped by pid. The nodes
 read output with the cluster's ``[logs]`` settings; executors write it with
-the ``--logs-store s3`` flags or the same config.
+the ``--logs-store s3`` flags or the same config. What every output store
+must do on its own (put, read back, multipart, check) is the contract suite,
+``tests/contract/test_output_stores.py``.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
-from pathlib import Path
 from typing import Iterator
 
-import boto3
 import pytest
 
-from cluster.app.local_cluster import LocalCluster, free_ports
-from cluster.app.node_main import output_reader
-from cluster.executor.bounded_log import BoundedLog
-from cluster.node.config import LogsConfig
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
-from storage import LocalOutputStore, OutputKey, OutputStoreError
-from storage.output_s3 import MIN_PART_SIZE, S3OutputStore
 from tests.helpers import shell_spec, wait_for
+from tests.moto_server import BUCKET, REGION, MotoServer
 
 pytestmark = pytest.mark.integration
-
-BUCKET = "raftsched-runs"
-REGION = "us-east-1"
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-}
-
-
-class MotoServer:
-    """One moto S3 server process on 127.0.0.1."""
-
-    def __init__(self, root: str, name: str, env: dict[str, str] | None = None) -> None:
-        (self.port,) = free_ports(1)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = os.path.join(root, f"{name}.log")
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
-                start_new_session=True,
-            )
-        wait_for(self._up, 30, f"moto_server on port {self.port}", interval=0.2)
-
-    def _up(self) -> bool:
-        assert self.proc.poll() is None, f"moto_server exited; see {self.log_path}"
-        try:
-            with urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1):
-                return True
-        except OSError:
-            return False
-
-    def client(self) -> object:
-        return boto3.client(
-            "s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
-        )
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def aws_env() -> Iterator[None]:
-    """Credentials for boto3 in this process and in every node and executor started from it."""
-    saved = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-@pytest.fixture(scope="module")
-def s3(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    server = MotoServer(str(tmp_path_factory.mktemp("s3")), "moto")
-    try:
-        server.client().create_bucket(Bucket=BUCKET)  # type: ignore[attr-defined]
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -181,10 +106,10 @@ def test_output_lands_under_the_documented_key_and_every_node_reads_it(
         key = f"team/a/{job.job_id}/{run.run_id}/attempt-1-token-{run.fencing_token}"
         assert run.log_uri == f"s3://{BUCKET}/{key}.log"
         bucket = s3.client()
-        obj = bucket.get_object(Bucket=BUCKET, Key=key + ".log")  # type: ignore[attr-defined]
+        obj = bucket.get_object(Bucket=BUCKET, Key=key + ".log")
         assert obj["Body"].read() == b"hello-s3\noops\n"
         assert obj["Metadata"]["raftsched-fencing-token"] == str(run.fencing_token)
-        assert bucket.get_object(Bucket=BUCKET, Key=key + ".result")["Body"].read() == b'{"exit_code": 0}'  # type: ignore[attr-defined]
+        assert bucket.get_object(Bucket=BUCKET, Key=key + ".result")["Body"].read() == b'{"exit_code": 0}'
         for address in s3_cluster.addresses:  # any node reads it back, with its own [logs] settings
             with Client([address]) as one:
                 out = one.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
@@ -196,7 +121,7 @@ def test_output_lands_under_the_documented_key_and_every_node_reads_it(
         )
         assert cli.returncode == 0 and cli.stdout.startswith(b"hello-s3\noops\n"), cli
         # a log that is gone from the bucket (lifecycle expiry) is reported, not raised
-        bucket.delete_object(Bucket=BUCKET, Key=key + ".log")  # type: ignore[attr-defined]
+        bucket.delete_object(Bucket=BUCKET, Key=key + ".log")
         out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
         assert out.log == b"" and out.missing_reason.startswith("output missing:")
         assert "not in the bucket" in out.missing_reason and run.log_uri in out.missing_reason
@@ -254,7 +179,7 @@ def test_a_50_mb_log_is_uploaded_in_parts_with_bounded_memory(s3: MotoServer, s3
     assert run.status == pb.RUN_STATUS_SUCCEEDED, run.error
     key = f"raftsched/{job.job_id}/{run.run_id}/attempt-1-token-{run.fencing_token}.log"
     assert run.log_uri == f"s3://{BUCKET}/{key}"
-    head = s3.client().head_object(Bucket=BUCKET, Key=key)  # type: ignore[attr-defined]
+    head = s3.client().head_object(Bucket=BUCKET, Key=key)
     assert head["ContentLength"] == 50_000_000
     parts = int(head["ETag"].strip('"').rpartition("-")[2])
     assert parts == 6, head["ETag"]  # 8 MiB parts
@@ -275,7 +200,7 @@ def outage(
     server = MotoServer(str(tmp_path_factory.mktemp("s3-outage")), "moto-outage")
     proc = None
     try:
-        server.client().create_bucket(Bucket=BUCKET)  # type: ignore[attr-defined]
+        server.client().create_bucket(Bucket=BUCKET)
         args = ["--cluster", ",".join(s3_cluster.addresses), "--queue", "s3-outage", *s3_flags(server, "--s3-retry-seconds", "3")]
         proc = start_executor(root, "ex-outage", *args)
         with Client(s3_cluster.addresses) as client:
@@ -355,53 +280,3 @@ def test_bad_or_no_credentials_stop_the_executor_at_start(
         assert "no usable AWS credentials" in read_log(root, "ex-nokey")
     finally:
         strict.kill()
-
-
-class _FailingSource:
-    """A log whose reader breaks after the first part: the upload must be aborted, not left half done."""
-
-    size = 20 * 1024 * 1024
-
-    def open_reader(self) -> object:
-        class Reader(io.RawIOBase):
-            calls = 0
-
-            def read(self, n: int = -1) -> bytes:
-                Reader.calls += 1
-                if Reader.calls > 1:
-                    raise OSError("disk went away")
-                return b"y" * n
-
-        return Reader()
-
-
-@pytest.mark.parametrize("kind", ["local", "s3"])
-def test_store_contract(kind: str, s3: MotoServer, tmp_path: Path) -> None:
-    """The same behaviour from every store: check, put (small and multipart), read back by URI, overwrite."""
-    store = (
-        LocalOutputStore(str(tmp_path))
-        if kind == "local"
-        else S3OutputStore(BUCKET, f"contract-{os.getpid()}", REGION, s3.url, part_size=MIN_PART_SIZE)
-    )
-    reader = output_reader(LogsConfig("s3", BUCKET, "", s3.url, REGION))
-    store.check()
-    key = OutputKey("J", "R", 1, 7)
-    assert store.put(key, b"small", b"res") == store.uri_for(key)
-    assert reader.read(store.uri_for(key)) == (b"small", b"res")
-    big = BoundedLog(64 * 1024 * 1024)
-    for i in range(12):
-        big.write(bytes([65 + i]) * (1024 * 1024))
-    uri = store.put(key, big, b"")  # the same key again: overwritten
-    reader.max_bytes = 4 * 1024 * 1024
-    log, result = reader.read(uri)
-    assert result == b"" and log.startswith(b"A" * (1024 * 1024)) and log.endswith(b"L" * (1024 * 1024))
-    assert b"[8388608 bytes of a 12582912-byte log left out here" in log
-    reader.max_bytes = 0
-    assert reader.read(uri)[0] == big.getvalue()
-    if kind == "s3":
-        client = s3.client()
-        head = client.head_object(Bucket=BUCKET, Key=uri.split("/", 3)[3])  # type: ignore[attr-defined]
-        assert head["ETag"].endswith('-3"')  # 12 MiB in 5 MiB parts
-        with pytest.raises(OutputStoreError):
-            store.put(OutputKey("J", "R", 2, 8), _FailingSource(), b"")  # type: ignore[arg-type]
-        assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")  # type: ignore[attr-defined]

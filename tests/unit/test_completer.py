@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from cluster.executor.completer import Completer
 from cluster.executor.ports import Finished, LeaseLost, Task
+
+pytestmark = pytest.mark.unit
 
 
 def _task(i: int) -> Task:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cluster.domain.keylist import KeyList
+
+pytestmark = pytest.mark.unit
 
 keys = st.tuples(st.integers(0, 50), st.sampled_from(["a", "b", "c"]))
 

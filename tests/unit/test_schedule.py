@@ -19,6 +19,8 @@ from cluster.domain.schedule import (
     validate_schedule,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def utc(y: int, mo: int, d: int, h: int = 0, mi: int = 0, s: int = 0) -> int:
     """Milliseconds since the epoch of a UTC wall time."""

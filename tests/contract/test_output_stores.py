@@ -1,0 +1,191 @@
+"""The output-store contract (``cluster.executor.ports.OutputStore``), one suite for every store: memory, local disk, S3.
+
+Each test runs once per store (the ``case`` fixture, ``tests/contract/conftest.py``)
+and makes the same assertions of each; a store that is known to miss a point
+says so in its ``divergences`` and that test is expected to fail (strictly:
+fixing the store turns it into an unexpected pass). The S3 store runs against
+a moto server on loopback. Executor- and node-level behaviour around the
+stores stays in ``tests/unit/test_executor_output.py`` and
+``tests/integration/test_output_s3.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.executor.handlers import BoundedLog
+from storage import EMPTY_OUTPUT_URI, OutputKey, OutputMissing, OutputReader, OutputStoreError
+from tests.contract.stores import MAX_READ_BYTES, FailingLogSource, MemoryCase, ReadRecorder, StoreCase
+from tests.executor_fakes import TASK_KEY, executor, held
+
+pytestmark = pytest.mark.contract
+
+KEY = OutputKey("J1", "R1", 2, 42)
+MIB = 1024 * 1024
+
+
+def diverges(request: pytest.FixtureRequest, case: StoreCase, point: str) -> None:
+    """Expect this test to fail for a store known to miss ``point`` of the contract."""
+    if point in case.divergences:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"{case.name}: {case.divergences[point]}"))
+
+
+def base(case: StoreCase) -> str:
+    """Where the store's URIs start: ``describe()`` without its endpoint, ending in a slash."""
+    where = case.store.describe().split(" ")[0]
+    return where if where.endswith("/") else where + "/"
+
+
+def test_check_passes_on_a_fresh_store(case: StoreCase) -> None:
+    case.store.check()
+    assert case.is_empty() and not case.leftovers()
+
+
+def test_check_reports_an_unusable_store_and_what_to_fix(case: StoreCase) -> None:
+    variants = case.unusable()
+    assert variants, f"{case.name}: the case names no unusable variant of its store"
+    for v in variants:
+        err = v.check()
+        assert err is not None, f"{case.name}: check() passed on {v.what}"
+        assert not err.retryable, f"{case.name}, {v.what}: retrying cannot help, yet retryable: {err}"
+        assert v.names in str(err) and v.says in str(err), f"{case.name}, {v.what}: {err}"
+
+
+def test_put_and_read_back_a_log_and_its_result(case: StoreCase) -> None:
+    case.store.check()
+    log, result = b"line 1\n" * 1000, b'{"exit_code": 0}'
+    uri = case.store.put(KEY, log, result)
+    rel = KEY.relpath()
+    assert rel == "J1/R1/attempt-2-token-42"
+    assert uri == case.store.uri_for(KEY) == base(case) + rel + ".log"
+    assert case.reader.read(uri) == (log, result)
+    assert case.objects() == {rel + ".log": log, rel + ".result": result}
+    assert not case.leftovers()
+
+
+def test_an_empty_result_reads_back_empty(case: StoreCase) -> None:
+    uri = case.store.put(KEY, b"only a log", b"")
+    assert case.reader.read(uri) == (b"only a log", b"")
+    stored = case.objects()
+    assert stored[KEY.relpath() + ".log"] == b"only a log"
+    assert stored.get(KEY.relpath() + ".result", b"") == b""  # no result object, or an empty one
+
+
+def test_the_same_key_again_overwrites(case: StoreCase) -> None:
+    uri = case.store.put(KEY, b"first", b"r1")
+    assert case.store.put(KEY, b"again", b"") == uri
+    assert case.reader.read(uri) == (b"again", b"")
+
+
+def test_the_fencing_token_and_the_attempt_are_part_of_the_key(case: StoreCase) -> None:
+    keys = [OutputKey("J1", "R1", 1, 7), OutputKey("J1", "R1", 1, 8), OutputKey("J1", "R1", 2, 9)]
+    uris = [case.store.put(k, f"log of token {k.fencing_token}".encode(), f"r{k.fencing_token}".encode()) for k in keys]
+    assert len(set(uris)) == 3, uris
+    for k, uri in zip(keys, uris):  # nobody overwrote anybody
+        assert case.reader.read(uri) == (f"log of token {k.fencing_token}".encode(), f"r{k.fencing_token}".encode())
+    assert sorted(n for n in case.objects() if n.endswith(".log")) == sorted(k.relpath() + ".log" for k in keys)
+    assert case.store.put(keys[0], b"a zombie's late upload", b"") == uris[0]  # its own key: the live attempts are untouched
+    assert case.reader.read(uris[1]) == (b"log of token 8", b"r8") and case.reader.read(uris[2]) == (b"log of token 9", b"r9")
+
+
+def test_an_attempt_with_no_output_stores_nothing_and_reads_back_empty(case: StoreCase) -> None:
+    case.store.check()
+    before = case.requests()
+    ex, api = executor(case.store)
+    ex._finish(held(b""), True, b"", "")
+    assert api.completions == [(True, b"", "", EMPTY_OUTPUT_URI)]
+    assert case.is_empty(), case.objects()  # no file, no directory, no object ...
+    assert case.requests() == before  # ... and no request
+    assert case.reader.read(EMPTY_OUTPUT_URI) == (b"", b"")
+    ex._finish(held(b""), True, b"r", "")  # a result alone is stored
+    uri = api.completions[1][3]
+    assert uri == case.store.uri_for(TASK_KEY) and case.reader.read(uri) == (b"", b"r")
+    after = case.requests()
+    assert after is None or before is not None and after > before, (before, after)  # the count above counts
+    if isinstance(case, MemoryCase):
+        assert case.memory.puts == 1
+
+
+def test_a_large_log_streams_from_its_spool(case: StoreCase, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    diverges(request, case, "streams")
+    big = BoundedLog(64 * MIB, spool_dir=str(tmp_path))
+    for i in range(12):
+        big.write(bytes([65 + i]) * MIB)
+    source = ReadRecorder(big)
+    uri = case.store.put(KEY, source, b"")
+    assert len(source.reads) > 1 and all(0 < n <= MAX_READ_BYTES for n in source.reads), source.reads
+    assert case.reader.read(uri) == (big.getvalue(), b"")
+    assert case.parts(uri) == case.expected_parts(12 * MIB)  # S3: three 5 MiB parts
+    assert not case.leftovers()
+    big.close()
+
+
+def test_the_reader_cuts_a_large_log_to_head_note_and_tail(case: StoreCase, request: pytest.FixtureRequest) -> None:
+    diverges(request, case, "cuts")
+    uri = case.store.put(KEY, b"a" * 6000 + b"b" * 6000, b"r")
+    case.reader.max_bytes = 4000
+    log, result = case.reader.read(uri)
+    assert log.startswith(b"a" * 2000 + b"\n... [8000 bytes") and log.endswith(b"b" * 2000)
+    assert uri in log.decode() and result == b"r"
+    data = b"".join(bytes([65 + i]) * MIB for i in range(12))
+    uri = case.store.put(KEY, data, b"")
+    case.reader.max_bytes = 4 * MIB
+    log, result = case.reader.read(uri)
+    assert result == b"" and log.startswith(b"A" * MIB) and log.endswith(b"L" * MIB)
+    assert b"[8388608 bytes of a 12582912-byte log left out here" in log
+    case.reader.max_bytes = 0
+    assert case.reader.read(uri)[0] == data
+
+
+def test_a_missing_log_is_output_missing_with_the_reason(case: StoreCase) -> None:
+    uri = case.store.put(KEY, b"log", b"res")
+    case.remove(KEY.relpath() + ".log")  # a lifecycle rule, a wiped disk
+    with pytest.raises(OutputMissing) as err:
+        case.reader.read(uri)
+    assert case.missing_says in str(err.value) and KEY.relpath() in str(err.value), str(err.value)
+
+
+def test_a_failed_put_is_a_store_error_and_leaves_no_readable_log(case: StoreCase, request: pytest.FixtureRequest) -> None:
+    diverges(request, case, "put_error")
+    with pytest.raises(OutputStoreError) as err:
+        case.store.put(KEY, FailingLogSource(), b"")  # type: ignore[arg-type]
+    assert "disk went away" in str(err.value)
+    with pytest.raises(OutputMissing):
+        case.reader.read(case.store.uri_for(KEY))
+
+
+def test_a_failed_put_leaves_no_partial_upload_behind(case: StoreCase, request: pytest.FixtureRequest) -> None:
+    diverges(request, case, "leftovers")
+    with pytest.raises((OutputStoreError, OSError)):
+        case.store.put(KEY, FailingLogSource(), b"")  # type: ignore[arg-type]
+    assert case.leftovers() == []
+
+
+def test_unusual_ids_stay_inside_the_store(case: StoreCase) -> None:
+    uri = case.store.put(OutputKey("../../etc", "a/b", 1, 1), b"x", b"")
+    assert uri.startswith(base(case)) and "/../" not in uri
+    assert case.reader.read(uri) == (b"x", b"")
+    assert all(".." not in name.split("/") for name in case.objects()), case.objects()
+
+
+# ---------------------------------------------------------------------------- the reader, whatever the store
+
+
+@pytest.mark.parametrize(
+    "uri,needle",
+    [
+        ("file:///etc/passwd", "not a raftsched run log"),
+        ("file://relative/attempt-1-token-1.log", "not a raftsched run log"),
+        ("file:///x/../etc/attempt-1-token-1.log", "not a raftsched run log"),
+        ("file:///nonexistent/J/R/attempt-1-token-1.log", "cannot be read on this node"),
+        ("http://example.com/attempt-1-token-1.log", "scheme this node cannot read"),
+        ("s3://bucket/attempt-1-token-1.log", "no S3 reader"),
+        ("mem://J/R/attempt-1-token-1.log", "scheme this node cannot read"),
+    ],
+)
+def test_the_reader_reports_unreadable_uris_with_a_reason(uri: str, needle: str) -> None:
+    with pytest.raises(OutputMissing) as err:
+        OutputReader().read(uri)
+    assert needle in str(err.value)
