@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import sys
 
-from bench.cli import main
-
 if __name__ == "__main__":
+    # imported here, not above: the spawned client processes import this file as ``__mp_main__``
+    # and then only the module of their own target, not the whole benchmark
+    from bench.cli import main
+
     sys.exit(main())
