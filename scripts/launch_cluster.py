@@ -19,11 +19,12 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from typing import Any  # noqa: E402
+from cluster.app.local_cluster import LocalCluster
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc import convert as cv
+from rpc.client.client import Client
 
 
 def _pids_path(root: str) -> str:
@@ -57,8 +58,6 @@ def stop(root: str) -> int:
 
 def start_node(root: str, node_id: str) -> int:
     """Start one node of an existing local cluster again (after a kill)."""
-    from cluster.app.local_cluster import LocalCluster
-
     cluster = LocalCluster.open(root)
     if node_id not in cluster.nodes:
         print(f"no node {node_id!r} in {cluster.config_path}")
@@ -76,9 +75,6 @@ def start_node(root: str, node_id: str) -> int:
 
 
 def sample_job(client: Any) -> Any:
-    from protos.raftsched.v1 import scheduler_pb2 as pb
-    from rpc import convert as cv
-
     spec = pb.JobSpec(
         name="hello",
         queue="default",
@@ -90,9 +86,6 @@ def sample_job(client: Any) -> Any:
 
 
 def start(root: str, count: int, sample: bool, n_executors: int) -> int:
-    from cluster.app.local_cluster import LocalCluster
-    from rpc.client.client import Client
-
     if os.path.exists(_pids_path(root)):
         print(f"a cluster seems to run from {root} already; stop it first: scripts/launch_cluster.sh --stop --dir {root}")
         return 1

@@ -1,22 +1,17 @@
-"""Tests for scripts/bench_stats.py: the benchmark's pure statistics."""
+"""Tests for scripts/bench/stats.py: the benchmark's pure statistics.
+
+``bench`` is importable because pyproject.toml puts ``scripts/`` on pytest's ``pythonpath``.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.unit
+from bench import stats as bs
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "bench_stats.py"
-_spec = importlib.util.spec_from_file_location("bench_stats", _PATH)
-assert _spec is not None and _spec.loader is not None
-bs = importlib.util.module_from_spec(_spec)
-sys.modules["bench_stats"] = bs
-_spec.loader.exec_module(bs)
+pytestmark = pytest.mark.unit
 
 
 # ---------------------------------------------------------------- percentile

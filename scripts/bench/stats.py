@@ -1,4 +1,5 @@
-"""Pure statistics helpers for ``scripts/bench.py``: no I/O, no clock, no third-party imports.
+"""Pure statistics helpers for the benchmark (``scripts/bench.py``, ``scripts/backlog.py``): no I/O,
+no clock, no third-party imports.
 
 Conventions: times are plain numbers in one unit chosen by the caller
 (milliseconds or seconds); a window ``[start, end)`` includes its start and

@@ -1,10 +1,11 @@
-"""PNG plots for ``scripts/bench.py`` (matplotlib, Agg backend).
+"""PNG plots of a benchmark run (matplotlib, Agg backend).
 
 ``plot_all(series, timeline, out_dir)`` draws what the series hold and
 returns the file names written. It can also be run on its own to redraw the
-plots from a saved ``series.json``:
+plots from a saved ``series.json`` (from the ``scripts/`` folder, where the
+``bench`` package lives):
 
-    python scripts/bench_plot.py bench-out/series.json [OUT_DIR]
+    cd scripts && python -m bench.plots ../bench-out/series.json [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -17,13 +18,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen before pyplot loads
 
-SCRIPTS_DIR = os.path.dirname(os.path.abspath(__file__))
-if SCRIPTS_DIR not in sys.path:
-    sys.path.insert(0, SCRIPTS_DIR)
-
-import bench_stats as st
+from bench import stats as st  # noqa: E402
 
 _MARKS = {
     "kill": ("red", "SIGKILL leader"),
@@ -96,13 +93,13 @@ def plot_fire_lag(series: dict[str, Any], timeline: list[dict[str, Any]], out_di
 
 
 def plot_fired_per_second(series: dict[str, Any], timeline: list[dict[str, Any]], out_dir: str) -> str | None:
-    panels = []
+    panels: list[tuple[str, list[float], int, int]] = []  # title, fired per second, origin ms, end ms
     lag = series.get("fire_lag")
     if lag and lag.get("t_ms"):
         panels.append(
             (
                 "fire-lag and failover phases (seconds since start of the phase)",
-                st.per_second(lag["t_ms"], lag["start_ms"], lag["end_ms"]),
+                [float(c) for c in st.per_second(lag["t_ms"], lag["start_ms"], lag["end_ms"])],
                 lag["start_ms"],
                 lag["end_ms"],
             )
@@ -166,11 +163,17 @@ def plot_all(series: dict[str, Any], timeline: list[dict[str, Any]], out_dir: st
     return [m for m in made if m]
 
 
-if __name__ == "__main__":
-    if len(sys.argv) < 2:
+def main(argv: list[str]) -> int:
+    """``SERIES_JSON [OUT_DIR]``: redraw the plots of a saved run (into the file's folder by default)."""
+    if not argv:
         print(__doc__)
-        sys.exit(2)
-    with open(sys.argv[1], encoding="utf-8") as f:
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
         doc = json.load(f)
-    out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(sys.argv[1]))
+    out = argv[1] if len(argv) > 1 else os.path.dirname(os.path.abspath(argv[0]))
     print(", ".join(plot_all(doc["series"], doc["timeline"], out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""What the backlog run reads from the cluster: serving, RSS, fire lag, snapshot windows, snapshot children."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+import grpc
+
+from cluster.app.local_cluster import LocalCluster
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc import convert as cv
+
+#: the node log line of a finished snapshot (raft/adapter.py)
+SNAPSHOT_LINE = re.compile(
+    r"^(\S+ \S+) (\S+) raftsched.raft INFO snapshot at index (\d+) written in ([\d.]+) s \(tick thread paused ([\d.]+) s\)"
+)
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def wait_serving(cluster: LocalCluster, started: float, timeout: float = 180) -> float:
+    """Seconds from ``started`` until every node answers a linearizable ListJobs."""
+    deadline = time.monotonic() + timeout
+    pending = set(cluster.nodes)
+    while pending and time.monotonic() < deadline:
+        for node_id in list(pending):
+            try:
+                with grpc.insecure_channel(cluster.nodes[node_id].grpc) as ch:
+                    pb_grpc.JobServiceStub(ch).ListJobs(pb.ListJobsRequest(page_size=1), timeout=2)
+                pending.discard(node_id)
+            except grpc.RpcError:
+                pass
+        time.sleep(0.1)
+    if pending:
+        raise TimeoutError(f"nodes {sorted(pending)} not serving after {timeout} s; see their logs in {cluster.root}")
+    return time.monotonic() - started
+
+
+def watch_lag(address: str, stop: threading.Event, out: list[tuple[float, float]]) -> None:
+    """Until ``stop``: (observed_at in s, observed_at - scheduled_time in ms) of every fire on queue ``lag``."""
+    with grpc.insecure_channel(address) as ch:
+        stream = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest(queue="lag", kinds=["fired"]))
+        threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True).start()
+        try:
+            for ev in stream:
+                if ev.kind == "fired":
+                    observed = cv.ts_ms(ev.observed_at)
+                    out.append((observed / 1000.0, observed - cv.ts_ms(ev.run.scheduled_time)))
+        except grpc.RpcError:
+            pass
+
+
+def wait_no_snapshot_children(cluster: LocalCluster, timeout: float = 180) -> None:
+    """Wait until no node has a snapshot child process left (restarts are measured on a quiet machine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = False
+        for node in cluster.nodes.values():
+            try:
+                with open(f"/proc/{node.pid}/task/{node.pid}/children", encoding="ascii") as f:
+                    busy = busy or bool(f.read().split())
+            except OSError:
+                pass
+        if not busy:
+            return
+        time.sleep(1)
+
+
+def _log_time(stamp: str) -> float:
+    """``2026-01-02 03:04:05,678`` (a node log's UTC time) as a Unix time."""
+    day, millis = stamp.split(",")
+    return time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) - time.timezone + int(millis) / 1000
+
+
+def snapshot_windows(cluster: LocalCluster, since: float) -> list[dict[str, Any]]:
+    """(end time, duration, pause) of every snapshot the node logs report after ``since``."""
+    found = []
+    for node in cluster.nodes.values():
+        with open(node.log_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = SNAPSHOT_LINE.match(line)
+                if not m:
+                    continue
+                end = _log_time(m.group(1))
+                if end >= since:
+                    found.append({"node": m.group(2), "index": int(m.group(3)), "end": end,
+                                  "seconds": float(m.group(4)), "pause_s": float(m.group(5))})  # fmt: skip
+    return found

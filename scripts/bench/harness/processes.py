@@ -1,0 +1,70 @@
+"""Processes the benchmark starts, and their clean-up: always by pid, never by name.
+
+``stop_popen`` and ``stop_mp`` are what every ``finally`` block calls; they
+only ever signal the pids of the objects handed to them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from bench.harness.common import REPO_ROOT
+
+
+def cpu_s(pid: int | None) -> float | None:
+    """utime + stime of a process in seconds (/proc/<pid>/stat fields 14 and 15)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stop_popen(procs: Sequence[subprocess.Popen], grace_s: float = 15.0) -> None:
+    """SIGTERM (graceful), then SIGKILL whatever has not exited after ``grace_s``; by pid, ours only."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def stop_mp(procs: Sequence[multiprocessing.process.BaseProcess], join_s: float = 5.0) -> None:
+    """Wait up to ``join_s`` (for all together) for multiprocessing children told to stop, then SIGKILL
+    the rest by pid."""
+    deadline = time.monotonic() + join_s
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive() and proc.pid:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.join(2)
+
+
+def spawn_executors(
+    addresses: list[str], root: str, prefix: str, queues: list[str], concurrency: int, count: int
+) -> list[subprocess.Popen]:
+    """``count`` `raftsched executor` processes serving ``queues``; their logs and run outputs go in ``root``."""
+    procs = []
+    for i in range(count):
+        args = [sys.executable, "-m", "cluster.app.main", "executor", "--cluster", ",".join(addresses),
+                "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
+                "--output-dir", os.path.join(root, f"{prefix}-{i}-out")]  # fmt: skip
+        for q in queues:
+            args += ["--queue", q]
+        with open(os.path.join(root, f"{prefix}-{i}.log"), "ab") as log:
+            procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True))
+    return procs

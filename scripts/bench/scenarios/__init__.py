@@ -1,0 +1,35 @@
+"""The scenarios, listed once: a scenario is a function ``scenario_<name>(bench)`` in ``SCENARIOS``.
+
+A scenario writes into ``bench.results`` and explains any ``None`` in
+``bench.notes``; numbers are measured or ``None``, never estimated. They run
+in the order listed: the ones outside ``CLUSTER_SCENARIOS`` first (the raw
+Raft ceiling before the client processes start), then, on one 3-node
+raftsched cluster, the cluster scenarios, which build on each other (the
+fire-lag jobs feed the failover, the burst's runs feed the leases).
+``scenario_machine`` runs before all of them and ``scenario_node_stats``
+after the cluster scenarios; neither can be left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.harness.context import Bench
+from bench.scenarios.burst import scenario_burst
+from bench.scenarios.create import scenario_create
+from bench.scenarios.etcd import scenario_etcd
+from bench.scenarios.failover import scenario_failover
+from bench.scenarios.fire_lag import scenario_fire_lag
+from bench.scenarios.leases import scenario_leases
+from bench.scenarios.raw_raft import scenario_raw_raft
+
+SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
+    ("raw_raft", scenario_raw_raft),
+    ("etcd", scenario_etcd),
+    ("create", scenario_create),
+    ("fire_lag", scenario_fire_lag),
+    ("failover", scenario_failover),
+    ("burst", scenario_burst),
+    ("leases", scenario_leases),
+]
+CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases"}

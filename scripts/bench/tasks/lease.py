@@ -1,0 +1,82 @@
+"""Task kind ``lease_acquire``: executors asking for leases in a closed loop on a backlog of runs.
+
+Only run after the parent's AcquireLease probe succeeded. Every lease granted
+is completed before the task returns (untimed unless ``complete`` is set),
+so no lease expires in the middle of a later scenario.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import grpc
+
+from bench.tasks.context import Ctx, merge_parts, run_threads
+from protos.raftsched.v1 import scheduler_pb2 as pb
+
+#: leases completed per CompleteRuns call after the measurement
+COMPLETE_BATCH = 1000
+
+
+def _complete_each(ctx: Ctx, stub: Any, leases: Any, completed: list[float]) -> None:
+    for lease in leases:
+        req = pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED)
+        try:
+            stub.CompleteRun(req, timeout=10.0)
+            completed.append(time.time())
+        except grpc.RpcError as exc:
+            ctx.errors.add(exc)
+
+
+def _complete_held(ctx: Ctx, stub: Any, held: list[tuple[str, int]]) -> None:
+    """Complete what was granted (untimed): otherwise these leases would all expire a TTL later."""
+    for k in range(0, len(held), COMPLETE_BATCH):
+        reqs = [
+            pb.CompleteRunRequest(lease_id=i, fencing_token=t, outcome=pb.OUTCOME_SUCCEEDED)
+            for i, t in held[k : k + COMPLETE_BATCH]
+        ]
+        try:
+            stub.CompleteRuns(pb.CompleteRunsRequest(runs=reqs), timeout=60.0)
+        except grpc.RpcError as exc:
+            ctx.errors.add(exc)
+
+
+def lease_acquire(ctx: Ctx) -> dict[str, Any]:
+    """Closed loop of AcquireLease (``max_runs`` per call, 1 s long poll) until ``until``; with
+    ``complete`` every lease is completed at once (timed), else all of them after the loop."""
+    until, queues, complete = ctx.task["until"], ctx.task["queues"], ctx.task.get("complete", False)
+    batch = int(ctx.task.get("max_runs", 1))
+
+    def run(j: int) -> dict[str, Any]:
+        lease_stub = ctx.leases[ctx.node_of(j)]
+        executor = f"bench-{ctx.index}-{j}"
+        granted: list[float] = []
+        completed: list[float] = []
+        lat: list[float] = []
+        held: list[tuple[str, int]] = []
+        while time.time() < until:
+            t0 = time.time()
+            try:
+                req = pb.AcquireLeaseRequest(executor_id=executor, queues=queues, max_runs=batch)
+                req.wait.seconds = 1
+                resp = lease_stub.AcquireLease(req, timeout=10.0)
+            except grpc.RpcError as exc:
+                ctx.errors.add(exc)
+                time.sleep(0.05)
+                continue
+            t1 = time.time()
+            if not resp.leases:
+                time.sleep(0.01)
+                continue
+            granted.extend([t1] * len(resp.leases))
+            lat.append((t1 - t0) * 1000.0)
+            ctx.progress.add()
+            if complete:
+                _complete_each(ctx, lease_stub, resp.leases, completed)
+            else:
+                held += [(lease.lease_id, lease.fencing_token) for lease in resp.leases]
+        _complete_held(ctx, lease_stub, held)
+        return {"granted": granted, "completed": completed, "lat": lat}
+
+    return merge_parts(run_threads(ctx.threads, run), ("granted", "completed", "lat"))
