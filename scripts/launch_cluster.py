@@ -6,7 +6,7 @@
 
 Nodes run in the background (their own sessions), so this script returns;
 their pids are kept in DIR/pids.json for --stop. Node i listens for Raft on
-127.0.0.1:(7000+i) and for gRPC on 127.0.0.1:(50050+i), as in API.md, so
+127.0.0.1:(7000+i) and for gRPC on 127.0.0.1:(50050+i), as in docs/config.md, so
 `raftsched ...` finds the cluster with no flags.
 """
 

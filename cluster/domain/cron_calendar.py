@@ -6,7 +6,7 @@ instants).
 
 Contract
 --------
-* ``day_matches(f, d)`` is the day rule of ``shared/API.md``: a day field is
+* ``day_matches(f, d)`` is the day rule of ``docs/api.md``: a day field is
   unrestricted only when its text is exactly ``*`` or ``?``. When both
   day-of-month and day-of-week are restricted a day matches if EITHER matches
   (Kubernetes CronJob's robfig/cron rule), whatever their form: lists, ranges,

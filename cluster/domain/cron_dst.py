@@ -4,7 +4,7 @@ Pure: zone data comes in as a ``ZoneInfo``; times are whole seconds since the
 Unix epoch. Both searches return the first instant strictly after
 ``after_s``, or ``None`` when no wall time matches on a date up to ``limit``.
 
-The two rules (``shared/API.md``, "Cron semantics"):
+The two rules (``docs/api.md``, "Cron semantics"):
 
 * ``clock_next`` -- a job that follows the clock (hour field ``*`` or
   ``*/n``): an instant fires when its local wall time matches. A repeated

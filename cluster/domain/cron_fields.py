@@ -4,7 +4,7 @@ Pure and deterministic. ``parse_cron(expression)`` returns ``CronFields`` or
 raises ``ScheduleError`` (a ``ValueError``) whose message quotes the
 expression, names the field and says what is accepted there.
 
-Accepted (``shared/API.md``, "Cron semantics"):
+Accepted (``docs/api.md``, "Cron semantics"):
 
 * 5 fields ``minute hour day-of-month month day-of-week``, or 6 whose 6th
   (LAST) field is seconds -- croniter's form: ``0 12 * * * 30`` is 12:00:30

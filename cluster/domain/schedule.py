@@ -19,7 +19,7 @@ every instant exactly once, in strictly increasing order.
 * ``Cron``: 5 fields (minute hour day-of-month month day-of-week) or 6 where
   the 6th (LAST) field is seconds -- croniter's convention (``0 12 * * * 30`` is
   12:00:30). The syntax, the day rule and the DST rules are those of
-  ``shared/API.md`` ("Cron semantics"): ``cron_fields`` parses (croniter
+  ``docs/api.md`` ("Cron semantics"): ``cron_fields`` parses (croniter
   expands the plain terms), ``cron_calendar`` decides days and wall times,
   ``cron_dst`` maps wall times to instants. In short: when day-of-month and
   day-of-week are both restricted (anything but exactly ``*`` or ``?``) a day

@@ -1,4 +1,4 @@
-"""cluster.toml: frozen, validated configuration (schema in API.md and README).
+"""cluster.toml: frozen, validated configuration (reference: docs/config.md).
 
 Relative paths (``data_dir``, ``secret_file``) are resolved against the
 directory that holds the config file, so a cluster can be started from any

@@ -96,3 +96,18 @@ def test_no_hand_written_source_file_is_over_600_lines() -> None:
         if n > MAX_LINES:
             long.append(f"{rel} ({n} lines)")
     assert long == [], "split these along a seam a reader would see: " + ", ".join(long)
+
+
+def test_nothing_cites_a_file_outside_the_repository() -> None:
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    outside = []
+    for rel in tracked:
+        if not rel.endswith((".py", ".md", ".proto", ".toml", ".sh")):
+            continue
+        text = (REPO / rel).read_text(encoding="utf-8")
+        if rel == "tests/unit/test_architecture.py":
+            continue
+        for needle in ("shared/" + "API.md", "../" + "shared/", " " + "API.md"):
+            if needle in text:
+                outside.append(f"{rel}: {needle!r}")
+    assert outside == [], "the contract is docs/api.md and docs/config.md: " + ", ".join(outside)

@@ -1,4 +1,4 @@
-"""DST tables (shared/API.md, "Cron semantics"): clock-following jobs and jobs with specific hours.
+"""DST tables (docs/api.md, "Cron semantics"): clock-following jobs and jobs with specific hours.
 
 Transitions used (2026), in UTC:
 * America/New_York: spring 03-08 07:00 (02:00 EST -> 03:00 EDT); fall 11-01 06:00 (02:00 EDT -> 01:00 EST),

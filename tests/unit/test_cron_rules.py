@@ -1,4 +1,4 @@
-"""Cron syntax and the day rule (shared/API.md, "Cron semantics"): cron_fields, cron_calendar, schedule."""
+"""Cron syntax and the day rule (docs/api.md, "Cron semantics"): cron_fields, cron_calendar, schedule."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The generated gRPC code is fresh, and the services match the public contract (API.md)."""
+"""The generated gRPC code is fresh, and the services match the public contract (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GEN_PROTOS = REPO_ROOT / "scripts" / "gen_protos.py"
 
-# RPC name -> (request message, response message, server-streaming), as API.md lists them.
+# RPC name -> (request message, response message, server-streaming), as docs/api.md lists them.
 EXPECTED_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
     "JobService": {
         "CreateJob": ("CreateJobRequest", "Job", False),
@@ -63,8 +63,6 @@ def test_generated_code_is_fresh() -> None:
 
 
 def test_services_have_exactly_the_contract_rpcs() -> None:
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
     from protos.raftsched.v1 import scheduler_pb2
 
     services = scheduler_pb2.DESCRIPTOR.services_by_name
