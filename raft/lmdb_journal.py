@@ -78,8 +78,9 @@ _Op = Callable[[Any], None]
 
 def _probe(path: str) -> None:
     """Open an existing log read-only and walk its structure; raise JournalError if it is damaged."""
-    if not os.path.exists(os.path.join(path, "data.mdb")):
-        return
+    data = os.path.join(path, "data.mdb")
+    if not os.path.exists(data) or os.path.getsize(data) == 0:
+        return  # nothing yet (an empty file: created, never synced, then a power loss with fsync off): LMDB starts it
     short = lmdb_short_by(os.path.join(path, "data.mdb"))
     if short:
         raise JournalError(f"the Raft log {path} is truncated ({short}); move it away to rebuild this node from its peers")
