@@ -153,6 +153,7 @@ class LmdbJournal(Journal):  # type: ignore[misc]
             ) from exc
         self._txn: Any = None  # the open write transaction: every change since the last commit
         self._group_thread: int | None = None  # the thread whose changes wait for ``commit``
+        self._txn_thread: int | None = None  # the thread that began the open transaction
         self._ops: list[_Op] = []  # those changes, to rebuild the transaction after a MAP_FULL
         self._pending_bytes = 0
         self._full = False
@@ -223,6 +224,9 @@ class LmdbJournal(Journal):  # type: ignore[misc]
     def _write(self, op: _Op) -> None:
         if self._txn is None:
             self._txn = self._env.begin(write=True)
+            self._txn_thread = threading.get_ident()
+        elif self._txn_thread != threading.get_ident():
+            raise RuntimeError(f"the Raft log {self._path} was written by two threads at once; only the tick thread may")
         try:
             op(self._txn)
         except lmdb.MapFullError:
@@ -245,8 +249,10 @@ class LmdbJournal(Journal):  # type: ignore[misc]
             op(self._txn)
 
     def commit(self) -> None:
-        """End the write transaction: durable with ``sync``, else handed to the OS. Raises ``LogFullError``."""
-        if self._txn is None:
+        """End the write transaction: durable with ``sync``, else handed to the OS. Raises ``LogFullError``.
+
+        Only the thread that began the transaction can end it (LMDB's rule); on any other it does nothing."""
+        if self._txn is None or self._txn_thread != threading.get_ident():
             return
         txn, self._txn = self._txn, None
         try:
