@@ -181,7 +181,7 @@ def _bind_address(address: str) -> str:
 
 def log_full_message(map_size: int) -> str:
     return (
-        f"the Raft log is full: its LMDB map ([raft] max_log_bytes = {map_size} bytes, {map_size / (1 << 30):.2f} GiB) "
+        f"the Raft log is full: its LMDB map ([raft] max_log_bytes = {map_size} bytes, {map_size / (1 << 20):.0f} MiB) "
         "has no room for this command on this node or on the leader; nothing was written. Raise [raft] max_log_bytes "
         "on every node and restart them one at a time (or snapshot sooner: [raft] snapshot_min_entries)"
     )

@@ -293,7 +293,7 @@ class LmdbJournal(Journal):  # type: ignore[misc]
     def _full_message(self) -> str:
         return (
             f"the Raft log {self._path} is full: its LMDB map holds {self.map_size} bytes "
-            f"({self.map_size / (1 << 30):.2f} GiB) and has no room for more; raise [raft] max_log_bytes in the "
+            f"({self.map_size / (1 << 20):.0f} MiB) and has no room for more; raise [raft] max_log_bytes in the "
             "cluster config on every node and restart them one at a time (or snapshot sooner: [raft] snapshot_min_entries)"
         )
 
