@@ -19,6 +19,9 @@ each on a pysyncobj upgrade:
   the log. So a vote, an AppendEntries answer, or an AppendEntries that a
   follower could acknowledge never leaves before the log, term and vote it
   depends on are on disk.
+* ``socket.inet_ntop``: importing pysyncobj replaces it, on every OS, with
+  a Windows-only function that raises (``win_inet_pton``); the C original
+  is put back.
 * ``TCPTransport._onTick`` (pysyncobj calls it at the end of every tick,
   before waiting for the network): commits the journal too, so a leader
   counts its own log towards a majority only after it is on disk (its
@@ -32,8 +35,10 @@ fsync that failed cannot be trusted.
 
 from __future__ import annotations
 
+import _socket
 import logging
 import os
+import socket
 from typing import Any
 
 import pysyncobj.serializer as _serializer_module
@@ -99,6 +104,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
     (_transport_module, "TcpConnection", RaftConnection),
     (_tcp_server_module, "TcpConnection", RaftConnection),
     (_serializer_module, "atomicReplace", durable_replace),
+    (socket, "inet_ntop", _socket.inet_ntop),
     (_transport_module.TCPTransport, "send", _send),
     (_transport_module.TCPTransport, "_onTick", _on_tick),
 )

@@ -3,6 +3,7 @@ another network namespace can reach, and the permissions of its files and of the
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import socket
@@ -25,14 +26,13 @@ _LISTEN = "0A"
 
 
 def _ipv4(hex_addr: str) -> str:
-    return socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(hex_addr, 16)))
+    return str(ipaddress.IPv4Address(struct.pack("<I", int(hex_addr, 16))))
 
 
 def _ipv6(hex_addr: str) -> str:
     """An IPv6 address; an IPv4-mapped one (``::ffff:127.0.0.1``, how gRPC binds an IPv4 address) as plain IPv4."""
-    words = [struct.pack("<I", int(hex_addr[i : i + 8], 16)) for i in range(0, 32, 8)]
-    ip = socket.inet_ntop(socket.AF_INET6, b"".join(words))
-    return ip[7:] if ip.startswith("::ffff:") and "." in ip else ip
+    ip = ipaddress.IPv6Address(b"".join(struct.pack("<I", int(hex_addr[i : i + 8], 16)) for i in range(0, 32, 8)))
+    return str(ip.ipv4_mapped or ip)
 
 
 def listening_sockets(pid: int) -> set[tuple[str, int]]:
