@@ -70,6 +70,27 @@ def test_every_listening_socket_is_on_loopback(cluster: LocalCluster) -> None:
         assert {a for a, _ in sockets} == {"127.0.0.1"}, f"{node.node_id} listens beyond loopback: {sorted(sockets)}"
 
 
+def test_a_node_process_drops_a_huge_announcement_and_keeps_serving(cluster: LocalCluster) -> None:
+    from raft.cipher import HELLO_SIZE, MAGIC
+
+    node = cluster.nodes[cluster.wait_leader()]
+    with socket.create_connection(("127.0.0.1", _port(node.raft)), timeout=5) as sock:
+        assert sock.recv(HELLO_SIZE, socket.MSG_WAITALL).startswith(MAGIC)
+        sock.sendall(MAGIC + os.urandom(32) + struct.pack(">I", 2**31 - 1))
+        sock.settimeout(5)
+        try:
+            for _ in range(1000):  # 64 MiB at most: the node must close long before
+                sock.sendall(b"\x00" * 65536)
+            closed = sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+        assert closed, "the node kept reading a 2 GiB message from a peer that never authenticated"
+    with open(node.log_path, encoding="utf-8") as f:
+        assert "announced a 2147483647-byte message" in f.read()
+    with Client(cluster.addresses, deadline_s=30) as client:
+        client.create_job(every_spec("after-the-attack", 3_600_000))
+
+
 # ------------------------------------------------------------------ a host in another network namespace
 
 
