@@ -91,7 +91,10 @@ class Handshake:
 
     def complete(self, peer_hello: bytes) -> Session:
         if len(peer_hello) != HELLO_SIZE or peer_hello[: len(MAGIC)] != MAGIC:
-            raise HandshakeError("the peer does not speak raftsched's Raft protocol v1 (another program or version?)")
+            raise HandshakeError(
+                "the peer does not speak raftsched's Raft protocol v1 (another program or version, "
+                "or a node without the secret_file this one has?)"
+            )
         if peer_hello == self.hello:
             raise HandshakeError("the peer echoed our own hello")
         first, second = (self.hello, peer_hello) if self.initiator else (peer_hello, self.hello)

@@ -41,7 +41,7 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE, _getAddrType, set_keepalive
 
-from raft.cipher import HELLO_SIZE, TAG_SIZE, Handshake, HandshakeError, Session
+from raft.cipher import HELLO_SIZE, MAGIC, TAG_SIZE, Handshake, HandshakeError, Session
 
 log = logging.getLogger("raftsched.raft.connection")
 
@@ -330,6 +330,8 @@ class RaftConnection:
             del self._rbuf[:HELLO_SIZE]
         if len(self._rbuf) < _LEN.size:
             return None
+        if self.encryptor is None and self._rbuf[: len(MAGIC)] == MAGIC:
+            raise _Refused("the peer has a secret_file and this node has none: give every node the same secret_file")
         (size,) = _LEN.unpack_from(self._rbuf)
         limit = MAX_MESSAGE + TAG_SIZE
         if self.encryptor is not None and not self._authenticated:

@@ -207,3 +207,18 @@ def test_nodes_with_different_secrets_never_form_a_cluster() -> None:
     finally:
         for n in nodes:
             n.stop()
+
+
+def test_a_node_without_the_secret_is_refused_and_told_why(caplog: pytest.LogCaptureFixture) -> None:
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    nodes = [
+        RaftNode(RaftSettings(self_address=a, peer_addresses=(b,), password=pw), Counter(), threading.RLock())
+        for a, b, pw in ((addrs[0], addrs[1], SECRET), (addrs[1], addrs[0], None))
+    ]
+    try:
+        time.sleep(3)
+        assert not any(n.is_leader() for n in nodes)
+        assert "the peer has a secret_file and this node has none" in caplog.text
+    finally:
+        for n in nodes:
+            n.stop()
