@@ -18,6 +18,15 @@ its source):
   raises (a raise would be retried forever on every replica).
 * Leadership is a hint: ``is_leader`` may be true on two nodes for a while.
   Anything that must be decided by one leader is a committed command.
+* ``conf.bindAddress``: without it pysyncobj listens on every interface
+  (0.0.0.0); we always set it to the node's listen address.
+* ``SyncObj._applyCommand(command, callback)`` takes every proposal, local or
+  forwarded by a follower, and ``_SyncObj__callErrCallback`` answers one
+  with an error (to a follower, as an ``apply_command_response``): a
+  proposal the log has no room for is refused there (``LOG_FULL``) instead
+  of failing later inside the tick, where its caller would never hear back.
+* The rest of what we change in pysyncobj is in ``raft.pysyncobj_patches``,
+  installed explicitly when a node is built.
 """
 
 from __future__ import annotations
@@ -30,13 +39,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
 
-from raft import batching
-from raft.cipher import cipher_factory
-from raft.lmdb_journal import LmdbJournal
+from raft import batching, pysyncobj_patches
+from raft.errors import RaftError
+from raft.lmdb_journal import MAP_SIZE, LmdbJournal
 from raft.snapshot_file import SnapshotFile, read_snapshot
 from raft.snapshotter import Snapshotter
 
@@ -59,7 +67,7 @@ class StateMachine(Protocol):
     def restore(self, data: bytes) -> None: ...
 
 
-class ProposalError(Exception):
+class ProposalError(RaftError):
     """A proposal did not (visibly) commit. ``reason`` is a FAIL_REASON name or 'TIMEOUT'."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -67,7 +75,10 @@ class ProposalError(Exception):
         self.reason = reason
 
 
+#: our own fail reason: the Raft log (LMDB map) of this node or of the leader has no room
+LOG_FULL = 100
 _REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
+_REASONS[LOG_FULL] = "LOG_FULL"
 
 _MESSAGES = {
     "MISSING_LEADER": "no Raft leader is known right now (an election may be under way); retry shortly",
@@ -91,10 +102,15 @@ class RaftSettings:
 
     self_address: str
     peer_addresses: tuple[str, ...]
+    #: where the Raft port listens (``host:port``); None = ``self_address``, never every interface
+    listen_address: str | None = None
     #: the Raft log: an LMDB environment directory (``raft.lmdb``); None keeps it in memory only
     journal_file: str | None = None
-    #: fsync every log write (survives power loss) instead of only handing it to the OS (survives SIGKILL)
-    journal_fsync: bool = False
+    #: fsync the log, term and vote before anything depends on them (survives power loss); False only
+    #: hands them to the OS (survives SIGKILL)
+    journal_fsync: bool = True
+    #: the log's LMDB map size: the most the log may hold
+    journal_map_size: int = MAP_SIZE
     dump_file: str | None = None
     #: write snapshots in a forked child so the tick thread only pauses for the fork
     snapshot_fork: bool = True
@@ -127,10 +143,13 @@ def build_conf(
     """The one place raftsched settings become a ``SyncObjConf``.
 
     ``journal`` (an open ``LmdbJournal``) rides in ``journalFile``: our
-    ``createJournal`` hook hands it to pysyncobj as it is.
+    ``createJournal`` hook hands it to pysyncobj as it is. Installs the
+    pysyncobj patches, which such a conf relies on.
     """
+    pysyncobj_patches.install()
     kwargs: dict[str, Any] = dict(
         password=s.password,
+        bindAddress=_bind_address(s.listen_address or s.self_address),
         autoTickPeriod=s.auto_tick_period,
         appendEntriesPeriod=s.append_entries_period,
         raftMinTimeout=s.raft_min_timeout,
@@ -155,19 +174,18 @@ def build_conf(
     return SyncObjConf(**kwargs)
 
 
-_original_create_journal = _syncobj_module.createJournal
+def _bind_address(address: str) -> str:
+    """``host:port`` as pysyncobj's server wants it: an IPv6 host without brackets."""
+    host, port = address.rsplit(":", 1)
+    return f"{host.strip('[]')}:{port}"
 
 
-def _create_journal(journal_file: Any) -> Any:
-    """pysyncobj's journal factory, taught to accept an already open journal object."""
-    if isinstance(journal_file, Journal):
-        return journal_file
-    return _original_create_journal(journal_file)
-
-
-_syncobj_module.createJournal = _create_journal
-# AES-GCM instead of Fernet for Raft traffic (see raft/cipher.py)
-_syncobj_module.getEncryptor = cipher_factory
+def log_full_message(map_size: int) -> str:
+    return (
+        f"the Raft log is full: its LMDB map ([raft] max_log_bytes = {map_size} bytes, {map_size / (1 << 20):.0f} MiB) "
+        "has no room for this command on this node or on the leader; nothing was written. Raise [raft] max_log_bytes "
+        "on every node and restart them one at a time (or snapshot sooner: [raft] snapshot_min_entries)"
+    )
 
 
 def _file_id(path: str) -> tuple[int, int, int]:
@@ -175,7 +193,7 @@ def _file_id(path: str) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class _Replica(SyncObj):  # type: ignore[misc]
+class _Replica(SyncObj):
     def __init__(self, owner: "RaftNode", s: RaftSettings, conf: SyncObjConf) -> None:
         self._owner = owner
         super().__init__(s.self_address, list(s.peer_addresses), conf)
@@ -183,6 +201,17 @@ class _Replica(SyncObj):  # type: ignore[misc]
     @replicated
     def apply_entry(self, data: bytes) -> Any:
         return self._owner._apply(data, self.raftLastApplied + 1)
+
+    def _applyCommand(self, command: bytes, callback: Any, commandType: Any = None) -> None:
+        journal = self._owner._journal
+        if journal is not None and not journal.has_room(len(command)):
+            now = time.monotonic()
+            if now - self._owner._log_full_logged > 5.0:  # loud, but not a line per refused proposal
+                self._owner._log_full_logged = now
+                log.error("refusing proposals: %s", log_full_message(journal.map_size))
+            self._SyncObj__callErrCallback(LOG_FULL, callback)
+            return
+        super()._applyCommand(command, callback, commandType)
 
 
 class RaftNode:
@@ -209,19 +238,23 @@ class RaftNode:
             self._loaded_snapshot_index = snap.index
             self._checked = (_file_id(settings.dump_file), snap)  # read once: pysyncobj loads it next
             keep_from = snap.entries[1][1]  # the log must start at the snapshot's previous entry
+        pysyncobj_patches.install()
         journal = None
         if settings.journal_file is not None:
-            journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from)
+            journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from, settings.journal_map_size)
+        self._journal = journal
+        self._log_full_logged = 0.0
         # the machine is read without the lock: snapshots run on the tick thread (no apply can run)
         # or in a forked child (where a lock held by another thread at fork time would never be released)
         self._snapshotter = (
             Snapshotter(settings.dump_file, machine.snapshot, settings.snapshot_fork) if settings.dump_file else None
         )
-        hooks = (self._snapshotter.serialize, self._deserialize) if self._snapshotter else (None, None)
+        serializer, deserializer = (self._snapshotter.serialize, self._deserialize) if self._snapshotter else (None, None)
         conf = build_conf(
             settings,
             self._state_changed,
-            *hooks,
+            serializer,
+            deserializer,
             journal=journal,
             checker=self._snapshotter.check if self._snapshotter else None,
         )
@@ -320,7 +353,11 @@ class RaftNode:
             result, error = answer
             if error != FAIL_REASON.SUCCESS:
                 reason = _REASONS.get(error, "NOT_SENT" if error == -1 else str(error))
-                out.append(ProposalError(reason, _MESSAGES.get(reason, f"the command failed: {reason}")))
+                if reason == "LOG_FULL":
+                    message = log_full_message(self.settings.journal_map_size)
+                else:
+                    message = _MESSAGES.get(reason, f"the command failed: {reason}")
+                out.append(ProposalError(reason, message))
             else:
                 out.append(result)
         return out

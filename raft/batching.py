@@ -33,6 +33,8 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from raft.errors import RaftError
+
 MAGIC = b"\x00RSB1"
 _COUNT = struct.Struct(">I")
 
@@ -40,7 +42,7 @@ _COUNT = struct.Struct(">I")
 Callback = Callable[[Any, int], None]
 
 
-class BatchFormatError(ValueError):
+class BatchFormatError(RaftError, ValueError):
     """The entry claims to be a batch but is cut short or malformed."""
 
 
@@ -80,7 +82,7 @@ def unpack(data: bytes) -> list[bytes]:
     return out
 
 
-class Timeout(Exception):
+class Timeout(RaftError):
     """The proposal was not answered in time; ``proposed`` tells whether it ever left this node."""
 
     def __init__(self, proposed: bool) -> None:

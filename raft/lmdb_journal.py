@@ -10,9 +10,29 @@ middle leaves only a prefix of the entries after the snapshot). Here:
   are single write transactions: a SIGKILL leaves the old or the new log,
   never half of one;
 * term, vote and commit index live in ``meta`` in the same environment;
-* ``sync`` decides what a commit promises: False (default) = written to the
-  OS (survives SIGKILL of the process, not a power loss); True = fsynced
-  (survives a power loss, slower).
+* group commit: on the thread bound with ``bind_thread`` (the tick thread)
+  every change (appends, deletions, term, vote) goes into one open write
+  transaction, and ``commit`` ends it. ``raft.pysyncobj_patches`` commits
+  before any Raft message leaves the node and at the end of every tick, so
+  nothing is acknowledged, voted or counted before it is committed, and a
+  batch of appends costs one commit, not one per entry. A change made on
+  any other thread (pysyncobj's constructor) is committed at once: an LMDB
+  write transaction belongs to the thread that began it;
+* ``sync`` decides what a commit promises: True (the default) = fsynced,
+  with LMDB's own ordering (data pages, sync, meta page, sync), so a power
+  loss keeps every committed change and never damages the file; False = only
+  handed to the OS (survives SIGKILL of the process; a power loss may lose
+  the last commits, and, since the OS may write pages in any order, can
+  damage the file: the node then refuses to start and is rebuilt from its
+  peers). No ``writemap``: LMDB warns that NOSYNC with WRITEMAP can corrupt
+  the file even without a power loss of the writes it reports done;
+* a full LMDB map (``map_size``, ``[raft] max_log_bytes``) is refused before
+  it is hit: ``has_room`` answers proposers (from any thread), ``add`` raises
+  ``LogFullError`` without touching the transaction, and if LMDB itself
+  reports MAP_FULL the transaction is rebuilt from its recorded changes, so
+  what pysyncobj already wrote stays written;
+* the directory is ``0700``, its files ``0600``, and the directory is made
+  durable in its parent when it is created;
 * On open, entries before the snapshot's previous entry are dropped, so
   pysyncobj's load of the snapshot finds the log starting where the snapshot
   ends — it would otherwise throw the whole log away (``__loadDumpFile``
@@ -24,32 +44,44 @@ pysyncobj addresses entries by position (``log[0]``, ``log[-1]``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
-from typing import Any, Iterator
+import threading
+from typing import Any, Callable, Iterator
 
 import lmdb
 from pysyncobj.journal import Journal
 
+from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
+from raft.errors import RaftError
 from raft.lmdb_check import lmdb_short_by
 
 FORMAT_VERSION = 1
-#: the log's address space; with writemap the file is sparse at this apparent size (8 GiB)
+#: the log's address space by default (8 GiB; ``[raft] max_log_bytes``); the file grows as the log does
 MAP_SIZE = 8 << 30
 _KEY = struct.Struct(">Q")
 _TERM = struct.Struct(">Q")
 Entry = tuple[bytes, int, int]
 
 
-class JournalError(Exception):
+class JournalError(RaftError):
     """The log on disk is damaged, foreign, or from a newer version."""
+
+
+class LogFullError(RaftError):
+    """The log's LMDB map has no room for this write; the message names the size and the key that raises it."""
+
+
+_Op = Callable[[Any], None]
 
 
 def _probe(path: str) -> None:
     """Open an existing log read-only and walk its structure; raise JournalError if it is damaged."""
-    if not os.path.exists(os.path.join(path, "data.mdb")):
-        return
+    data = os.path.join(path, "data.mdb")
+    if not os.path.exists(data) or os.path.getsize(data) == 0:
+        return  # nothing yet (an empty file: created, never synced, then a power loss with fsync off): LMDB starts it
     short = lmdb_short_by(os.path.join(path, "data.mdb"))
     if short:
         raise JournalError(f"the Raft log {path} is truncated ({short}); move it away to rebuild this node from its peers")
@@ -104,20 +136,30 @@ class _LazySlice:
         return list(self) == list(other)  # type: ignore[call-overload]
 
 
-class LmdbJournal(Journal):  # type: ignore[misc]
-    def __init__(self, path: str, sync: bool = False, keep_from_index: int | None = None) -> None:
+class LmdbJournal(Journal):
+    """pysyncobj's ``Journal`` in LMDB. Every method but ``has_room`` runs on the tick thread."""
+
+    def __init__(self, path: str, sync: bool = True, keep_from_index: int | None = None, map_size: int = MAP_SIZE) -> None:
         self._path = path
+        self.map_size = map_size
         _probe(path)  # read-only first: a damaged log is reported, never grown or rewritten
+        created = make_private_dir(path)
         try:
-            # writemap: a commit writes into the shared mapping, no syscall (12 us instead of 55 us an
-            # append here); the pages are in the OS page cache at once, so a SIGKILL loses nothing
             self._env = lmdb.open(
-                path, subdir=True, map_size=MAP_SIZE, max_dbs=4, sync=sync, metasync=sync, readahead=False, writemap=True
+                path, subdir=True, map_size=map_size, max_dbs=4, sync=sync, metasync=sync, readahead=False, mode=FILE_MODE
             )
         except lmdb.Error as exc:
             raise JournalError(
                 f"cannot open the Raft log {path}: {exc}; if it is damaged, move it away to rebuild this node from its peers"
             ) from exc
+        self._txn: Any = None  # the open write transaction: every change since the last commit
+        self._group_thread: int | None = None  # the thread whose changes wait for ``commit``
+        self._txn_thread: int | None = None  # the thread that began the open transaction
+        self._ops: list[_Op] = []  # those changes, to rebuild the transaction after a MAP_FULL
+        self._pending_bytes = 0
+        self._full = False
+        self._freed = False
+        self._psize = int(self._env.stat()["psize"])
         try:
             self._log = self._env.open_db(b"log")
             self._meta_db = self._env.open_db(b"meta")
@@ -132,12 +174,16 @@ class LmdbJournal(Journal):  # type: ignore[misc]
             self._delete_range(self._first, keep_from_index)
             self._first = keep_from_index
         self._dirty_commit = False
+        self.commit()
+        if created:
+            fsync_dir(path)  # data.mdb and lock.mdb are in the directory for good
+        self._room = self._measure_room()
 
     # ---------------------------------------------------------- on-disk checks
 
     def _load_meta(self) -> dict[str, Any]:
-        with self._env.begin(db=self._meta_db) as txn:
-            raw = txn.get(b"meta")
+        with self._reader() as txn:
+            raw = txn.get(b"meta", db=self._meta_db)
         if raw is None:
             meta: dict[str, Any] = {"format": FORMAT_VERSION, "term": 0, "vote": None, "commit": 1}
             self._write_meta(meta)
@@ -155,8 +201,8 @@ class LmdbJournal(Journal):  # type: ignore[misc]
 
     def _bounds(self) -> tuple[int, int]:
         """First index and one past the last; checks that the indexes are contiguous."""
-        with self._env.begin(db=self._log) as txn:
-            cur = txn.cursor()
+        with self._reader() as txn:
+            cur = txn.cursor(db=self._log)
             if not cur.first():
                 return 1, 1
             first = _KEY.unpack(cur.key())[0]
@@ -171,21 +217,99 @@ class LmdbJournal(Journal):  # type: ignore[misc]
         return first, last + 1
 
     def _write_meta(self, meta: dict[str, Any]) -> None:
-        with self._env.begin(write=True, db=self._meta_db) as txn:
-            txn.put(b"meta", json.dumps(meta).encode())
+        raw = json.dumps(meta).encode()
+        self._write(lambda txn: txn.put(b"meta", raw, db=self._meta_db))
+
+    # ---------------------------------------------------------- the write transaction
+
+    def _write(self, op: _Op) -> None:
+        if self._txn is None:
+            self._txn = self._env.begin(write=True)
+            self._txn_thread = threading.get_ident()
+        elif self._txn_thread != threading.get_ident():
+            raise RuntimeError(f"the Raft log {self._path} was written by two threads at once; only the tick thread may")
+        try:
+            op(self._txn)
+        except lmdb.MapFullError:
+            self._rebuild()
+            raise LogFullError(self._full_message()) from None
+        self._ops.append(op)
+        if threading.get_ident() != self._group_thread:
+            self.commit()
+
+    def bind_thread(self) -> None:
+        """Group the calling thread's changes until ``commit`` (pysyncobj's tick thread calls this every tick)."""
+        self._group_thread = threading.get_ident()
+
+    def _rebuild(self) -> None:
+        """After MAP_FULL LMDB's transaction is unusable: redo every change it held in a new one."""
+        self._full = True
+        self._txn.abort()
+        self._txn = self._env.begin(write=True)
+        for op in self._ops:
+            op(self._txn)
+
+    def commit(self) -> None:
+        """End the write transaction: durable with ``sync``, else handed to the OS. Raises ``LogFullError``.
+
+        Only the thread that began the transaction can end it (LMDB's rule); on any other it does nothing."""
+        if self._txn is None or self._txn_thread != threading.get_ident():
+            return
+        txn, self._txn = self._txn, None
+        try:
+            txn.commit()
+        except lmdb.MapFullError:  # LMDB needed pages for its free list; keep every change and refuse
+            self._txn = txn = self._env.begin(write=True)
+            for op in self._ops:
+                op(txn)
+            self._full = True
+            raise LogFullError(self._full_message()) from None
+        self._ops = []
+        self._pending_bytes = 0
+        if self._freed:
+            self._full, self._freed = False, False
+        self._room = self._measure_room()
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[Any]:
+        """The open write transaction (it sees its own changes), else a read transaction."""
+        if self._txn is not None:
+            yield self._txn
+            return
+        with self._env.begin() as txn:
+            yield txn
+
+    # ---------------------------------------------------------- room
+
+    def _measure_room(self) -> int:
+        with self._env.begin() as txn:
+            stats = (txn.stat(self._log), txn.stat(self._meta_db), self._env.stat())
+        pages = 4 + sum(s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"] for s in stats)
+        return self.map_size - pages * self._psize
+
+    def has_room(self, nbytes: int) -> bool:
+        """Whether a proposal of ``nbytes`` may go ahead: it leaves ``map_size / 16`` free (any thread)."""
+        return not self._full and self._room - self._pending_bytes - nbytes >= self.map_size // 16
+
+    def _full_message(self) -> str:
+        return (
+            f"the Raft log {self._path} is full: its LMDB map holds {self.map_size} bytes "
+            f"({self.map_size / (1 << 20):.0f} MiB) and has no room for more; raise [raft] max_log_bytes in the "
+            "cluster config on every node and restart them one at a time (or snapshot sooner: [raft] snapshot_min_entries)"
+        )
 
     # ---------------------------------------------------------- reads
 
     def _get(self, index: int) -> Entry:
-        with self._env.begin(db=self._log, buffers=False) as txn:
-            raw = txn.get(_KEY.pack(index))
+        with self._reader() as txn:
+            raw = txn.get(_KEY.pack(index), db=self._log)
         if raw is None:
             raise JournalError(f"the Raft log {self._path} has no entry {index} though it should")
         return (raw[8:], index, _TERM.unpack_from(raw)[0])
 
     def _iter(self, start: int, stop: int) -> Iterator[Entry]:
-        with self._env.begin(db=self._log) as txn:
-            cur = txn.cursor()
+        with self._reader() as txn:
+            cur = txn.cursor(db=self._log)
             if not cur.set_key(_KEY.pack(self._first + start)):
                 return
             for key, raw in cur:
@@ -214,16 +338,20 @@ class LmdbJournal(Journal):  # type: ignore[misc]
     def add(self, command: bytes, idx: int, term: int) -> None:
         if len(self) and idx != self._next:
             raise JournalError(f"Raft log append at {idx} but the log ends at {self._next - 1}")
-        with self._env.begin(write=True, db=self._log) as txn:
-            txn.put(_KEY.pack(idx), _TERM.pack(term) + bytes(command))
+        key, value = _KEY.pack(idx), _TERM.pack(term) + bytes(command)
+        if self._full or self._room - self._pending_bytes - len(value) < self.map_size // 32:
+            raise LogFullError(self._full_message())
+        self._write(lambda txn: txn.put(key, value, db=self._log))
+        self._pending_bytes += len(value)
         if not len(self):
             self._first = idx
         self._next = idx + 1
 
     def _delete_range(self, start: int, stop: int) -> None:
-        """Delete entries with start <= index < stop, in one transaction."""
-        with self._env.begin(write=True, db=self._log) as txn:
-            cur = txn.cursor()
+        """Delete entries with start <= index < stop."""
+
+        def op(txn: Any) -> None:
+            cur = txn.cursor(db=self._log)
             if not cur.set_range(_KEY.pack(start)):
                 return
             while True:
@@ -231,9 +359,12 @@ class LmdbJournal(Journal):  # type: ignore[misc]
                 if not key or _KEY.unpack(key)[0] >= stop or not cur.delete():
                     return
 
+        self._write(op)
+        self._freed = True
+
     def clear(self) -> None:
-        with self._env.begin(write=True, db=self._log) as txn:
-            txn.drop(self._log, delete=False)
+        self._write(lambda txn: txn.drop(self._log, delete=False))
+        self._freed = True
         self._first = self._next = 1
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
@@ -256,7 +387,7 @@ class LmdbJournal(Journal):  # type: ignore[misc]
 
     def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
         self._meta["term"], self._meta["vote"] = term, votedForNodeId
-        self._write_meta(self._meta)  # before any vote leaves this node
+        self._write_meta(self._meta)  # committed before any vote or message leaves this node
 
     def getCurrentTerm(self) -> int:
         return int(self._meta.get("term", 0))
@@ -270,8 +401,15 @@ class LmdbJournal(Journal):  # type: ignore[misc]
             self._dirty_commit = False
 
     def flush(self) -> None:
+        self.commit()
         self._env.sync(True)
 
     def _destroy(self) -> None:
-        self.onOneSecondTimer()
-        self._env.close()
+        try:
+            self.onOneSecondTimer()
+            self.commit()
+        finally:
+            if self._txn is not None:
+                self._txn.abort()
+                self._txn = None
+            self._env.close()

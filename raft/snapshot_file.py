@@ -27,6 +27,8 @@ from typing import Any
 
 import lmdb
 
+from raft.durable_files import FILE_MODE
+from raft.errors import RaftError
 from raft.lmdb_check import lmdb_short_by
 
 MAGIC = b"RSCHSNAP"
@@ -34,7 +36,7 @@ FORMAT_VERSION = 2
 _HEADROOM = 16 << 20
 
 
-class SnapshotError(Exception):
+class SnapshotError(RaftError):
     """A snapshot file is damaged, foreign, or from a newer version."""
 
 
@@ -57,7 +59,7 @@ def _entry_from_plain(p: list[Any]) -> tuple[bytes, int, int]:
 
 
 def write_snapshot(path: str, raft_data: Any, state: bytes) -> None:
-    """Write ``state`` plus pysyncobj's ``(last_entry, prev_entry, cluster)`` to ``path`` and fsync it."""
+    """Write ``state`` plus pysyncobj's ``(last_entry, prev_entry, cluster)`` to ``path`` (``0600``) and fsync it."""
     last_entry, prev_entry, cluster = raft_data
     meta = {
         "format": FORMAT_VERSION,
@@ -71,7 +73,7 @@ def write_snapshot(path: str, raft_data: Any, state: bytes) -> None:
     if os.path.lexists(path):
         os.unlink(path)
     size = (len(state) + _HEADROOM + 4095) // 4096 * 4096
-    env = lmdb.open(path, subdir=False, map_size=size, lock=False, sync=False, metasync=False, max_dbs=0)
+    env = lmdb.open(path, subdir=False, map_size=size, lock=False, sync=False, metasync=False, max_dbs=0, mode=FILE_MODE)
     try:
         with env.begin(write=True) as txn:
             txn.put(b"magic", MAGIC)

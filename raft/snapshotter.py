@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from pysyncobj.config import SERIALIZER_STATE
 
+from raft.durable_files import fsync_dir
 from raft.snapshot_file import write_snapshot
 
 log = logging.getLogger("raftsched.raft")
@@ -106,7 +107,7 @@ class Snapshotter:
             log.error("background snapshot at index %d failed (%s); the log is kept", index, why)
             return SERIALIZER_STATE.FAILED
         os.replace(self.dump_file + ".next", self.dump_file)
-        _fsync_dir(os.path.dirname(self.dump_file) or ".")
+        fsync_dir(os.path.dirname(self.dump_file) or ".")
         self._finished(index, started, 0.0)
         return SERIALIZER_STATE.SUCCESS
 
@@ -147,11 +148,3 @@ def _max_fd() -> int:
 
 
 PR_SET_PDEATHSIG = 1
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

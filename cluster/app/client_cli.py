@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from cluster.domain.errors import RaftschedError
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
@@ -21,7 +22,7 @@ _SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class UsageError(Exception):
+class UsageError(RaftschedError):
     pass
 
 

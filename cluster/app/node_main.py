@@ -27,6 +27,7 @@ from cluster.node.lease_service import LeaseService
 from cluster.node.replicated_state import ReplicatedState
 from cluster.node.version import VersionReporter, raftsched_version
 from raft.adapter import RaftNode, RaftSettings
+from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
 from rpc.server.cluster_servicer import ClusterServicer
@@ -66,11 +67,13 @@ def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
         return
     if any(f.startswith("raft.") for f in os.listdir(node_dir)):
         raise ConfigError(f"data dir {node_dir} holds Raft files but no {IDENTITY_FILE} file: it is not ours; move it away")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump({"node_id": node_id, "members": members}, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
+    fsync_dir(node_dir)
 
 
 def output_reader(logs: LogsConfig) -> OutputReader:
@@ -96,7 +99,7 @@ class Node:
         me = cfg.node(node_id)
         secret = cfg.read_secret()
         node_dir = cfg.node_dir(node_id)
-        os.makedirs(node_dir, exist_ok=True)
+        make_private_dir(node_dir)  # 0700, and so is data_dir when this creates it
         check_identity(node_dir, node_id, cfg)
         self.machine = JobStateMachine()
         self.hub = EventHub(self.clock.now_ms)
@@ -104,9 +107,11 @@ class Node:
         t = cfg.raft
         settings = RaftSettings(
             self_address=me.raft,
+            listen_address=me.raft_listen,
             peer_addresses=tuple(n.raft for n in cfg.nodes if n.id != node_id),
             journal_file=os.path.join(node_dir, "raft.lmdb"),
             journal_fsync=t.fsync,
+            journal_map_size=t.max_log_bytes,
             dump_file=os.path.join(node_dir, "raft.snapshot"),
             password=secret,
             append_entries_period=t.append_entries_period,
@@ -126,7 +131,7 @@ class Node:
         self.service = JobService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes), output_reader(cfg.logs))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
         self.server = build_server(
-            me.grpc,
+            me.grpc_listen,
             JobServicer(self.service, self.hub),
             LeaseServicer(self.leases),
             ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {FORMAT_VERSION})"),
@@ -136,11 +141,15 @@ class Node:
         self.server.start()
         self.leader.start()
         self.version_reporter.start()
+        me = self.cfg.node(self.node_id)
         log.info(
-            "node %s serving gRPC on %s, Raft on %s",
+            "node %s serving gRPC on %s (advertised %s), Raft on %s (advertised %s); Raft log fsync %s",
             self.node_id,
-            self.cfg.node(self.node_id).grpc,
-            self.raft.settings.self_address,
+            me.grpc_listen,
+            me.grpc,
+            me.raft_listen,
+            me.raft,
+            "on" if self.cfg.raft.fsync else "OFF: a power loss may lose acknowledged writes",
         )
 
     def stop(self) -> None:
@@ -155,6 +164,7 @@ def run_node(config_path: str, node_id: str) -> int:
     gc.set_threshold(50_000, 20, 100)  # fewer collections of a large, mostly long-lived heap
     faulthandler.enable()  # a crash (of the node or of a snapshot child) leaves its Python stack in the log
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
+    os.umask(0o077)  # whatever this process creates is its owner's only (explicit modes are set as well)
     try:
         cfg = load_config(config_path)
         node = Node(cfg, node_id)

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 from croniter import CroniterError, croniter
 
+from cluster.domain.errors import RaftschedError
+
 __all__ = ["CronFields", "FIELD_NAMES", "ScheduleError", "parse_cron"]
 
 #: the fields in the order they are written (seconds, when given, come LAST)
@@ -80,7 +82,7 @@ _HASHED_RE = re.compile(r"^[HR](\(\d+-\d+\))?(/\d+)?$")
 _SHAPE = "use 5 fields (minute hour day-of-month month day-of-week) or 6 (the same, then seconds)"
 
 
-class ScheduleError(ValueError):
+class ScheduleError(RaftschedError, ValueError):
     """A schedule that cannot be accepted; the message names the value and what is allowed."""
 
 

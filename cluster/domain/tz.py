@@ -16,13 +16,15 @@ from zoneinfo import ZoneInfo
 
 import tzdata
 
+from cluster.domain.errors import RaftschedError
+
 #: the IANA tz database release every node uses
 IANA_VERSION: str = tzdata.IANA_VERSION
 
 _NAME = re.compile(r"^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$", re.ASCII)
 
 
-class UnknownZone(LookupError):
+class UnknownZone(RaftschedError, LookupError):
     """No zone of that name in the pinned tz database."""
 
 

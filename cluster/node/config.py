@@ -4,12 +4,18 @@ Relative paths (``data_dir``, ``secret_file``) are resolved against the
 directory that holds the config file, so a cluster can be started from any
 working directory. ``ConfigError`` messages name the file, the key and what
 is accepted.
+
+Each ``[[nodes]]`` table names what a node advertises (``raft``, ``grpc``,
+optional ``http``) and, optionally, where it listens (``raft_listen``,
+``grpc_listen``, ``http_listen``; each defaults to the advertised address).
+Secrets and keys must be readable by their owner only (``check_private_file``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +26,25 @@ from cluster.domain.validation import DEFAULT_MAX_PAYLOAD_BYTES
 
 @dataclass(frozen=True)
 class NodeAddress:
+    """A node's addresses: advertised to the others (``raft``, ``grpc``, ``http``) and listened on (``*_listen``)."""
+
     id: str
     raft: str
     grpc: str
+    http: str = ""
+    #: empty = the advertised address (filled in on construction)
+    raft_listen: str = ""
+    grpc_listen: str = ""
+    http_listen: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("raft", "grpc", "http"):
+            if not getattr(self, name + "_listen"):
+                object.__setattr__(self, name + "_listen", getattr(self, name))
+
+
+#: the keys a [[nodes]] table may hold
+NODE_KEYS = ("id", "raft", "grpc", "http", "raft_listen", "grpc_listen", "http_listen")
 
 
 @dataclass(frozen=True)
@@ -62,8 +84,12 @@ class RaftTuning:
     leader_fallback_timeout: float = 2.0
     snapshot_min_entries: int = 200_000
     snapshot_interval_s: float = 600.0
-    #: fsync every Raft log write: survives a power loss, not only a SIGKILL (slower)
-    fsync: bool = False
+    #: sync the Raft log, term and vote to disk before anything depends on them: an acknowledged write
+    #: survives a power loss of every node. false: only handed to the OS (survives SIGKILL, not power loss)
+    fsync: bool = True
+    #: the most the Raft log may hold (its LMDB map; the file grows as the log does). Proposals are refused
+    #: with a message naming this key when less than a sixteenth of it is left
+    max_log_bytes: int = 8 << 30
 
 
 @dataclass(frozen=True)
@@ -90,17 +116,20 @@ class ClusterConfig:
         return [n.grpc for n in self.nodes]
 
     def read_secret(self) -> str | None:
-        """The Raft password, or None. Refuses to run without one off loopback."""
+        """The Raft password, or None. Refuses to run without one off loopback (advertised or listen
+        addresses), and refuses a secret file that others can read."""
         if self.secret_file is None:
-            off_loopback = [n.raft for n in self.nodes if not is_loopback(n.raft)]
+            addresses = dict.fromkeys(a for n in self.nodes for a in (n.raft, n.raft_listen))
+            off_loopback = [a for a in addresses if not is_loopback(a)]
             if off_loopback:
                 raise ConfigError(
                     f"{self.path}: [cluster] secret_file is required because these Raft addresses are not "
                     f"loopback: {', '.join(off_loopback)}. Without it anyone who reaches the Raft port can run "
-                    "code on this node. Create a file with a long random secret on every node and set "
-                    "secret_file to its path."
+                    "code on this node. Create a file with a long random secret on every node (chmod 600) and "
+                    "set secret_file to its path."
                 )
             return None
+        check_private_file(self.secret_file, f"{self.path}: [cluster] secret_file")
         try:
             with open(self.secret_file, encoding="utf-8") as f:
                 secret = f.read().strip()
@@ -109,6 +138,25 @@ class ClusterConfig:
         if len(secret) < 16:
             raise ConfigError(f"{self.path}: secret_file {self.secret_file} holds under 16 characters; use a long random secret")
         return secret
+
+
+def check_private_file(path: str, what: str) -> None:
+    """Refuse a secret, key or token file that its group or other users can read (or write).
+
+    ``what`` names the setting in the message (e.g. ``"cluster.toml: [tls] key_file"``). A missing
+    file is left to the caller's own read, which names it.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {path}: {exc.strerror}") from exc
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise ConfigError(
+            f"{what} {path} is readable by other users (mode {stat.S_IMODE(st.st_mode):04o}); it must be readable "
+            f"by its owner only: run chmod 600 {path}"
+        )
 
 
 def is_loopback(address: str) -> bool:
@@ -132,22 +180,27 @@ def _check_address(path: str, where: str, address: Any) -> str:
     return address
 
 
+def _node(path: str, i: int, n: Any) -> NodeAddress:
+    if not isinstance(n, dict) or not isinstance(n.get("id"), str) or not n["id"]:
+        raise ConfigError(f"{path}: [[nodes]] entry {i + 1} needs a non-empty string id")
+    unknown = sorted(set(n) - set(NODE_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key(s) in the [[nodes]] table of {n['id']}: {', '.join(unknown)} (known: {', '.join(NODE_KEYS)})"
+        )
+    required = {key: _check_address(path, f"node {n['id']} {key}", n.get(key)) for key in ("raft", "grpc")}
+    optional = {key: _check_address(path, f"node {n['id']} {key}", n[key]) for key in NODE_KEYS[3:] if key in n}
+    if "http_listen" in optional and "http" not in optional:
+        raise ConfigError(f"{path}: node {n['id']} has http_listen but no http address to advertise; add http")
+    return NodeAddress(n["id"], **required, **optional)
+
+
 def _nodes(path: str, raw: Any) -> tuple[NodeAddress, ...]:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{path}: at least one [[nodes]] table (id, raft, grpc) is required")
-    nodes: list[NodeAddress] = []
-    for i, n in enumerate(raw):
-        if not isinstance(n, dict) or not isinstance(n.get("id"), str) or not n["id"]:
-            raise ConfigError(f"{path}: [[nodes]] entry {i + 1} needs a non-empty string id")
-        nodes.append(
-            NodeAddress(
-                n["id"],
-                _check_address(path, f"node {n['id']} raft", n.get("raft")),
-                _check_address(path, f"node {n['id']} grpc", n.get("grpc")),
-            )
-        )
-    for attr in ("id", "raft", "grpc"):
-        values = [getattr(n, attr) for n in nodes]
+    nodes = [_node(path, i, n) for i, n in enumerate(raw)]
+    for attr in ("id", "raft", "grpc", "http"):
+        values = [getattr(n, attr) for n in nodes if getattr(n, attr)]
         dupes = sorted({v for v in values if values.count(v) > 1})
         if dupes:
             raise ConfigError(f"{path}: duplicate node {attr}: {', '.join(dupes)}")
@@ -207,6 +260,9 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
     sched = _section(path, raw, "scheduler", SchedulerConfig)
     if sched.max_payload_bytes <= 0 or sched.fire_batch <= 0 or sched.request_timeout_s <= 0:
         raise ConfigError(f"{path}: [scheduler] max_payload_bytes, fire_batch and request_timeout_s must be positive")
+    raft = _section(path, raw, "raft", RaftTuning)
+    if raft.max_log_bytes < 64 << 20:
+        raise ConfigError(f"{path}: [raft] max_log_bytes must be at least 67108864 (64 MiB), got {raft.max_log_bytes}")
     return ClusterConfig(
         path=path,
         data_dir=data_dir,
@@ -214,7 +270,7 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         nodes=_nodes(path, raw.get("nodes")),
         logs=logs,
         scheduler=sched,
-        raft=_section(path, raw, "raft", RaftTuning),
+        raft=raft,
     )
 
 

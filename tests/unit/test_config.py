@@ -13,6 +13,7 @@ from cluster.node.config import (
     LogsConfig,
     RaftTuning,
     SchedulerConfig,
+    check_private_file,
     is_loopback,
     load_config,
     parse_config,
@@ -188,6 +189,16 @@ def test_load_config_of_a_missing_file(tmp_path: Path) -> None:
         ("[scheduler]\nfire_batch = 0\n" + NODES, "must be positive"),
         ("[scheduler]\nmax_payload_bytes = -1\n" + NODES, "must be positive"),
         ("[scheduler]\nrequest_timeout_s = 0\n" + NODES, "must be positive"),
+        (
+            node(1) + 'raft_lisen = "0.0.0.0:7001"\n',
+            r"unknown key\(s\) in the \[\[nodes\]\] table of n1: raft_lisen \(known: id, raft",
+        ),
+        (node(1) + 'raft_listen = "0.0.0.0"\n', "node n1 raft_listen must be 'host:port'"),
+        (node(1) + "grpc_listen = 50051\n", "node n1 grpc_listen must be 'host:port'"),
+        (node(1) + 'http_listen = "127.0.0.1:8081"\n', "node n1 has http_listen but no http address"),
+        (node(1) + 'http = "127.0.0.1:8081"\n' + node(2) + 'http = "127.0.0.1:8081"\n', "duplicate node http: 127.0.0.1:8081"),
+        ("[raft]\nmax_log_bytes = 1000\n" + NODES, r"\[raft\] max_log_bytes must be at least 67108864"),
+        ("[raft]\nfsync = 1\n" + NODES, r"\[raft\] fsync must be true or false, got 1"),
     ],
 )
 def test_bad_configs_are_refused_naming_file_and_key(text: str, match: str, tmp_path: Path) -> None:
@@ -232,6 +243,7 @@ def test_secret_is_read_and_stripped(tmp_path: Path) -> None:
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "raft.secret").write_text("  0123456789abcdef-long-enough \n")
+    (conf / "raft.secret").chmod(0o600)
     cfg = parse('[cluster]\nsecret_file = "raft.secret"\n' + node(1, raft="10.0.0.1:7001"), tmp_path)
     assert cfg.read_secret() == "0123456789abcdef-long-enough"
 
@@ -240,6 +252,7 @@ def test_short_secret_is_refused(tmp_path: Path) -> None:
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "raft.secret").write_text("hunter2\n")
+    (conf / "raft.secret").chmod(0o600)
     cfg = parse('[cluster]\nsecret_file = "raft.secret"\n' + NODES, tmp_path)
     with pytest.raises(ConfigError, match="under 16 characters"):
         cfg.read_secret()
@@ -249,3 +262,68 @@ def test_missing_secret_file_is_refused(tmp_path: Path) -> None:
     cfg = parse('[cluster]\nsecret_file = "nope.secret"\n' + NODES, tmp_path)
     with pytest.raises(ConfigError, match="cannot read secret_file .*nope.secret"):
         cfg.read_secret()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o622])
+def test_a_secret_others_can_read_is_refused_with_the_fix(mode: int, tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    secret = conf / "raft.secret"
+    secret.write_text("0123456789abcdef-long-enough\n")
+    secret.chmod(mode)
+    cfg = parse('[cluster]\nsecret_file = "raft.secret"\n' + NODES, tmp_path)
+    with pytest.raises(ConfigError, match=f"readable by other users \\(mode {mode:04o}\\).*chmod 600 {secret}"):
+        cfg.read_secret()
+    secret.chmod(0o400)
+    assert cfg.read_secret() == "0123456789abcdef-long-enough"
+
+
+def test_check_private_file_names_the_setting(tmp_path: Path) -> None:
+    key = tmp_path / "node.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    key.chmod(0o644)
+    with pytest.raises(ConfigError, match=rf"^cluster.toml: \[tls\] key_file {key} is readable by other users.*chmod 600 {key}$"):
+        check_private_file(str(key), "cluster.toml: [tls] key_file")
+    key.chmod(0o600)
+    check_private_file(str(key), "cluster.toml: [tls] key_file")
+    check_private_file(str(tmp_path / "missing"), "x")  # the caller's own read reports a missing file
+
+
+# ------------------------------------------------------------------ where a node listens
+
+
+def test_listen_addresses_default_to_the_advertised_ones(tmp_path: Path) -> None:
+    n = parse(NODES, tmp_path).node("n1")
+    assert (n.raft_listen, n.grpc_listen, n.http, n.http_listen) == ("127.0.0.1:7001", "127.0.0.1:50051", "", "")
+
+
+def test_listen_addresses_and_http_are_parsed(tmp_path: Path) -> None:
+    text = (
+        '[cluster]\nsecret_file = "s"\n'
+        + node(1, raft="10.0.0.1:7001", grpc="10.0.0.1:50051")
+        + 'http = "10.0.0.1:8081"\nraft_listen = "0.0.0.0:7001"\ngrpc_listen = "0.0.0.0:50051"\nhttp_listen = "0.0.0.0:8081"\n'
+        + node(2, raft="10.0.0.2:7001", grpc="10.0.0.2:50051")
+        + 'raft_listen = "0.0.0.0:7001"\n'  # the same listen address on two machines is fine
+    )
+    cfg = parse(text, tmp_path)
+    n1, n2 = cfg.node("n1"), cfg.node("n2")
+    assert (n1.raft, n1.raft_listen, n1.grpc_listen, n1.http, n1.http_listen) == (
+        "10.0.0.1:7001",
+        "0.0.0.0:7001",
+        "0.0.0.0:50051",
+        "10.0.0.1:8081",
+        "0.0.0.0:8081",
+    )
+    assert (n2.raft_listen, n2.grpc_listen, n2.http) == ("0.0.0.0:7001", "10.0.0.2:50051", "")
+
+
+def test_a_listen_address_off_loopback_needs_a_secret(tmp_path: Path) -> None:
+    cfg = parse(node(1) + 'raft_listen = "0.0.0.0:7001"\n' + node(2), tmp_path)
+    with pytest.raises(ConfigError, match="secret_file is required.*0.0.0.0:7001"):
+        cfg.read_secret()
+
+
+def test_durable_by_default(tmp_path: Path) -> None:
+    cfg = parse(NODES, tmp_path)
+    assert cfg.raft.fsync is True and cfg.raft.max_log_bytes == 8 << 30
+    assert parse("[raft]\nfsync = false\nmax_log_bytes = 1073741824\n" + NODES, tmp_path).raft.max_log_bytes == 1 << 30

@@ -109,3 +109,98 @@ def test_a_foreign_file_is_refused(tmp_path) -> None:
     (tmp_path / "j" / "data.mdb").write_bytes(b"this is not an lmdb file" * 100)
     with pytest.raises(JournalError, match="not an LMDB file.*move it away"):
         LmdbJournal(str(tmp_path / "j"))
+
+
+# ------------------------------------------------------------------ durability, group commit, a full map
+
+
+def test_fsync_is_on_by_default_and_writemap_never() -> None:  # type: ignore[no-untyped-def]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        for kwargs, synced in (({}, True), ({"sync": False}, False)):
+            j = LmdbJournal(f"{d}/j{synced}", **kwargs)
+            flags = j._env.flags()
+            assert (flags["sync"], flags["metasync"], flags["writemap"]) == (synced, synced, False)
+            j._destroy()
+
+
+def test_private_directory_and_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    j = LmdbJournal(str(tmp_path / "node" / "raft.lmdb"))
+    j.add(b"x", 1, 1)
+    j._destroy()
+    assert (tmp_path / "node").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "node" / "raft.lmdb").stat().st_mode & 0o777 == 0o700
+    for f in (tmp_path / "node" / "raft.lmdb").iterdir():
+        assert f.stat().st_mode & 0o777 == 0o600, f
+
+
+def test_the_tick_threads_changes_are_one_transaction_per_commit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    j = LmdbJournal(str(tmp_path / "j"))
+    j.bind_thread()
+    before = j._env.info()["last_txnid"]
+    for i in range(1, 51):
+        j.add(b"entry %d" % i, i, 3)
+    j.setCurrentTerm(3, "127.0.0.1:7002")
+    j.deleteEntriesFrom(45)
+    assert j._env.info()["last_txnid"] == before  # nothing committed yet
+    assert [e[1] for e in j[40:]] == [41, 42, 43, 44, 45]  # but the open transaction reads its own changes
+    j.commit()
+    assert j._env.info()["last_txnid"] == before + 1
+    j._destroy()
+    k = LmdbJournal(str(tmp_path / "j"))
+    assert len(k) == 45 and (k.getCurrentTerm(), k.getVotedForNodeId()) == (3, "127.0.0.1:7002")
+
+
+def test_other_threads_changes_commit_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    j = LmdbJournal(str(tmp_path / "j"))  # no bound thread: pysyncobj's constructor, before the first tick
+    before = j._env.info()["last_txnid"]
+    j.add(b"no-op", 1, 0)
+    j.setCurrentTerm(1, None)
+    assert j._env.info()["last_txnid"] == before + 2 and j._txn is None
+
+
+def test_a_full_map_is_refused_before_lmdb_hits_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from raft.lmdb_journal import LogFullError
+
+    j = LmdbJournal(str(tmp_path / "j"), map_size=4 << 20)
+    j.bind_thread()
+    idx, refused = 0, None
+    while refused is None and idx < 1000:
+        if not j.has_room(64 * 1024):
+            refused = "proposal"
+            break
+        idx += 1
+        j.add(b"x" * 64 * 1024, idx, 1)
+        j.commit()
+    assert refused == "proposal" and idx > 10  # proposals stop first, with room left for what is queued
+    with pytest.raises(LogFullError, match=r"4194304 bytes.*\[raft\] max_log_bytes"):
+        for _ in range(1000):
+            idx += 1
+            j.add(b"x" * 64 * 1024, idx, 1)
+            j.commit()
+    assert len(j) == idx - 1  # the refused entry is not in the log, every other one is
+    j._destroy()
+    assert len(LmdbJournal(str(tmp_path / "j"), map_size=4 << 20)) == idx - 1
+
+
+def test_lmdb_map_full_keeps_what_was_written(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """If the estimate is wrong and LMDB itself reports MAP_FULL, its transaction is lost: the journal redoes
+    the changes it held, so the entries pysyncobj already added stay, and refuses the one that did not fit."""
+    from raft.lmdb_journal import LogFullError
+
+    j = LmdbJournal(str(tmp_path / "j"), map_size=2 << 20)
+    j.bind_thread()
+    monkeypatch.setattr(j, "_room", 1 << 40)  # pretend there is room
+    idx = 0
+    with pytest.raises(LogFullError, match="max_log_bytes"):
+        while idx < 1000:
+            j.add(b"y" * 100_000, idx + 1, 1)  # no commit: all in one transaction
+            idx += 1
+    assert 5 < idx < 1000 and len(j) == idx
+    assert not j.has_room(1)  # proposals are refused from now on
+    j.deleteEntriesTo(idx - 2)  # compaction frees room
+    j.commit()
+    j._destroy()
+    k = LmdbJournal(str(tmp_path / "j"), map_size=2 << 20)
+    assert [e[1] for e in k[0:]] == [idx - 1, idx]

@@ -1,0 +1,13 @@
+"""The Raft adapter's one error root (it knows nothing of jobs, so not raftsched's domain errors).
+
+``RaftError`` covers every error ``raft/`` raises on purpose: a damaged or
+foreign log or snapshot (``JournalError``, ``SnapshotError``), a full log
+(``LogFullError``), a proposal that did not commit (``ProposalError``), a
+damaged batch (``BatchFormatError``) and a failed peer handshake
+(``HandshakeError``). The app layer reports them; the node's services see
+only what the ``Replicator`` port answers.
+"""
+
+
+class RaftError(Exception):
+    """Base of every error the Raft adapter raises on purpose."""

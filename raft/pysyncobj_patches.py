@@ -1,0 +1,121 @@
+"""What raftsched changes inside pysyncobj 0.3.17, installed by one explicit, idempotent call.
+
+``install()`` runs when a ``RaftNode`` is built (and from ``build_conf``,
+whose conf relies on it); importing this module changes nothing. Each patch
+replaces one module-level name pysyncobj looks up at call time; re-check
+each on a pysyncobj upgrade:
+
+* ``syncobj.createJournal``: also accepts an already open journal object
+  (our ``LmdbJournal`` rides in ``conf.journalFile``).
+* ``syncobj.getEncryptor``: ``raft.cipher.RaftCipher`` instead of Fernet.
+* ``transport.TcpConnection`` and ``tcp_server.TcpConnection``:
+  ``raft.connection.RaftConnection`` (per-connection keys, bounded reads).
+* ``serializer.atomicReplace``: ``durable_replace``, so a snapshot received
+  from the leader (written to ``<dump>.1.tmp``, then renamed) is fsynced,
+  ``0600``, and its directory fsynced before it replaces anything.
+* ``TCPTransport.send``: the journal's open transaction is committed (with
+  fsync by default) before any Raft message leaves the node, except
+  forwarded commands and their index replies, which promise nothing about
+  the log. So a vote, an AppendEntries answer, or an AppendEntries that a
+  follower could acknowledge never leaves before the log, term and vote it
+  depends on are on disk.
+* ``socket.inet_ntop``: importing pysyncobj replaces it, on every OS, with
+  a Windows-only function that raises (``win_inet_pton``); the C original
+  is put back.
+* ``TCPTransport._onTick`` (pysyncobj calls it at the end of every tick,
+  before waiting for the network): commits the journal too, so a leader
+  counts its own log towards a majority only after it is on disk (its
+  commit index is computed at the start of the next tick), and drops
+  connections that have not authenticated within their timeout.
+
+A commit that fails (a full map, an I/O error) stops the process: no
+acknowledgement may follow a write that is not on disk, and retrying an
+fsync that failed cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import _socket
+import logging
+import os
+import socket
+from typing import Any
+
+import pysyncobj.serializer as _serializer_module
+import pysyncobj.syncobj as _syncobj_module
+import pysyncobj.tcp_server as _tcp_server_module
+import pysyncobj.transport as _transport_module
+from pysyncobj.journal import Journal
+
+from raft.cipher import cipher_factory
+from raft.connection import RaftConnection
+from raft.durable_files import durable_replace
+from raft.lmdb_journal import LmdbJournal
+
+log = logging.getLogger("raftsched.raft")
+
+#: process exit code when the Raft log cannot be committed (full map, I/O error)
+EXIT_LOG_WRITE_FAILED = 75
+#: message types that carry no Raft state of this node: no commit needed before they leave
+_NO_COMMIT_NEEDED = frozenset({"apply_command", "apply_command_response"})
+_ORIGINAL_CREATE_JOURNAL = _syncobj_module.createJournal
+_ORIGINAL_SEND = _transport_module.TCPTransport.send
+_ORIGINAL_ON_TICK = _transport_module.TCPTransport._onTick
+
+
+def _create_journal(journal_file: Any) -> Any:
+    if isinstance(journal_file, Journal):
+        return journal_file
+    return _ORIGINAL_CREATE_JOURNAL(journal_file)
+
+
+def _commit(transport: Any, bind: bool = False) -> None:
+    journal = getattr(transport._syncObj.conf, "journalFile", None)
+    if not isinstance(journal, LmdbJournal):
+        return
+    try:
+        journal.commit()
+        if bind:
+            journal.bind_thread()
+    except Exception as exc:
+        log.critical("cannot commit the Raft log: %s; stopping this node (nothing it did not write is acknowledged)", exc)
+        logging.shutdown()
+        os._exit(EXIT_LOG_WRITE_FAILED)
+
+
+def _send(self: Any, node: Any, message: Any) -> bool:
+    if not (isinstance(message, dict) and message.get("type") in _NO_COMMIT_NEEDED):
+        _commit(self)
+    return bool(_ORIGINAL_SEND(self, node, message))
+
+
+def _on_tick(self: Any) -> None:
+    _ORIGINAL_ON_TICK(self)
+    for conn in list(self._unknownConnections) + list(self._connections.values()):
+        sweep = getattr(conn, "sweep", None)
+        if sweep is not None:
+            sweep()
+    _commit(self, bind=True)
+
+
+_PATCHES: tuple[tuple[Any, str, Any], ...] = (
+    (_syncobj_module, "createJournal", _create_journal),
+    (_syncobj_module, "getEncryptor", cipher_factory),
+    (_transport_module, "TcpConnection", RaftConnection),
+    (_tcp_server_module, "TcpConnection", RaftConnection),
+    (_serializer_module, "atomicReplace", durable_replace),
+    (socket, "inet_ntop", _socket.inet_ntop),
+    (_transport_module.TCPTransport, "send", _send),
+    (_transport_module.TCPTransport, "_onTick", _on_tick),
+)
+
+
+def install() -> None:
+    """Install every patch above; calling it again changes nothing."""
+    for owner, name, value in _PATCHES:
+        if getattr(owner, name) is not value:
+            setattr(owner, name, value)
+
+
+def installed() -> bool:
+    return all(getattr(owner, name) is value for owner, name, value in _PATCHES)

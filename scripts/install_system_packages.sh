@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install the Debian packages raftsched's tests use (only those missing). Needs root (CI runs as root).
+set -euo pipefail
+packages=(fuse3 iproute2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "raftsched setup: installing Debian packages: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
