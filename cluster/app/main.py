@@ -1,5 +1,5 @@
 """The ``raftsched`` command: ``node`` and ``executor`` run processes; ``job``, ``run``, ``cluster`` are the client;
-``token create`` makes a bearer token."""
+``token create`` makes a bearer token, ``tls ca|cert`` certificates."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cluster.app import client_cli
     from cluster.app.client_security import add_security_args
     from cluster.app.executor_main import add_output_args
+    from cluster.app.tls_cli import add_tls_commands
     from cluster.app.token_cli import add_token_commands
     from cluster.node.version import version_text
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_security_args(execu)
     client_cli.add_client_commands(sub)
     add_token_commands(sub)
+    add_tls_commands(sub)
     return parser
 
 
@@ -64,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         from cluster.app.token_cli import run_token
 
         return run_token(args)
+    if args.command == "tls":
+        from cluster.app.tls_cli import run_tls
+
+        return run_tls(args)
     return client_cli.run(args)
 
 

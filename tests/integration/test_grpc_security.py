@@ -274,3 +274,18 @@ def test_the_cli_walkthrough_with_ca_and_token_files(secure: LocalCluster) -> No
     finally:
         os.kill(executor.pid, signal.SIGTERM)
         executor.wait(30)
+
+
+def test_a_node_refuses_to_serve_grpc_off_loopback_without_tls_and_tokens(tmp_path: Any) -> None:
+    """192.0.2.1 is TEST-NET-1: never this machine's, so nothing could be bound or sent even without the refusal."""
+    config = tmp_path / "cluster.toml"
+    config.write_text('[cluster]\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7999"\ngrpc = "192.0.2.1:50051"\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "cluster.app.main", "node", "--config", str(config), "--node-id", "n1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "192.0.2.1:50051, which is not loopback, without [tls] and without [auth] tokens_file" in out.stderr
+    assert not (tmp_path / "var").exists()  # refused before anything was created

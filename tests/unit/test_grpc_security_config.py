@@ -181,3 +181,23 @@ def test_client_files_are_checked(tmp_path: Path) -> None:
         security_from_args(_args(ca_file=tls.ca_file, cert_file=tls.cert_file), None, {})
     with pytest.raises(ConfigError, match="cannot read the CA file .*nope.crt"):
         security_from_args(_args(ca_file=str(tmp_path / "nope.crt")), None, {})
+
+
+def test_raftsched_tls_makes_a_ca_and_certificates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cluster.app.main import main
+
+    pki = str(tmp_path / "pki")
+    assert main(["tls", "ca", "--dir", pki]) == 0
+    assert main(["tls", "cert", "--dir", pki, "--name", "n1", "--host", "10.0.0.1", "--host", "n1.example.com"]) == 0
+    assert main(["tls", "cert", "--dir", pki, "--name", "alice", "--client"]) == 0
+    for key in ("ca.key", "n1.key", "alice.key"):
+        assert oct(os.stat(os.path.join(pki, key)).st_mode & 0o777) == "0o600"
+    tls = TlsConfig(f"{pki}/n1.crt", f"{pki}/n1.key", f"{pki}/ca.crt", True)
+    assert server_credentials(tls) is not None and host_warnings(tls, "10.0.0.1:50051") == []
+    capsys.readouterr()
+    assert main(["tls", "cert", "--dir", pki, "--name", "n1", "--host", "10.0.0.1"]) == 2
+    assert "already exist" in capsys.readouterr().err
+    assert main(["tls", "cert", "--dir", pki, "--name", "n2"]) == 2
+    assert "give --host" in capsys.readouterr().err
+    assert main(["tls", "cert", "--dir", str(tmp_path / "no-ca"), "--name", "n2", "--host", "h"]) == 2
+    assert "raftsched tls ca --dir" in capsys.readouterr().err
