@@ -102,6 +102,23 @@ def test_a_reader_reads_but_may_not_create(secure: LocalCluster) -> None:
     assert "'viewer'" in details and "CreateJob" in details and "submitter" in details
 
 
+def test_watch_streams_need_a_token_too(secure: LocalCluster) -> None:
+    assert secure.security is not None
+    ch = open_channel(secure.addresses[0], ChannelSecurity.from_files(secure.security.ca_file))
+    with ch:
+        stream = pb_grpc.JobServiceStub(ch).WatchRuns(pb.WatchRunsRequest(queue="watched"), timeout=10)
+        code, _ = code_of(lambda: next(stream))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    with client(secure, "viewer") as viewer, client(secure, "admin") as admin:
+        stream = viewer.watch_runs(queue="watched", kinds=["fired"])
+        later = spec("watched", "watched", now=True)
+        cv.to_dur(1500, later.after)  # fired after the stream surely listens
+        job = admin.create_job(later)
+        event = next(iter(stream))
+        stream.cancel()  # type: ignore[attr-defined]
+    assert event.kind == "fired" and event.run.job_id == job.job_id
+
+
 def test_a_submitter_limited_to_reports(secure: LocalCluster) -> None:
     with client(secure, "alice") as alice, client(secure, "admin") as admin:
         code, details = code_of(lambda: alice.create_job(spec("default")))
