@@ -26,7 +26,7 @@ from rpc.server.tokens import Token, TokenTable, token_digest
 
 pytestmark = pytest.mark.unit
 
-# the table of API.md "Tokens and roles", written out independently of the code
+# the role table of docs/config.md, written out independently of the code
 READER = {
     "GetJob",
     "ListJobs",
