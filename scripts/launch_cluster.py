@@ -1,6 +1,6 @@
 """Start (or stop) a local raftsched cluster on loopback with an executor and a sample job.
 
-    python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample]
+    python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample] [--secure | --mtls]
     python scripts/launch_cluster.py --stop [--dir local-cluster]
     python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
 
@@ -8,6 +8,11 @@ Nodes run in the background (their own sessions), so this script returns;
 their pids are kept in DIR/pids.json for --stop. Node i listens for Raft on
 127.0.0.1:(7000+i) and for gRPC on 127.0.0.1:(50050+i), as in docs/config.md, so
 `raftsched ...` finds the cluster with no flags.
+
+``--secure`` makes a CA, node certificates and tokens in DIR/secure (with the
+``cryptography`` package), serves gRPC over TLS with tokens required, gives
+each executor its own token, and prints the client settings to use;
+``--mtls`` also requires client certificates.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import time
 from typing import Any
 
 from cluster.app.local_cluster import LocalCluster
+from cluster.app.local_security import Grant
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
@@ -62,7 +68,7 @@ def start_node(root: str, node_id: str) -> int:
     if node_id not in cluster.nodes:
         print(f"no node {node_id!r} in {cluster.config_path}")
         return 1
-    node = cluster.start(node_id)
+    node = cluster.start(node_id)  # the config names the TLS files and tokens, if any
     pids = {}
     if os.path.exists(_pids_path(root)):
         with open(_pids_path(root), encoding="utf-8") as f:
@@ -85,11 +91,32 @@ def sample_job(client: Any) -> Any:
     return client.create_job(spec, idempotency_key="sample-hello")
 
 
-def start(root: str, count: int, sample: bool, n_executors: int) -> int:
+def _executor_command(cluster: LocalCluster, name: str) -> list[str]:
+    cmd = [sys.executable, "-m", "cluster.app.main", "executor", "--config", cluster.config_path, "--queue", "default"]
+    cmd += ["--executor-id", name]
+    if cluster.security is not None:  # the CA comes from the config's [tls] ca_file
+        cmd += [f for f in cluster.security.flags(name) if f not in ("--ca-file", cluster.security.ca_file)]
+    return cmd
+
+
+def _print_client_settings(cluster: LocalCluster) -> None:
+    if cluster.security is None:
+        return
+    print("\nThe nodes serve TLS and require a token. For the `raftsched` client (the admin token):")
+    for key, value in cluster.security.env().items():
+        print(f"  export {key}={value}")
+    print("  (or the flags: " + " ".join(cluster.security.flags()) + ")")
+    print(
+        f"More tokens: raftsched token create --name NAME --role reader, then add the table to {cluster.security.dir}/tokens.toml"
+    )
+
+
+def start(root: str, count: int, sample: bool, n_executors: int, secure: bool = False, mtls: bool = False) -> int:
     if os.path.exists(_pids_path(root)):
         print(f"a cluster seems to run from {root} already; stop it first: scripts/launch_cluster.sh --stop --dir {root}")
         return 1
-    cluster = LocalCluster.create(root, count, base_ports=(7001, 50051))
+    grants = {f"executor-{i + 1}": Grant(("executor", "reader")) for i in range(n_executors)}
+    cluster = LocalCluster.create(root, count, base_ports=(7001, 50051), secure=secure, client_auth=mtls, tokens=grants)
     cluster.start_all()
     try:
         leader = cluster.wait_leader(30)
@@ -104,18 +131,7 @@ def start(root: str, count: int, sample: bool, n_executors: int) -> int:
         log_path = os.path.join(root, f"{name}.log")
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "cluster.app.main",
-                    "executor",
-                    "--config",
-                    cluster.config_path,
-                    "--queue",
-                    "default",
-                    "--executor-id",
-                    name,
-                ],
+                _executor_command(cluster, name),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=root,
@@ -132,10 +148,11 @@ def start(root: str, count: int, sample: bool, n_executors: int) -> int:
     for name, (pid, log_path) in executors.items():
         print(f"  {name}: queue default  pid {pid}  log {log_path}  run logs in {os.path.join(root, 'var', 'outputs')}")
     if sample:
-        with Client(cluster.addresses) as client:
+        with Client(cluster.addresses, security=cluster.client_security()) as client:
             job = sample_job(client)
         print(f"  sample job: {job.job_id} ('hello', every 10 s)")
     addrs = ",".join(cluster.addresses)
+    _print_client_settings(cluster)
     print("\nTry:")
     print("  raftsched cluster status")
     print("  raftsched job list")
@@ -154,6 +171,8 @@ def main() -> int:
     p.add_argument("--executors", type=int, default=1, help="executor processes to start (default 1)")
     p.add_argument("--stop", action="store_true", help="stop every node of the cluster in --dir")
     p.add_argument("--start-node", metavar="ID", help="start one node of the cluster in --dir again (after a kill)")
+    p.add_argument("--secure", action="store_true", help="TLS and tokens: a CA, certificates and tokens made in DIR/secure")
+    p.add_argument("--mtls", action="store_true", help="as --secure, and the nodes require client certificates")
     a = p.parse_args()
     root = os.path.abspath(a.dir)
     if a.stop:
@@ -162,7 +181,7 @@ def main() -> int:
         return start_node(root, a.start_node)
     if a.nodes < 1:
         p.error("--nodes must be at least 1")
-    return start(root, a.nodes, not a.no_sample, a.executors)
+    return start(root, a.nodes, not a.no_sample, a.executors, a.secure, a.mtls)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from cluster.app.client_security import add_security_args, security_from_args
 from cluster.domain.errors import RaftschedError
+from cluster.node.config import ClusterConfig, ConfigError, load_config
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
@@ -161,6 +163,7 @@ def add_client_commands(sub: Any) -> None:
     common.add_argument("--cluster", help="comma-separated gRPC addresses (default: $RAFTSCHED_CLUSTER or 127.0.0.1:50051)")
     common.add_argument("--config", help="read node addresses from this cluster.toml")
     common.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    add_security_args(common)
 
     job = sub.add_parser("job", help="create, list and manage jobs").add_subparsers(dest="action", required=True)
     create = job.add_parser("create", parents=[common], help="create a job")
@@ -206,14 +209,27 @@ def add_client_commands(sub: Any) -> None:
     cluster.add_parser("status", parents=[common])
 
 
-def _addresses(a: argparse.Namespace) -> list[str]:
+def _connect(a: argparse.Namespace) -> Client:
+    """A client for the nodes and the TLS/token settings the flags, environment or --config name."""
+    cfg: ClusterConfig | None = load_config(a.config) if a.config else None
     if a.cluster:
-        return [x.strip() for x in a.cluster.split(",") if x.strip()]
-    if a.config:
-        from cluster.node.config import load_config
+        addresses = [x.strip() for x in a.cluster.split(",") if x.strip()]
+    elif cfg is not None:
+        addresses = cfg.grpc_addresses()
+    else:
+        addresses = [x for x in os.environ.get("RAFTSCHED_CLUSTER", "127.0.0.1:50051").split(",") if x]
+    return Client(addresses, security=security_from_args(a, cfg))
 
-        return load_config(a.config).grpc_addresses()
-    return [x for x in os.environ.get("RAFTSCHED_CLUSTER", "127.0.0.1:50051").split(",") if x]
+
+def _rpc_error_text(exc: grpc.RpcError) -> str:
+    """The status and its details, with a hint for the connection failures TLS and tokens cause."""
+    text = f"{exc.code().name}: {exc.details()}"
+    details = (exc.details() or "").lower()
+    if exc.code() == grpc.StatusCode.UNAVAILABLE and any(w in details for w in ("ssl", "handshake", "certificate", "tls")):
+        text += "\n(a TLS problem: check --ca-file (the CA that signed the nodes' certificates) and, if the nodes require client certificates, --cert-file/--key-file)"
+    elif exc.code() == grpc.StatusCode.UNAVAILABLE and "socket closed" in details:
+        text += "\n(if the nodes serve TLS, give --ca-file)"
+    return text
 
 
 def _print(a: argparse.Namespace, msg: Any, text: str) -> None:
@@ -339,13 +355,13 @@ def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
 
 def run(a: argparse.Namespace) -> int:
     try:
-        with Client(_addresses(a)) as client:
+        with _connect(a) as client:
             {"job": _job_cmd, "run": _run_cmd, "cluster": _cluster_cmd}[a.command](a, client)
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         print(f"raftsched: {exc}", file=sys.stderr)
         return 2
     except grpc.RpcError as exc:
-        print(f"raftsched: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        print(f"raftsched: {_rpc_error_text(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

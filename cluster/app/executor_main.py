@@ -6,6 +6,11 @@ default ``<data_dir>/outputs``) or ``s3`` (``--s3-bucket``, ``--s3-prefix``,
 ``--s3-region``, ``--s3-endpoint-url``; credentials by boto3's usual chain).
 The store is checked before any run is leased — a wrong bucket or bad
 credentials exit with status 2 and a message saying what to fix.
+
+TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
+``--token-file`` (or their environment variables, or ``[tls] ca_file`` of
+``--config``: ``cluster.app.client_security``). With a token, ``--executor-id``
+is required: the node accepts only the token's name or ``name/...``.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ import os
 import socket
 import time
 
+from cluster.app.client_security import security_from_args
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.output import OutputStoreError
 from cluster.executor.bounded_log import LogSettings
 from cluster.executor.ports import OutputStore
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
-from cluster.node.config import ConfigError, LogsConfig, load_config
+from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
 from storage.local_store import LocalOutputStore
 
 
@@ -120,6 +126,7 @@ def run_executor(args: argparse.Namespace) -> int:
     log = logging.getLogger("raftsched.executor")
     try:
         base_logs = LogsConfig()
+        cfg: ClusterConfig | None = None
         if args.cluster:
             addresses = [a.strip() for a in args.cluster.split(",") if a.strip()]
             output_dir = args.output_dir or os.path.abspath("raftsched-output")
@@ -130,6 +137,9 @@ def run_executor(args: argparse.Namespace) -> int:
             base_logs = cfg.logs
         else:
             raise ConfigError("give --config cluster.toml or --cluster host:port,...")
+        security = security_from_args(args, cfg)
+        if security.token and not args.executor_id:
+            raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
         handlers = dict(_load_handler(h) for h in args.handler)
         if args.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1")
@@ -142,7 +152,7 @@ def run_executor(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("cannot start executor: %s", exc)
         return 2
-    client = Client(addresses, deadline_s=30, prefer_leader=True)
+    client = Client(addresses, deadline_s=30, prefer_leader=True, security=security)
     executor = Executor(
         GrpcLeaseApi(client, executor_id),
         args.queue or ["default"],

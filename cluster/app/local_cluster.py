@@ -4,6 +4,9 @@ Used by ``scripts/launch_cluster.py``, the integration and fault tests and
 the benchmark. Every node is a separate ``python -m cluster.app.main node``
 process with its own data dir and log file under ``root``; ports are picked
 free on 127.0.0.1. Processes are stopped by pid, only the ones started here.
+With ``secure=True`` the nodes serve TLS and require tokens (files under
+``root/secure``: ``cluster.app.local_security``); ``client_security()`` is
+what a client of the cluster then needs.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from cluster.app.local_security import ADMIN, Grant, LocalSecurity, create_local_security, open_local_security
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc.client.channel import ChannelSecurity, open_channel
 
 
 def free_ports(count: int) -> list[int]:
@@ -85,17 +90,31 @@ class LocalCluster:
     root: str
     config_path: str
     nodes: dict[str, NodeProcess] = field(default_factory=dict)
+    #: TLS files and tokens when the cluster is secure
+    security: LocalSecurity | None = None
 
     @classmethod
     def create(
-        cls, root: str, count: int = 3, extra_config: str = "", base_ports: tuple[int, int] | None = None
+        cls,
+        root: str,
+        count: int = 3,
+        extra_config: str = "",
+        base_ports: tuple[int, int] | None = None,
+        secure: bool = False,
+        client_auth: bool = False,
+        tokens: dict[str, Grant] | None = None,
     ) -> "LocalCluster":
+        """``secure``: TLS (``client_auth``: client certificates too) and tokens, ``admin`` and ``tokens``."""
         from cluster.node.config import load_config
 
+        security = None
+        if secure or client_auth:
+            security = create_local_security(root, [f"n{i + 1}" for i in range(count)], client_auth, tokens)
+            extra_config = security.config_text() + extra_config
         path = write_config(root, count, extra_config, base_ports=base_ports)
         cfg = load_config(path)
         nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes}
-        return cls(root, path, nodes)
+        return cls(root, path, nodes, security)
 
     @classmethod
     def open(cls, root: str) -> "LocalCluster":
@@ -105,11 +124,16 @@ class LocalCluster:
         path = os.path.join(root, "cluster.toml")
         cfg = load_config(path)
         nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes}
-        return cls(root, path, nodes)
+        secure = cfg.tls is not None or bool(cfg.auth.tokens_file)
+        return cls(root, path, nodes, open_local_security(root) if secure else None)
 
     @property
     def addresses(self) -> list[str]:
         return [n.grpc for n in self.nodes.values()]
+
+    def client_security(self, token: str = ADMIN) -> ChannelSecurity | None:
+        """What a client needs to call this cluster with ``token`` (None: plaintext, no tokens)."""
+        return None if self.security is None else self.security.channel(token)
 
     def start(self, node_id: str) -> NodeProcess:
         node = self.nodes[node_id]
@@ -158,7 +182,7 @@ class LocalCluster:
     def status(self, node_id: str, timeout: float = 1.0) -> pb.ClusterStatus | None:
         node = self.nodes[node_id]
         try:
-            with grpc.insecure_channel(node.grpc) as ch:
+            with open_channel(node.grpc, self.client_security()) as ch:
                 return pb_grpc.ClusterServiceStub(ch).GetClusterStatus(pb.GetClusterStatusRequest(), timeout=timeout)
         except grpc.RpcError:
             return None

@@ -1,4 +1,5 @@
-"""The ``raftsched`` command: ``node`` and ``executor`` run processes; ``job``, ``run``, ``cluster`` are the client."""
+"""The ``raftsched`` command: ``node`` and ``executor`` run processes; ``job``, ``run``, ``cluster`` are the client;
+``token create`` makes a bearer token, ``tls ca|cert`` certificates."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ def _no_grpc_fork_handlers() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from cluster.app import client_cli
+    from cluster.app.client_security import add_security_args
     from cluster.app.executor_main import add_output_args
+    from cluster.app.tls_cli import add_tls_commands
+    from cluster.app.token_cli import add_token_commands
     from cluster.node.version import version_text
 
     parser = argparse.ArgumentParser(
@@ -38,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
     add_output_args(execu)
+    add_security_args(execu)
     client_cli.add_client_commands(sub)
+    add_token_commands(sub)
+    add_tls_commands(sub)
     return parser
 
 
@@ -55,6 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         from cluster.app.executor_main import run_executor
 
         return run_executor(args)
+    if args.command == "token":
+        from cluster.app.token_cli import run_token
+
+        return run_token(args)
+    if args.command == "tls":
+        from cluster.app.tls_cli import run_tls
+
+        return run_tls(args)
     return client_cli.run(args)
 
 

@@ -14,6 +14,8 @@ import logging
 import os
 from typing import Any, Callable
 
+import grpc
+
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.commands import FORMAT_VERSION
 from cluster.domain.state import JobStateMachine
@@ -25,15 +27,19 @@ from cluster.node.job_service import JobService
 from cluster.node.leader_loop import LeaderLoop
 from cluster.node.lease_service import LeaseService
 from cluster.node.replicated_state import ReplicatedState
+from cluster.node.scope_lookup import ScopeReader
 from cluster.node.version import VersionReporter, raftsched_version
 from raft.adapter import RaftNode, RaftSettings
 from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
+from rpc.server.auth import AuthInterceptor
 from rpc.server.cluster_servicer import ClusterServicer
 from rpc.server.grpc_server import build_server
 from rpc.server.job_servicer import JobServicer
 from rpc.server.lease_servicer import LeaseServicer
+from rpc.server.tls import host_warnings, server_credentials
+from rpc.server.tokens import TokenTable, load_tokens
 from storage.janitor import OutputJanitor
 from storage.reader import OutputReader
 from storage.s3_client import lazy_s3_client
@@ -87,6 +93,23 @@ def output_reader(logs: LogsConfig) -> OutputReader:
     return OutputReader(s3_reader)
 
 
+def grpc_security(cfg: ClusterConfig, node_id: str) -> tuple[grpc.ServerCredentials | None, TokenTable | None]:
+    """TLS credentials ([tls]) and the tokens ([auth]) for this node's gRPC server, every file checked
+    now, before anything starts. Refuses to serve off loopback without both unless allow_insecure_grpc
+    (then warns, at every start)."""
+    warning = cfg.check_grpc_exposure(node_id)
+    if warning:
+        log.warning("%s", warning)
+    credentials = None
+    if cfg.tls is not None:
+        tls = cfg.tls.for_node(node_id)
+        credentials = server_credentials(tls)
+        for text in host_warnings(tls, cfg.node(node_id).grpc):
+            log.warning("%s", text)
+    tokens = load_tokens(cfg.auth.tokens_file) if cfg.auth.tokens_file else None
+    return credentials, tokens
+
+
 def janitor_s3_client(logs: LogsConfig) -> Callable[[], Any] | None:
     return lazy_s3_client(logs.region, logs.endpoint_url) if logs.store == "s3" else None
 
@@ -98,6 +121,7 @@ class Node:
         self.clock = clock or SystemClock()
         me = cfg.node(node_id)
         secret = cfg.read_secret()
+        credentials, tokens = grpc_security(cfg, node_id)  # refuse before anything is created on disk
         node_dir = cfg.node_dir(node_id)
         make_private_dir(node_dir)  # 0700, and so is data_dir when this creates it
         check_identity(node_dir, node_id, cfg)
@@ -130,11 +154,14 @@ class Node:
         self.store.on_applied.append(self.janitor.on_applied)
         self.service = JobService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes), output_reader(cfg.logs))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
+        interceptors = [] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))]
         self.server = build_server(
             me.grpc_listen,
             JobServicer(self.service, self.hub),
             LeaseServicer(self.leases),
             ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {FORMAT_VERSION})"),
+            credentials=credentials,
+            interceptors=interceptors,
         )
 
     def start(self) -> None:
@@ -143,10 +170,12 @@ class Node:
         self.version_reporter.start()
         me = self.cfg.node(self.node_id)
         log.info(
-            "node %s serving gRPC on %s (advertised %s), Raft on %s (advertised %s); Raft log fsync %s",
+            "node %s serving gRPC on %s (advertised %s; %s, %s), Raft on %s (advertised %s); Raft log fsync %s",
             self.node_id,
             me.grpc_listen,
             me.grpc,
+            "plaintext" if self.cfg.tls is None else ("mutual TLS" if self.cfg.tls.client_auth else "TLS"),
+            "tokens required" if self.cfg.auth.tokens_file else "no tokens",
             me.raft_listen,
             me.raft,
             "on" if self.cfg.raft.fsync else "OFF: a power loss may lose acknowledged writes",

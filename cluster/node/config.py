@@ -1,14 +1,16 @@
 """cluster.toml: frozen, validated configuration (reference: docs/config.md).
 
-Relative paths (``data_dir``, ``secret_file``) are resolved against the
-directory that holds the config file, so a cluster can be started from any
-working directory. ``ConfigError`` messages name the file, the key and what
-is accepted.
+Relative paths (``data_dir``, ``secret_file``, the ``[tls]`` files,
+``tokens_file``) are resolved against the directory that holds the config
+file, so a cluster can be started from any working directory. ``ConfigError``
+messages name the file, the key and what is accepted.
 
 Each ``[[nodes]]`` table names what a node advertises (``raft``, ``grpc``,
 optional ``http``) and, optionally, where it listens (``raft_listen``,
 ``grpc_listen``, ``http_listen``; each defaults to the advertised address).
-Secrets and keys must be readable by their owner only (``check_private_file``).
+gRPC off loopback needs both ``[tls]`` and ``[auth]`` (``check_grpc_exposure``)
+unless ``[cluster] allow_insecure_grpc = true``; secrets, keys and token files
+must be readable by their owner only (``check_private_file``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import ipaddress
 import os
 import stat
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cluster.domain.errors import ConfigError  # re-exported: the error of this module
@@ -93,6 +95,34 @@ class RaftTuning:
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """[tls]: nodes serve gRPC over TLS; clients verify the nodes against ``ca_file``.
+
+    ``{node_id}`` in a path stands for the node's id (``for_node``)."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    #: the CA that signed the node certificates (clients verify servers against it) and, with
+    #: ``client_auth``, the client certificates
+    ca_file: str = ""
+    #: clients must present a certificate signed by ``ca_file`` (mutual TLS)
+    client_auth: bool = False
+
+    def for_node(self, node_id: str) -> "TlsConfig":
+        def fill(path: str) -> str:
+            return path.replace("{node_id}", node_id)
+
+        return replace(self, cert_file=fill(self.cert_file), key_file=fill(self.key_file), ca_file=fill(self.ca_file))
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """[auth]: when ``tokens_file`` is set, every RPC needs a bearer token listed in it."""
+
+    tokens_file: str = ""
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     path: str
     data_dir: str
@@ -101,6 +131,11 @@ class ClusterConfig:
     logs: LogsConfig = field(default_factory=LogsConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     raft: RaftTuning = field(default_factory=RaftTuning)
+    #: None: gRPC in plaintext
+    tls: TlsConfig | None = None
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    #: serve gRPC off loopback without [tls] or [auth] (logged as a warning at every start)
+    allow_insecure_grpc: bool = False
 
     def node(self, node_id: str) -> NodeAddress:
         for n in self.nodes:
@@ -138,6 +173,35 @@ class ClusterConfig:
         if len(secret) < 16:
             raise ConfigError(f"{self.path}: secret_file {self.secret_file} holds under 16 characters; use a long random secret")
         return secret
+
+    def check_grpc_exposure(self, node_id: str) -> str | None:
+        """Refuse to serve gRPC on a non-loopback address without both [tls] and [auth]; with
+        ``allow_insecure_grpc`` return the warning to log instead (None: nothing to say)."""
+        me = self.node(node_id)
+        exposed = [a for a in dict.fromkeys([me.grpc, me.grpc_listen]) if not is_loopback(a)]
+        missing = [
+            what for what, on in (("[tls]", self.tls is not None), ("[auth] tokens_file", bool(self.auth.tokens_file))) if not on
+        ]
+        if self.allow_insecure_grpc:
+            if not missing:
+                return (
+                    f"{self.path}: [cluster] allow_insecure_grpc = true has no effect: [tls] and [auth] are both set; remove it"
+                )
+            where = ", ".join(exposed) or f"{me.grpc} (loopback)"
+            return (
+                f"{self.path}: [cluster] allow_insecure_grpc = true: gRPC on {where} is served without "
+                f"{' and without '.join(missing)}; whoever reaches it can read and change every job and "
+                "run commands on the executors. Set [tls] and [auth] and remove allow_insecure_grpc"
+            )
+        if exposed and missing:
+            raise ConfigError(
+                f"{self.path}: node {node_id} would serve gRPC on {', '.join(exposed)}, which is not loopback, "
+                f"without {' and without '.join(missing)}: anyone who reaches it could read and change every job "
+                "and run commands on the executors. Configure [tls] (cert_file, key_file, ca_file) and [auth] "
+                "tokens_file (see docs/config.md), or set [cluster] allow_insecure_grpc = true if a trusted "
+                "network or proxy protects it"
+            )
+        return None
 
 
 def check_private_file(path: str, what: str) -> None:
@@ -245,11 +309,11 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
     cluster = raw.get("cluster", {})
     if not isinstance(cluster, dict):
         raise ConfigError(f"{path}: [cluster] must be a table")
-    unknown = sorted(set(cluster) - {"data_dir", "secret_file"})
+    unknown = sorted(set(cluster) - set(_CLUSTER_KEYS))
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) in [cluster]: {', '.join(unknown)} (known: data_dir, secret_file)")
+        raise ConfigError(f"{path}: unknown key(s) in [cluster]: {', '.join(unknown)} (known: {', '.join(_CLUSTER_KEYS)})")
     for key, value in cluster.items():
-        _check_type(path, "cluster", key, value, str)
+        _check_type(path, "cluster", key, value, _CLUSTER_KEYS[key])
     data_dir = os.path.join(base, str(cluster.get("data_dir", "var")))
     secret = cluster.get("secret_file")
     logs = _section(path, raw, "logs", LogsConfig)
@@ -271,7 +335,35 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         logs=logs,
         scheduler=sched,
         raft=raft,
+        tls=_tls(path, raw, base),
+        auth=_auth(path, raw, base),
+        allow_insecure_grpc=bool(cluster.get("allow_insecure_grpc", False)),
     )
+
+
+_CLUSTER_KEYS: dict[str, type] = {"data_dir": str, "secret_file": str, "allow_insecure_grpc": bool}
+
+
+def _resolve(base: str, value: str) -> str:
+    return os.path.join(base, value) if value else ""
+
+
+def _tls(path: str, raw: dict[str, Any], base: str) -> TlsConfig | None:
+    if "tls" not in raw:
+        return None
+    tls: TlsConfig = _section(path, raw, "tls", TlsConfig)
+    if not tls.cert_file or not tls.key_file:
+        raise ConfigError(f"{path}: [tls] needs cert_file and key_file (PEM; {{node_id}} in a path is replaced by the node's id)")
+    if tls.client_auth and not tls.ca_file:
+        raise ConfigError(f"{path}: [tls] client_auth = true needs ca_file: the CA that signs the client certificates")
+    return replace(
+        tls, cert_file=_resolve(base, tls.cert_file), key_file=_resolve(base, tls.key_file), ca_file=_resolve(base, tls.ca_file)
+    )
+
+
+def _auth(path: str, raw: dict[str, Any], base: str) -> AuthConfig:
+    auth: AuthConfig = _section(path, raw, "auth", AuthConfig)
+    return AuthConfig(tokens_file=_resolve(base, auth.tokens_file))
 
 
 def load_config(path: str) -> ClusterConfig:

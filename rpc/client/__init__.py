@@ -1,6 +1,8 @@
-"""The Python client: ``Client`` (any node, retries UNAVAILABLE across nodes) and the executor's ``GrpcLeaseApi``."""
+"""The Python client: ``Client`` (any node, retries UNAVAILABLE across nodes), the executor's ``GrpcLeaseApi``,
+and ``ChannelSecurity`` (TLS, client certificate, bearer token)."""
 
+from rpc.client.channel import ChannelSecurity
 from rpc.client.client import Client
 from rpc.client.lease_api import GrpcLeaseApi
 
-__all__ = ["Client", "GrpcLeaseApi"]
+__all__ = ["ChannelSecurity", "Client", "GrpcLeaseApi"]

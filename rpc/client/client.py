@@ -8,11 +8,14 @@ leader is among its addresses, asking who leads every ``LEADER_CHECK_S`` (an
 UNAVAILABLE rotates as usual and defers the next look): any node answers, but
 a follower only forwards.
 CreateJob always carries an idempotency key (a fresh one unless you pass
-yours), so a retried create never makes two jobs.
+yours), so a retried create never makes two jobs. ``security`` (a
+``ChannelSecurity``) turns on TLS, a client certificate and a bearer token for
+every call; without it the channels are plaintext with no token.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
@@ -22,6 +25,9 @@ import grpc
 
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc.client.channel import ChannelSecurity, open_channel
+
+log = logging.getLogger("raftsched.client")
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE,)
 
@@ -37,6 +43,7 @@ class Client:
         deadline_s: float = 15.0,
         call_timeout_s: float = 10.0,
         prefer_leader: bool = False,
+        security: ChannelSecurity | None = None,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
@@ -45,7 +52,8 @@ class Client:
         self.addresses = list(addresses)
         self.deadline_s = deadline_s
         self.call_timeout_s = call_timeout_s
-        self._channels = [grpc.insecure_channel(a, options=[("grpc.max_receive_message_length", 64 << 20)]) for a in addresses]
+        options = [("grpc.max_receive_message_length", 64 << 20)]
+        self._channels = [open_channel(a, security, options) for a in addresses]
         self._jobs = [pb_grpc.JobServiceStub(ch) for ch in self._channels]
         self._leases = [pb_grpc.LeaseServiceStub(ch) for ch in self._channels]
         self._cluster = [pb_grpc.ClusterServiceStub(ch) for ch in self._channels]
@@ -65,7 +73,12 @@ class Client:
         self._leader_checked = time.monotonic()
         try:
             status = self._cluster[self._current].GetClusterStatus(pb.GetClusterStatusRequest(), timeout=2)
-        except grpc.RpcError:
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.PERMISSION_DENIED and self.prefer_leader:
+                self.prefer_leader = False  # say it once; calls still go to any node
+                log.warning(
+                    "cannot ask who leads (%s); sending calls to any node: give the token the reader role too", exc.details()
+                )
             return
         for member in status.members:
             if member.id == status.leader_id and member.grpc_address in self.addresses:

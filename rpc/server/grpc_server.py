@@ -1,8 +1,9 @@
-"""Builds the gRPC server of one node."""
+"""Builds the gRPC server of one node: plaintext, or TLS with ``credentials``; ``interceptors`` (auth) around every call."""
 
 from __future__ import annotations
 
 from concurrent import futures
+from typing import Sequence
 
 import grpc
 
@@ -17,6 +18,8 @@ def build_server(
     lease: pb_grpc.LeaseServiceServicer,
     cluster: pb_grpc.ClusterServiceServicer,
     workers: int = 64,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> grpc.Server:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
@@ -25,10 +28,12 @@ def build_server(
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
+        interceptors=interceptors,
     )
     pb_grpc.add_JobServiceServicer_to_server(job, server)
     pb_grpc.add_LeaseServiceServicer_to_server(lease, server)
     pb_grpc.add_ClusterServiceServicer_to_server(cluster, server)
-    if server.add_insecure_port(address) == 0:
+    port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
+    if port == 0:
         raise OSError(f"cannot listen for gRPC on {address}: is the port in use?")
     return server

@@ -1,0 +1,69 @@
+"""TLS and token settings of the command-line clients (``job``/``run``/``cluster`` and ``executor``).
+
+Each comes from its flag, else its environment variable, else (the CA only)
+the ``[tls] ca_file`` of ``--config``:
+
+=============== ===================== ============================================
+flag            environment           meaning
+=============== ===================== ============================================
+--ca-file       RAFTSCHED_CA_FILE     TLS: verify the nodes against this CA (PEM)
+--cert-file     RAFTSCHED_CERT_FILE   a client certificate, for [tls] client_auth
+--key-file      RAFTSCHED_KEY_FILE    its key (must be readable by its owner only)
+--token-file    RAFTSCHED_TOKEN_FILE  a file holding the bearer token (owner only)
+                RAFTSCHED_TOKEN       the bearer token itself
+=============== ===================== ============================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Mapping
+
+from cluster.node.config import ClusterConfig, ConfigError, check_private_file
+from rpc.client.channel import ChannelSecurity
+
+
+def add_security_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ca-file", help="TLS: verify the nodes against this CA ($RAFTSCHED_CA_FILE, or [tls] ca_file of --config)")
+    p.add_argument("--cert-file", help="client certificate for nodes with [tls] client_auth ($RAFTSCHED_CERT_FILE)")
+    p.add_argument("--key-file", help="the client certificate's key ($RAFTSCHED_KEY_FILE)")
+    p.add_argument("--token-file", help="file holding the bearer token ($RAFTSCHED_TOKEN_FILE; or the token in $RAFTSCHED_TOKEN)")
+
+
+def _pick(args: argparse.Namespace, flag: str, env: Mapping[str, str], var: str) -> str:
+    return str(getattr(args, flag, None) or env.get(var, ""))
+
+
+def read_token(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """The bearer token: --token-file, else $RAFTSCHED_TOKEN_FILE, else $RAFTSCHED_TOKEN ("" for none)."""
+    path = _pick(args, "token_file", env, "RAFTSCHED_TOKEN_FILE")
+    if not path:
+        return env.get("RAFTSCHED_TOKEN", "").strip()
+    check_private_file(path, "the token file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"the token file {path} must hold exactly one token (no spaces)")
+    return token
+
+
+def security_from_args(
+    args: argparse.Namespace, cfg: ClusterConfig | None = None, env: Mapping[str, str] = os.environ
+) -> ChannelSecurity:
+    """The channel security the flags, the environment and ``cfg`` ask for; ``ConfigError`` saying what to fix."""
+    ca_file = _pick(args, "ca_file", env, "RAFTSCHED_CA_FILE")
+    tls = bool(ca_file)
+    if not ca_file and cfg is not None and cfg.tls is not None:
+        ca_file, tls = cfg.tls.ca_file, True
+    cert_file = _pick(args, "cert_file", env, "RAFTSCHED_CERT_FILE")
+    key_file = _pick(args, "key_file", env, "RAFTSCHED_KEY_FILE")
+    if key_file:
+        check_private_file(key_file, "the client key file")
+    try:
+        return ChannelSecurity.from_files(ca_file, cert_file, key_file, read_token(args, env), tls=tls)
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (--ca-file, --cert-file, --key-file)") from exc

@@ -1,0 +1,42 @@
+"""The queue and job type of what a call names by id: the facts a restricted token is checked against.
+
+Used by the gRPC auth layer (``rpc.server.auth.ScopeLookup``) only for tokens
+limited to some queues or types, on calls that name a job, run or lease by id.
+Each answer is one read after a read barrier, so it sees every write the
+cluster acknowledged before the call; an unknown id is None (or left out),
+and the call itself then answers NOT_FOUND or FAILED_PRECONDITION.
+"""
+
+from __future__ import annotations
+
+from cluster.domain.state import JobStateMachine
+from cluster.node.replicated_state import ReplicatedState
+
+
+class ScopeReader:
+    def __init__(self, store: ReplicatedState) -> None:
+        self._store = store
+
+    def job(self, job_id: str) -> tuple[str, str] | None:
+        def scope(m: JobStateMachine) -> tuple[str, str] | None:
+            job = m.jobs.get(job_id)
+            return None if job is None else (job.spec.queue, job.spec.type)
+
+        return self._store.read(scope)
+
+    def run(self, run_id: str) -> tuple[str, str] | None:
+        def scope(m: JobStateMachine) -> tuple[str, str] | None:
+            run = m.runs.get(run_id)
+            if run is None:
+                return None
+            job = m.jobs.get(run.job_id)
+            return run.queue, "" if job is None else job.spec.type
+
+        return self._store.read(scope)
+
+    def lease_queues(self, lease_ids: list[str]) -> list[str]:
+        def queues(m: JobStateMachine) -> list[str]:
+            run_ids = [m.leases.get(lease_id) for lease_id in lease_ids]
+            return sorted({m.runs[r].queue for r in run_ids if r is not None and r in m.runs})
+
+        return self._store.read(queues)

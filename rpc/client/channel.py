@@ -1,0 +1,106 @@
+"""Client channels to a node: plaintext or TLS (optionally with a client certificate), and a bearer token.
+
+``ChannelSecurity.from_files(ca_file=..., token=...)`` reads the PEM files once;
+``open_channel`` then opens a channel that verifies the node's certificate
+against that CA (and its name against the address dialled), presents the
+client certificate when given (for ``[tls] client_auth``), and adds
+``authorization: Bearer <token>`` to every call when a token is set. Without
+a CA the channel is plaintext (a token then travels in the clear: loopback
+only, or a network you trust).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence
+
+import grpc
+
+
+@dataclass(frozen=True)
+class ChannelSecurity:
+    #: TLS to the nodes (else plaintext)
+    tls: bool = False
+    #: PEM of the CA the nodes' certificates are checked against (None with ``tls``: the system's CAs)
+    root_certificates: bytes | None = None
+    #: PEM of this client's key and certificate, for nodes that require client certificates
+    private_key: bytes | None = None
+    certificate_chain: bytes | None = None
+    #: sent as ``authorization: Bearer <token>`` with every call; "" = none
+    token: str = ""
+
+    @classmethod
+    def from_files(
+        cls, ca_file: str = "", cert_file: str = "", key_file: str = "", token: str = "", tls: bool = False
+    ) -> "ChannelSecurity":
+        """Read the PEM files now (TLS when ``ca_file`` or ``tls`` is given); ``ValueError`` naming a
+        file that cannot be read, or a certificate without its key."""
+        if bool(cert_file) != bool(key_file):
+            raise ValueError("a client certificate needs both a certificate file and a key file")
+        tls = tls or bool(ca_file)
+        if cert_file and not tls:
+            raise ValueError("a client certificate is used only over TLS: give the CA file too")
+        return cls(
+            tls, _read(ca_file, "CA file"), _read(key_file, "key file"), _read(cert_file, "certificate file"), token.strip()
+        )
+
+
+def _read(path: str, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read the {what} {path}: {exc.strerror}") from exc
+
+
+def open_channel(address: str, security: ChannelSecurity | None = None, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+    """A channel to ``address`` with ``security`` (None: plaintext, no token)."""
+    if security is None or not security.tls:
+        channel = grpc.insecure_channel(address, options=list(options))
+    else:
+        creds = grpc.ssl_channel_credentials(security.root_certificates, security.private_key, security.certificate_chain)
+        channel = grpc.secure_channel(address, creds, options=list(options))
+    if security is not None and security.token:
+        channel = grpc.intercept_channel(channel, BearerToken(security.token))
+    return channel
+
+
+class _Details(NamedTuple):
+    method: str
+    timeout: float | None
+    metadata: Any
+    credentials: Any
+    wait_for_ready: Any
+    compression: Any
+
+
+class BearerToken(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Adds ``authorization: Bearer <token>`` to every call's metadata."""
+
+    def __init__(self, token: str) -> None:
+        self._entry = ("authorization", f"Bearer {token}")
+
+    def _details(self, details: Any) -> Any:
+        metadata = list(details.metadata or []) + [self._entry]
+        return _Details(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready, details.compression
+        )
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation: Callable[..., Any], details: Any, request_iterator: Any) -> Any:
+        return continuation(self._details(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation: Callable[..., Any], details: Any, request_iterator: Any) -> Any:
+        return continuation(self._details(details), request_iterator)
