@@ -509,7 +509,10 @@ def _task_lease_acquire(ctx: _Ctx) -> dict[str, Any]:
             if complete:
                 for lease in resp.leases:
                     req = pb.CompleteRunRequest(
-                        lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED
+                        lease_id=lease.lease_id,
+                        fencing_token=lease.fencing_token,
+                        outcome=pb.OUTCOME_SUCCEEDED,
+                        executor_id=executor,
                     )
                     try:
                         lease_stub.CompleteRun(req, timeout=10.0)
@@ -520,7 +523,8 @@ def _task_lease_acquire(ctx: _Ctx) -> dict[str, Any]:
         # all expire a TTL later, in the middle of a later scenario
         for k in range(0, len(held), 1000):
             reqs = [
-                pb.CompleteRunRequest(lease_id=i, fencing_token=t, outcome=pb.OUTCOME_SUCCEEDED) for i, t in held[k : k + 1000]
+                pb.CompleteRunRequest(lease_id=i, fencing_token=t, outcome=pb.OUTCOME_SUCCEEDED, executor_id=executor)
+                for i, t in held[k : k + 1000]
             ]
             try:
                 lease_stub.CompleteRuns(pb.CompleteRunsRequest(runs=reqs), timeout=60.0)

@@ -122,6 +122,11 @@ def start(root: str, count: int, sample: bool, n_executors: int) -> int:
                     "default",
                     "--executor-id",
                     name,
+                    # shell and http are off unless allowed; the sample job is a shell job
+                    "--allow-type",
+                    "shell",
+                    "--allow-type",
+                    "http",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -137,7 +142,8 @@ def start(root: str, count: int, sample: bool, n_executors: int) -> int:
     for n in cluster.nodes.values():
         print(f"  {n.node_id}: grpc {n.grpc}  raft {n.raft}  pid {n.pid}  log {n.log_path}")
     for name, (pid, log_path) in executors.items():
-        print(f"  {name}: queue default  pid {pid}  log {log_path}  run logs in {os.path.join(root, 'var', 'outputs')}")
+        print(f"  {name}: queue default, types noop shell http  pid {pid}  log {log_path}")
+        print(f"    run logs in {os.path.join(root, 'var', 'outputs')}")
     if sample:
         with Client(cluster.addresses) as client:
             job = sample_job(client)
