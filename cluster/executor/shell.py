@@ -35,6 +35,7 @@ processes that leave the group with ``setsid`` are still found and stopped
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -167,8 +168,9 @@ def _start_supervisor(spec: dict[str, object]) -> subprocess.Popen[bytes]:
     except OSError as exc:
         raise HandlerError(f"cannot start the run's supervisor ({sys.executable}): {exc}") from exc
     assert proc.stdin is not None
+    data = marshal.dumps(spec)  # read back by the same interpreter (sys.executable)
     try:
-        proc.stdin.write(json.dumps(spec).encode("utf-8") + b"\n")
+        proc.stdin.write(len(data).to_bytes(8, "big") + data)
         proc.stdin.flush()
     except (BrokenPipeError, OSError) as exc:
         proc.wait()
