@@ -149,14 +149,14 @@ class LeaseRules(StateBase):
 
     def _typed_candidates(self, cmd: c.AcquireLeases, budget: int) -> list[tuple[int, str]]:
         """The ``budget`` oldest leasable keys of ``cmd.queues`` whose job's type is one of ``cmd.types``:
-        at most ``budget`` from each (queue, type) index, merged — never a scan of other types' runs."""
+        a lazy merge of the (queue, type) indexes — never a scan of other types' runs (read whole before
+        any grant changes the indexes)."""
         heads = []
         for queue in dict.fromkeys(cmd.queues):
             for job_type in dict.fromkeys(cmd.types):
                 pending = self.pending_by_type.get((queue, job_type))
                 if pending:
-                    keys = pending.irange(maximum=(self.now_ms + 1, ""), inclusive=(True, False))
-                    heads.append(list(islice(keys, budget)))
+                    heads.append(pending.irange(maximum=(self.now_ms + 1, ""), inclusive=(True, False)))
         return list(islice(merge(*heads), budget))
 
     @c.handles(c.AcquireLeases)
