@@ -94,6 +94,7 @@ def sample_job(client: Any) -> Any:
 def _executor_command(cluster: LocalCluster, name: str) -> list[str]:
     cmd = [sys.executable, "-m", "cluster.app.main", "executor", "--config", cluster.config_path, "--queue", "default"]
     cmd += ["--executor-id", name]
+    cmd += ["--allow-type", "shell", "--allow-type", "http"]  # off unless allowed; the sample job is a shell job
     if cluster.security is not None:  # the CA comes from the config's [tls] ca_file
         cmd += [f for f in cluster.security.flags(name) if f not in ("--ca-file", cluster.security.ca_file)]
     return cmd
@@ -146,7 +147,8 @@ def start(root: str, count: int, sample: bool, n_executors: int, secure: bool = 
     for n in cluster.nodes.values():
         print(f"  {n.node_id}: grpc {n.grpc}  raft {n.raft}  pid {n.pid}  log {n.log_path}")
     for name, (pid, log_path) in executors.items():
-        print(f"  {name}: queue default  pid {pid}  log {log_path}  run logs in {os.path.join(root, 'var', 'outputs')}")
+        print(f"  {name}: queue default, types noop shell http  pid {pid}  log {log_path}")
+        print(f"    run logs in {os.path.join(root, 'var', 'outputs')}")
     if sample:
         with Client(cluster.addresses, security=cluster.client_security()) as client:
             job = sample_job(client)

@@ -21,7 +21,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.completions: list[tuple[bool, bytes, str, str]] = []
 
-    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]:
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int, types: list[str] | None = None) -> list[Task]:
         return []
 
     def renew(self, leases: list[tuple[str, int]]) -> list:

@@ -56,9 +56,17 @@ def shell_spec(name: str, command: str, queue: str = "default", **kw: object) ->
 
 
 def start_executor(
-    cluster_addrs: list[str], root: str, name: str, queue: str = "default", *extra: str
+    cluster_addrs: list[str],
+    root: str,
+    name: str,
+    queue: str = "default",
+    *extra: str,
+    allow: tuple[str, ...] = ("shell", "http"),
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
+    """A ``raftsched executor`` process on ``queue`` allowed to run the built-in types ``allow``."""
     log = open(os.path.join(root, f"{name}.log"), "ab")
+    allowed = [arg for t in allow for arg in ("--allow-type", t)]
     return subprocess.Popen(
         [
             sys.executable,
@@ -73,9 +81,11 @@ def start_executor(
             name,
             "--output-dir",
             os.path.join(root, f"{name}-out"),
+            *allowed,
             *extra,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
         start_new_session=True,
     )

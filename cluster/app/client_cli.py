@@ -141,7 +141,11 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="")
     p.add_argument("--queue", default="")
     p.add_argument("--type", default="", help="shell (default), http, or a registered handler name")
-    p.add_argument("--payload", help='payload text (for shell: JSON such as \'{"command": "echo hi"}\')')
+    p.add_argument(
+        "--payload",
+        help='payload text: for shell JSON such as \'{"command": "echo hi", "env": {}, "cwd": "/tmp"}\', '
+        'for http \'{"url": "https://...", "method": "POST", "headers": {}, "body": "..."}\'',
+    )
     p.add_argument("--payload-file")
     p.add_argument("--at", help="ISO time, e.g. 2026-12-01T09:00:00Z")
     p.add_argument("--after", help="span, e.g. 30s")

@@ -11,6 +11,9 @@ TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
 ``--token-file`` (or their environment variables, or ``[tls] ca_file`` of
 ``--config``: ``cluster.app.client_security``). With a token, ``--executor-id``
 is required: the node accepts only the token's name or ``name/...``.
+What jobs may do here: ``--allow-type shell|http`` (both off unless named),
+``--pass-env NAME``, ``--kill-grace SECONDS`` and ``--http-deny CIDR`` (see
+``cluster.executor.shell`` and ``cluster.executor.http_guard``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from cluster.app.client_security import security_from_args
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.output import OutputStoreError
 from cluster.executor.bounded_log import LogSettings
+from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
+from cluster.executor.http_guard import AddressPolicy
 from cluster.executor.ports import OutputStore
+from cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
 from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
 from storage.local_store import LocalOutputStore
@@ -41,6 +47,48 @@ def _load_handler(spec: str) -> tuple[str, object]:
         return job_type, getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"--handler {spec!r}: cannot load {target}: {exc}") from exc
+
+
+def add_safety_args(p: argparse.ArgumentParser) -> None:
+    """What the executor lets jobs do: which built-in types run, what a shell run sees, where http may go."""
+    p.add_argument(
+        "--allow-type",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="run this built-in type: shell or http (repeatable; both are off unless named; noop and --handler types are always on)",
+    )
+    p.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="give shell runs this variable of the executor's environment too (repeatable; by default they get only "
+        "PATH, HOME, LANG, TZ, the job's env and RAFTSCHED_*)",
+    )
+    p.add_argument(
+        "--kill-grace",
+        type=float,
+        default=DEFAULT_KILL_GRACE_S,
+        metavar="SECONDS",
+        help=f"between SIGTERM and SIGKILL of a stopped run's processes (default {DEFAULT_KILL_GRACE_S:g})",
+    )
+    p.add_argument(
+        "--http-deny",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="refuse http jobs to this address range (repeatable; link-local 169.254.0.0/16 and fe80::/10 always are)",
+    )
+
+
+def builtin_settings(args: argparse.Namespace) -> BuiltinSettings:
+    """The built-in types' settings from the command line; ``ConfigError`` naming the bad flag."""
+    try:
+        shell = ShellSettings(tuple(getattr(args, "pass_env", [])), getattr(args, "kill_grace", DEFAULT_KILL_GRACE_S))
+        return BuiltinSettings(shell, AddressPolicy.from_cidrs(getattr(args, "http_deny", [])))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
@@ -141,6 +189,14 @@ def run_executor(args: argparse.Namespace) -> int:
         if security.token and not args.executor_id:
             raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
         handlers = dict(_load_handler(h) for h in args.handler)
+        allow = list(getattr(args, "allow_type", []))
+        unknown = sorted(set(allow) - set(GUARDED_TYPES) - set(handlers) - {"noop"})
+        if unknown:
+            raise ConfigError(
+                f"--allow-type {', '.join(unknown)}: only {' and '.join(GUARDED_TYPES)} need allowing "
+                "(noop and --handler types are always on)"
+            )
+        builtin = builtin_settings(args)
         if args.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1")
         retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
@@ -161,10 +217,18 @@ def run_executor(args: argparse.Namespace) -> int:
         store,
         log_settings=log_settings,
         output_retry_s=retry_s,
+        allow_types=allow,
+        builtin=builtin,
     )
     stop = StopSignal()
     executor.start()
-    log.info("serving queues %s with %d workers; output in %s", ",".join(executor.queues), args.concurrency, store.describe())
+    log.info(
+        "serving queues %s, job types %s, with %d workers; output in %s",
+        ",".join(executor.queues),
+        ",".join(executor.types()),
+        args.concurrency,
+        store.describe(),
+    )
     stop.wait()
     log.info("stopping: no new runs; up to %.0f s for running ones", args.grace)
     executor.stop(args.grace)

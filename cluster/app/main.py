@@ -19,7 +19,7 @@ def _no_grpc_fork_handlers() -> None:
 def build_parser() -> argparse.ArgumentParser:
     from cluster.app import client_cli
     from cluster.app.client_security import add_security_args
-    from cluster.app.executor_main import add_output_args
+    from cluster.app.executor_main import add_output_args, add_safety_args
     from cluster.app.tls_cli import add_tls_commands
     from cluster.app.token_cli import add_token_commands
     from cluster.node.version import version_text
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     execu.add_argument("--executor-id", default="", help="default: host:pid")
     execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
+    add_safety_args(execu)
     add_output_args(execu)
     add_security_args(execu)
     client_cli.add_client_commands(sub)

@@ -167,19 +167,38 @@ class Fire:
     misfire_threshold_ms: int = 5_000
 
 
+def _acquire_to_plain(c: AcquireLeases) -> Plain:
+    plain: Plain = {"exec": c.executor_id, "queues": list(c.queues), "max": c.max_runs}
+    if c.types:  # absent = no filter: entries written before types existed decode (and encode) identically
+        plain["types"] = list(c.types)
+    return plain
+
+
 @command(
     "acquire",
-    lambda c: {"exec": c.executor_id, "queues": list(c.queues), "max": c.max_runs},
-    lambda p, now: AcquireLeases(now, str(p["exec"]), tuple(str(q) for q in _seq(p["queues"])), int(p["max"])),
+    _acquire_to_plain,
+    lambda p, now: AcquireLeases(
+        now,
+        str(p["exec"]),
+        tuple(str(q) for q in _seq(p["queues"])),
+        int(p["max"]),
+        tuple(str(t) for t in _seq(p.get("types", []))),
+    ),
 )
 @dataclass(frozen=True, slots=True)
 class AcquireLeases:
-    """Lease up to ``max_runs`` leasable PENDING runs of ``queues``, oldest due first."""
+    """Lease up to ``max_runs`` leasable PENDING runs of ``queues``, oldest due first.
+
+    ``types``: the job types the executor serves; only runs whose job's type is
+    one of them are granted (the others stay PENDING for another executor).
+    Empty means any type (what every entry from before this field says).
+    """
 
     now_ms: int
     executor_id: str
     queues: tuple[str, ...]
     max_runs: int
+    types: tuple[str, ...] = ()
 
 
 @command(
@@ -204,6 +223,8 @@ class RenewLeases:
         "error": c.error,
         "log": c.log_uri,
         "draw": c.draw,
+        # absent (None) only in entries from before completions named their executor: those skip the holder check
+        **({} if c.executor_id is None else {"exec": c.executor_id}),
     },
     lambda p, now: CompleteRun(
         now,
@@ -214,11 +235,16 @@ class RenewLeases:
         str(p["error"]),
         str(p["log"]),
         float(p["draw"]),
+        None if p.get("exec") is None else str(p["exec"]),
     ),
 )
 @dataclass(frozen=True, slots=True)
 class CompleteRun:
-    """The outcome of one attempt. ``draw`` in [0, 1) is the proposer's random jitter draw for a retry."""
+    """The outcome of one attempt. ``draw`` in [0, 1) is the proposer's random jitter draw for a retry.
+
+    ``executor_id`` is who reports it: anyone but the lease's holder is refused.
+    ``None`` (old log entries only; the lease service always sets it) skips that check.
+    """
 
     now_ms: int
     lease_id: str
@@ -228,6 +254,7 @@ class CompleteRun:
     error: str = ""
     log_uri: str = ""
     draw: float = 0.5
+    executor_id: str | None = None
 
 
 @command(

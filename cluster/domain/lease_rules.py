@@ -12,8 +12,14 @@ Modelled on etcd's lessor, with absolute deadlines instead of its TTLs:
   *proposes* their expiry; nothing expires locally.
 * A new leader proposes ``GraceLeases`` once: every live lease gets at least
   ``grace`` from then (about one election timeout), never its full TTL again.
+* A grant names the job types its executor serves (``AcquireLeases.types``):
+  only runs of those types are granted, read from a (queue, type) index so a
+  long queue of other types costs nothing; the others stay PENDING for an
+  executor that serves them. No types (entries from before they existed)
+  means any type, selected exactly as those entries always were.
 * A completion or renewal with an unknown, expired, superseded or wrongly
   fenced lease is refused (FAILED_PRECONDITION): a zombie changes nothing.
+  So is one from any executor but the lease's holder (``_holder_check``).
   A lease is expired when an ``ExpireLeases`` entry says so, not when a
   clock passes its deadline: until then its holder is still the only one,
   and a renewal that reaches a new leader before its grace is not refused.
@@ -25,6 +31,8 @@ Modelled on etcd's lessor, with absolute deadlines instead of its TTLs:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import merge
+from itertools import islice
 
 from cluster.domain import commands as c
 from cluster.domain.model import JobSpec, JobStatus, RetryPolicy, Run, RunStatus
@@ -80,6 +88,19 @@ class LeaseRules(StateBase):
         # past its deadline but not yet expired by a committed ExpireLeases: still the one holder (as etcd)
         return run
 
+    def _holder_check(self, lease_id: str, token: int, executor_id: str | None) -> Run | FailedPrecondition:
+        """``_lease_check``, and only the lease's holder may renew or complete it (the one place this is
+        decided; ``executor_id`` None — completions in log entries from before they named their
+        executor — skips it, so those entries replay as they applied)."""
+        run = self._lease_check(lease_id, token)
+        if isinstance(run, FailedPrecondition) or executor_id is None or executor_id == run.executor_id:
+            return run
+        caller = repr(executor_id) if executor_id else "'' (the request names no executor_id)"
+        return FailedPrecondition(
+            f"lease {lease_id} is held by executor {run.executor_id!r}, not {caller}: "
+            "only the executor that holds a lease may renew or complete it"
+        )
+
     def _set_deadline(self, run: Run, expires_ms: int) -> None:
         self.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
         run.lease_expires_ms = expires_ms
@@ -111,25 +132,43 @@ class LeaseRules(StateBase):
 
     # ------------------------------------------------------------ commands
 
-    @c.handles(c.AcquireLeases)
-    def _acquire(self, cmd: c.AcquireLeases, index: int) -> Result:
-        now = self.now_ms
+    def _any_type_candidates(self, cmd: c.AcquireLeases) -> list[tuple[int, str]]:
+        """Leasable keys of ``cmd.queues`` whatever their type (the selection of every entry from before
+        types existed: kept exactly, so that replaying those entries gives the same state)."""
         candidates: list[tuple[int, str]] = []
         for queue in dict.fromkeys(cmd.queues):
             pending = self.pending.get(queue)
             if not pending:
                 continue
-            for key in pending.irange(maximum=(now + 1, ""), inclusive=(True, False)):
+            for key in pending.irange(maximum=(self.now_ms + 1, ""), inclusive=(True, False)):
                 candidates.append(key)
                 if len(candidates) >= cmd.max_runs * len(cmd.queues):
                     break
         candidates.sort()
+        return candidates
+
+    def _typed_candidates(self, cmd: c.AcquireLeases, budget: int) -> list[tuple[int, str]]:
+        """The ``budget`` oldest leasable keys of ``cmd.queues`` whose job's type is one of ``cmd.types``:
+        a lazy merge of the (queue, type) indexes — never a scan of other types' runs (read whole before
+        any grant changes the indexes)."""
+        heads = []
+        for queue in dict.fromkeys(cmd.queues):
+            for job_type in dict.fromkeys(cmd.types):
+                pending = self.pending_by_type.get((queue, job_type))
+                if pending:
+                    heads.append(pending.irange(maximum=(self.now_ms + 1, ""), inclusive=(True, False)))
+        return list(islice(merge(*heads), budget))
+
+    @c.handles(c.AcquireLeases)
+    def _acquire(self, cmd: c.AcquireLeases, index: int) -> Result:
+        now = self.now_ms
         if self._token_entry != index:
             self._token_entry, self._tokens_used = index, 0
         # the proposer keeps a batch's grants within one entry's tokens; this only guards the range
-        budget = min(cmd.max_runs, MAX_RUNS_PER_GRANT - self._tokens_used)
+        budget = max(0, min(cmd.max_runs, MAX_RUNS_PER_GRANT - self._tokens_used))
+        candidates = self._typed_candidates(cmd, budget) if cmd.types else self._any_type_candidates(cmd)
         grants: list[Grant] = []
-        for k, (_, run_id) in enumerate(candidates[: max(0, budget)], start=self._tokens_used + 1):
+        for k, (_, run_id) in enumerate(candidates[:budget], start=self._tokens_used + 1):
             run = self.runs[run_id]
             job = self.jobs[run.job_id]
             self._deactivate(run)
@@ -151,13 +190,9 @@ class LeaseRules(StateBase):
     def _renew(self, cmd: c.RenewLeases, index: int) -> Result:
         out: list[Renewal] = []
         for lease_id, token in cmd.leases:
-            run = self._lease_check(lease_id, token)
+            run = self._holder_check(lease_id, token, cmd.executor_id)
             if isinstance(run, FailedPrecondition):
                 out.append(Renewal(lease_id, False, 0, False, run.message))
-                continue
-            if run.executor_id != cmd.executor_id:
-                msg = f"lease {lease_id} is held by executor {run.executor_id!r}, not {cmd.executor_id!r}"
-                out.append(Renewal(lease_id, False, 0, False, msg))
                 continue
             ttl = self.jobs[run.job_id].spec.lease_ttl_ms
             self._set_deadline(run, max(run.lease_expires_ms, self.now_ms + ttl))
@@ -166,7 +201,7 @@ class LeaseRules(StateBase):
 
     @c.handles(c.CompleteRun)
     def _complete(self, cmd: c.CompleteRun, index: int) -> Result:
-        run = self._lease_check(cmd.lease_id, cmd.fencing_token)
+        run = self._holder_check(cmd.lease_id, cmd.fencing_token, cmd.executor_id)
         if isinstance(run, FailedPrecondition):
             return run
         run.result, run.log_uri = cmd.result, cmd.log_uri
@@ -216,7 +251,12 @@ class LeaseRules(StateBase):
     def next_lease_deadline(self) -> int | None:
         return self.lease_deadlines[0][0] if self.lease_deadlines else None
 
-    def next_leasable_ms(self, queues: list[str]) -> int | None:
-        """The earliest instant a PENDING run of these queues may be leased, or None if there is none."""
-        heads = [self.pending[q][0][0] for q in queues if self.pending.get(q)]
+    def next_leasable_ms(self, queues: list[str], types: tuple[str, ...] | list[str] = ()) -> int | None:
+        """The earliest instant a PENDING run of these queues (and of these job types; empty: any) may be
+        leased, or None if there is none."""
+        if types:
+            typed = self.pending_by_type
+            heads = [typed[(q, t)][0][0] for q in queues for t in types if typed.get((q, t))]
+        else:
+            heads = [self.pending[q][0][0] for q in queues if self.pending.get(q)]
         return min(heads) if heads else None

@@ -130,10 +130,19 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 job.status = JobStatus.ACTIVE
             elif job.status is JobStatus.ACTIVE and nxt is None:
                 job.status = JobStatus.COMPLETED
+        retyped = self._pending_runs(job) if job.spec.type != cmd.spec.type else []
+        for run in retyped:  # PENDING runs are indexed by their job's type: move them to the new one
+            self._unindex_pending(run)
         job.spec = cmd.spec
+        for run in retyped:
+            self._index_pending(run)
         job.updated_ms = self.now_ms
         self._index_job(job)
         return Ok(job)
+
+    def _pending_runs(self, job: Job) -> list[Run]:
+        runs = (self.runs[run_id] for run_id in self.active_by_job.get(job.job_id, ()))
+        return [run for run in runs if run.status is RunStatus.PENDING]
 
     @c.handles(c.PauseJob)
     def _pause_job(self, cmd: c.PauseJob, index: int) -> Result:

@@ -47,6 +47,9 @@ class StateBase:
         self.runs_by_job: dict[str, KeyList] = {}  # job_id -> (scheduled_ms, run_id)
         self.active_by_job: dict[str, set[str]] = {}  # job_id -> PENDING/LEASED run ids
         self.pending: dict[str, SortedList] = {}  # queue -> (not_before_ms, run_id)
+        #: (queue, job type) -> the same keys as ``pending``, split by the type of each run's job (what a
+        #: grant to an executor that serves some types reads; the key tuples are shared with ``pending``)
+        self.pending_by_type: dict[tuple[str, str], SortedList] = {}
         self.leases: dict[str, str] = {}  # lease_id -> run_id of LEASED runs
         self.lease_deadlines: SortedList = SortedList()  # (lease_expires_ms, lease_id)
         self.expiry: SortedList = SortedList()  # (finished_ms + history_ttl_ms, run_id) of finished runs
@@ -76,10 +79,7 @@ class StateBase:
             active = self.active_by_job[run.job_id] = set()
         active.add(run.run_id)
         if run.status is RunStatus.PENDING:
-            queue = self.pending.get(run.queue)
-            if queue is None:
-                queue = self.pending[run.queue] = SortedList()
-            queue.add((run.not_before_ms, run.run_id))
+            self._index_pending(run)
         elif run.status is RunStatus.LEASED:
             self.leases[run.lease_id] = run.run_id
             self.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
@@ -91,11 +91,39 @@ class StateBase:
             if not active:
                 del self.active_by_job[run.job_id]
         if run.status is RunStatus.PENDING:
-            queue = self.pending.get(run.queue)
-            if queue is not None:
-                queue.discard((run.not_before_ms, run.run_id))
+            self._unindex_pending(run)
         elif run.status is RunStatus.LEASED:
             self._release(run)
+
+    def _run_type(self, run: Run) -> str:
+        """The type a run executes as: its job's (current) type."""
+        job = self.jobs.get(run.job_id)
+        return job.spec.type if job is not None else ""
+
+    def _index_pending(self, run: Run) -> None:
+        key = (run.not_before_ms, run.run_id)
+        queue = self.pending.get(run.queue)
+        if queue is None:
+            queue = self.pending[run.queue] = SortedList()
+        queue.add(key)
+        typed_key = (run.queue, self._run_type(run))
+        typed = self.pending_by_type.get(typed_key)
+        if typed is None:
+            typed = self.pending_by_type[typed_key] = SortedList()
+        typed.add(key)
+
+    def _unindex_pending(self, run: Run) -> None:
+        """Undo ``_index_pending`` (call it while the run's job still has the type it was indexed under)."""
+        key = (run.not_before_ms, run.run_id)
+        queue = self.pending.get(run.queue)
+        if queue is not None:
+            queue.discard(key)
+        typed_key = (run.queue, self._run_type(run))
+        typed = self.pending_by_type.get(typed_key)
+        if typed is not None:
+            typed.discard(key)
+            if not typed:
+                del self.pending_by_type[typed_key]
 
     def _finish(self, run: Run, status: RunStatus, error: str = "") -> None:
         self._deactivate(run)

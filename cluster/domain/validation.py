@@ -1,7 +1,8 @@
 """Input validation of job specs, before anything is proposed to Raft.
 
 ``validate_spec`` raises ``ValidationError`` (INVALID_ARGUMENT) with a message
-that names the field, the bad value and what is accepted. Nothing invalid
+that names the field, the bad value and what is accepted — the payload of a
+built-in type (``shell``, ``http``) included (``cluster.domain.payloads``). Nothing invalid
 ever reaches the log, so a rejected request changes no state.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from cluster.domain.errors import ValidationError
 from cluster.domain.model import JobSpec, RetryPolicy
+from cluster.domain.payloads import validate_payload
 from cluster.domain.schedule import ScheduleError, validate_schedule
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
@@ -32,6 +34,13 @@ def validate_queue(queue: str) -> None:
         raise ValidationError("queue name is empty: give a name such as 'default'")
     if not _QUEUE_RE.match(queue):
         raise ValidationError(f"queue name {queue!r} is not valid: use 1-128 letters, digits and the characters _ . : / -")
+
+
+def validate_type_name(job_type: str) -> None:
+    if not _TYPE_RE.match(job_type):
+        raise ValidationError(
+            f"job type {job_type!r} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
+        )
 
 
 def validate_retry(retry: RetryPolicy) -> None:
@@ -72,10 +81,7 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
     if len(spec.name) > MAX_NAME_LEN:
         raise ValidationError(f"job name is {len(spec.name)} characters long; the limit is {MAX_NAME_LEN}")
     validate_queue(spec.queue)
-    if not _TYPE_RE.match(spec.type):
-        raise ValidationError(
-            f"job type {spec.type!r} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
-        )
+    validate_type_name(spec.type)
     if len(spec.payload) > limits.max_payload_bytes:
         raise ValidationError(
             f"payload is {len(spec.payload)} bytes, over the limit of {limits.max_payload_bytes} bytes; "
@@ -87,3 +93,4 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
         raise ValidationError(str(exc)) from exc
     validate_retry(spec.retry)
     _validate_spans(spec)
+    validate_payload(spec.type, spec.payload)  # last: a spec with no schedule is told that first

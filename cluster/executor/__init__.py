@@ -1,7 +1,22 @@
 """The executor: lease runs, run them, renew, complete. Its contracts are in ``cluster.executor.ports``."""
 
 from cluster.executor.bounded_log import LogSettings
+from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
+from cluster.executor.http_guard import AddressPolicy
 from cluster.executor.ports import Finished, HandlerError, LeaseLost, Task, TaskContext
+from cluster.executor.shell import ShellSettings
 from cluster.executor.worker import Executor
 
-__all__ = ["Executor", "Finished", "HandlerError", "LeaseLost", "LogSettings", "Task", "TaskContext"]
+__all__ = [
+    "GUARDED_TYPES",
+    "AddressPolicy",
+    "BuiltinSettings",
+    "Executor",
+    "Finished",
+    "HandlerError",
+    "LeaseLost",
+    "LogSettings",
+    "ShellSettings",
+    "Task",
+    "TaskContext",
+]

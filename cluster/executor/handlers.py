@@ -1,119 +1,31 @@
-"""The built-in job types an executor runs: ``shell``, ``http`` and ``noop``.
+"""The built-in job types an executor runs, and which of them are on.
 
-Each is a handler ``fn(task, ctx)`` (see ``cluster.executor.ports``); users
-register their own beside them.
+* ``noop`` — succeeds at once (tests, benchmarks). Always on.
+* ``shell`` — ``cluster.executor.shell``; off unless allowed.
+* ``http`` — ``cluster.executor.http_handler``; off unless allowed.
+
+``builtin_handlers(allow, settings)`` is the table an executor starts from:
+``noop`` plus the built-ins named in ``allow`` (``--allow-type``). Handlers
+a user registers are always on beside them. Each handler is ``fn(task, ctx)``
+(see ``cluster.executor.ports``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import threading
-import time
-import urllib.error
-import urllib.request
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 from cluster.executor.bounded_log import BoundedLog
-from cluster.executor.ports import HandlerError, Task, TaskContext
+from cluster.executor.http_guard import AddressPolicy
+from cluster.executor.http_handler import HttpHandler
+from cluster.executor.ports import Task, TaskContext
+from cluster.executor.shell import ShellHandler, ShellSettings
 
+__all__ = ["GUARDED_TYPES", "BoundedLog", "BuiltinSettings", "HandlerFn", "builtin_handlers", "noop_handler"]
 
-def _json_payload(task: Task, required: str) -> dict:
-    try:
-        payload = json.loads(task.payload.decode("utf-8") or "{}")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise HandlerError(f"{task.type} payload is not JSON: {exc}") from exc
-    if not isinstance(payload, dict) or not isinstance(payload.get(required), str):
-        raise HandlerError(f'{task.type} payload needs a string {required!r} field, e.g. {{"{required}": "..."}}')
-    return payload
-
-
-def _pump(stream: object, log: BoundedLog) -> None:
-    for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
-        log.write(chunk)
-
-
-def shell_handler(task: Task, ctx: TaskContext) -> bytes:
-    """``{"command": "...", "env": {...}, "cwd": "..."}`` run with /bin/sh -c; exit code 0 is success."""
-    payload = _json_payload(task, "command")
-    env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in (payload.get("env") or {}).items()})
-    env.update({"RAFTSCHED_RUN_ID": task.run_id, "RAFTSCHED_JOB_ID": task.job_id, "RAFTSCHED_ATTEMPT": str(task.attempt)})
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", payload["command"]],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        cwd=payload.get("cwd") or None,
-        env=env,
-        start_new_session=True,
-    )
-    pump = threading.Thread(target=_pump, args=(proc.stdout, ctx.log), daemon=True)
-    pump.start()
-    stopped = ""
-    while proc.poll() is None:
-        left = ctx.time_left()
-        if left is not None and left <= 0:
-            stopped = f"timed out after {task.timeout_ms} ms"
-        elif ctx.cancelled.is_set():
-            stopped = ctx.reason or "cancelled"
-        if stopped:
-            _kill_group(proc)
-            break
-        time.sleep(0.02)
-    proc.wait()
-    pump.join(timeout=5)
-    if stopped:
-        raise HandlerError(stopped)
-    if proc.returncode != 0:
-        raise HandlerError(f"command exited with code {proc.returncode}")
-    return json.dumps({"exit_code": 0}).encode()
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=2)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def http_handler(task: Task, ctx: TaskContext) -> bytes:
-    """``{"method": "POST", "url": "...", "headers": {...}, "body": "..."}``; a 2xx answer is success."""
-    payload = _json_payload(task, "url")
-    body = payload.get("body")
-    data = body.encode("utf-8") if isinstance(body, str) else None
-    req = urllib.request.Request(payload["url"], data=data, method=str(payload.get("method") or "GET").upper())
-    for k, v in (payload.get("headers") or {}).items():
-        req.add_header(str(k), str(v))
-    left = ctx.time_left()
-    timeout = max(0.1, left) if left is not None else 60.0
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            status, content = resp.status, _copy_body(resp, req, ctx)
-    except urllib.error.HTTPError as exc:
-        status, content = exc.code, _copy_body(exc, req, ctx)
-    except (urllib.error.URLError, OSError) as exc:
-        raise HandlerError(f"{req.get_method()} {payload['url']} failed: {exc}") from exc
-    if not 200 <= status < 300:
-        raise HandlerError(f"{req.get_method()} {payload['url']} answered {status}")
-    return content
-
-
-def _copy_body(resp: Any, req: urllib.request.Request, ctx: TaskContext, keep: int = 65536) -> bytes:
-    """Stream an answer's body into the log (bounded there); return its first ``keep`` bytes for the result."""
-    ctx.log.write(f"{req.get_method()} {req.full_url} -> {getattr(resp, 'status', None) or resp.code}\n".encode())
-    first = bytearray()
-    for chunk in iter(lambda: resp.read(65536), b""):
-        ctx.log.write(chunk)
-        if len(first) < keep:
-            first += chunk[: keep - len(first)]
-    return bytes(first)
+HandlerFn = Callable[[Task, TaskContext], object]
+#: the built-in types that are off unless an executor allows them by name
+GUARDED_TYPES = ("shell", "http")
 
 
 def noop_handler(task: Task, ctx: TaskContext) -> bytes:
@@ -121,8 +33,26 @@ def noop_handler(task: Task, ctx: TaskContext) -> bytes:
     return b""
 
 
-BUILTIN_HANDLERS: dict[str, Callable[[Task, TaskContext], object]] = {
-    "shell": shell_handler,
-    "http": http_handler,
-    "noop": noop_handler,
-}
+@dataclass(frozen=True)
+class BuiltinSettings:
+    """How the built-in types run: ``shell``'s environment and kill grace, ``http``'s refused addresses."""
+
+    shell: ShellSettings = field(default_factory=ShellSettings)
+    http: AddressPolicy = field(default_factory=AddressPolicy)
+
+
+def builtin_handlers(allow: Iterable[str] = (), settings: BuiltinSettings = BuiltinSettings()) -> dict[str, HandlerFn]:
+    """``noop`` and the built-in types named in ``allow``. ValueError for a name that is not a built-in type."""
+    allowed = set(allow)
+    unknown = sorted(allowed - set(GUARDED_TYPES) - {"noop"})
+    if unknown:
+        raise ValueError(
+            f"--allow-type {', '.join(unknown)}: only the built-in types {', '.join(GUARDED_TYPES)} need allowing "
+            "(noop and types registered with --handler are always on)"
+        )
+    handlers: dict[str, HandlerFn] = {"noop": noop_handler}
+    if "shell" in allowed:
+        handlers["shell"] = ShellHandler(settings.shell)
+    if "http" in allowed:
+        handlers["http"] = HttpHandler(settings.http)
+    return handlers

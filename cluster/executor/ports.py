@@ -5,7 +5,8 @@
   success (the value becomes the run's result), raising means failure
   (``HandlerError``'s text becomes the run's error).
 * ``LeaseApi`` — the cluster (``rpc.client.GrpcLeaseApi``, or a fake):
-  acquire (long poll), renew, complete (one or many ``Finished`` runs).
+  acquire (long poll, for the job types the executor serves), renew,
+  complete (one or many ``Finished`` runs), each naming the executor.
   A completion or renewal the cluster refuses raises/returns ``LeaseLost``.
 * ``OutputStore`` — where each attempt's log and result go (``storage``):
   ``check()`` proves it usable or raises ``OutputStoreError`` saying what to
@@ -79,7 +80,9 @@ class Handler(Protocol):
 
 
 class LeaseApi(Protocol):
-    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]: ...
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int, types: list[str] | None = None) -> list[Task]:
+        """Long-poll for up to ``max_runs`` runs of ``queues`` whose job type is one of ``types`` (None: any)."""
+        ...
 
     def renew(self, leases: list[tuple[str, int]]) -> list[Renewal]: ...
 

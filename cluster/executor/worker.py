@@ -15,6 +15,10 @@ cluster has already given the run to someone else. ``stop(grace)`` stops
 acquiring, waits up to ``grace`` for running work, then cancels the rest and
 lets their leases expire.
 
+The job types it serves are its handlers' (``types()``): ``noop``, the
+user's, and ``shell``/``http`` only when named in ``allow_types``. Every
+acquire call names them, and the cluster grants runs of those types only.
+
 Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}).run()``.
 """
 
@@ -27,12 +31,12 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
 from cluster.executor.bounded_log import LogSettings
 from cluster.executor.completer import Completer
-from cluster.executor.handlers import BUILTIN_HANDLERS
+from cluster.executor.handlers import BuiltinSettings, builtin_handlers
 from cluster.executor.ports import Finished, HandlerError, LeaseApi, LeaseLost, OutputStore, Task, TaskContext
 
 log = logging.getLogger("raftsched.executor")
@@ -68,13 +72,16 @@ class Executor:
         output: OutputStore | None = None,
         log_settings: LogSettings = LogSettings(),
         output_retry_s: float = OUTPUT_RETRY_S,
+        allow_types: Iterable[str] = (),
+        builtin: BuiltinSettings = BuiltinSettings(),
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.api = api
         self.queues = list(queues)
         self.concurrency = concurrency
-        self.handlers = dict(BUILTIN_HANDLERS)
+        # noop, the built-ins allowed by name (shell and http are off unless named), and the user's handlers
+        self.handlers = builtin_handlers([t for t in allow_types if t not in (handlers or {})], builtin)
         self.handlers.update(handlers or {})
         self.output = output
         self.log_settings = log_settings
@@ -93,6 +100,10 @@ class Executor:
 
     def register(self, job_type: str, fn: Callable[[Task, TaskContext], object]) -> None:
         self.handlers[job_type] = fn
+
+    def types(self) -> list[str]:
+        """The job types this executor serves (its handlers): the cluster leases it runs of these only."""
+        return sorted(self.handlers)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -155,7 +166,7 @@ class Executor:
                 continue
             tasks: list[Task] = []
             try:
-                tasks = self.api.acquire(self.queues, free, ACQUIRE_WAIT_MS)
+                tasks = self.api.acquire(self.queues, free, ACQUIRE_WAIT_MS, types=self.types())
                 backoff = 0.1
             except Exception as exc:  # noqa: BLE001 - the cluster may be failing over
                 log.warning("acquire failed (%s); retrying in %.1f s", exc, backoff)

@@ -20,8 +20,8 @@ class GrpcLeaseApi:
         self.client = client
         self.executor_id = executor_id
 
-    def acquire(self, queues: list[str], max_runs: int, wait_ms: int) -> list[Task]:
-        req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs)
+    def acquire(self, queues: list[str], max_runs: int, wait_ms: int, types: list[str] | None = None) -> list[Task]:
+        req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs, types=types or [])
         cv.to_dur(wait_ms, req.wait)
         resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10)
         return [
@@ -54,7 +54,7 @@ class GrpcLeaseApi:
 
     def complete(self, finished: Finished) -> None:
         try:
-            self.client.lease("CompleteRun", _complete_request(finished))
+            self.client.lease("CompleteRun", _complete_request(finished, self.executor_id))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 raise LeaseLost(exc.details()) from exc
@@ -67,7 +67,7 @@ class GrpcLeaseApi:
         out: list[Exception | None] = [None] * len(done)
         todo = list(range(len(done)))
         for attempt in range(UNAVAILABLE_ROUNDS):
-            req = pb.CompleteRunsRequest(runs=[_complete_request(done[i]) for i in todo])
+            req = pb.CompleteRunsRequest(runs=[_complete_request(done[i], self.executor_id) for i in todo])
             try:
                 resp = self.client.lease("CompleteRuns", req)
             except grpc.RpcError as exc:
@@ -96,8 +96,9 @@ class GrpcLeaseApi:
 UNAVAILABLE_ROUNDS = 4
 
 
-def _complete_request(done: Finished) -> pb.CompleteRunRequest:
+def _complete_request(done: Finished, executor_id: str) -> pb.CompleteRunRequest:
     return pb.CompleteRunRequest(
+        executor_id=executor_id,
         lease_id=done.task.lease_id,
         fencing_token=done.task.fencing_token,
         outcome=pb.OUTCOME_SUCCEEDED if done.succeeded else pb.OUTCOME_FAILED,

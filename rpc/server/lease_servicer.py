@@ -1,4 +1,9 @@
-"""LeaseService over gRPC: conversion around ``cluster.node.lease_service.LeaseService``."""
+"""LeaseService over gRPC: conversion around ``cluster.node.lease_service.LeaseService``.
+
+Who the caller is, as an executor, is decided in one place: ``_executor_id``
+(today the request's ``executor_id``; with tokens, the token's). The state
+machine then refuses renewals and completions from anyone but the holder.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,14 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
     @guarded
     def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.ServicerContext) -> pb.AcquireLeaseResponse:
         wait_ms = cv.dur_ms(request.wait) if request.HasField("wait") else 0
-        grants = self._svc.acquire(request.executor_id, list(request.queues), request.max_runs, wait_ms, alive=context.is_active)
+        grants = self._svc.acquire(
+            _executor_id(request, context),
+            list(request.queues),
+            request.max_runs,
+            wait_ms,
+            alive=context.is_active,
+            types=list(request.types),
+        )
         resp = pb.AcquireLeaseResponse()
         for g in grants:
             lease = resp.leases.add(
@@ -36,7 +48,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
     def RenewLease(self, request: pb.RenewLeaseRequest, context: grpc.ServicerContext) -> pb.RenewLeaseResponse:
         refs = [(ref.lease_id, ref.fencing_token) for ref in request.leases]
         resp = pb.RenewLeaseResponse()
-        for r in self._svc.renew(request.executor_id, refs):
+        for r in self._svc.renew(_executor_id(request, context), refs):
             item = resp.leases.add(lease_id=r.lease_id, ok=r.ok, cancel_requested=r.cancel_requested, error=r.error)
             if r.ok:
                 cv.to_ts(r.expires_ms, item.expires_at)
@@ -44,18 +56,25 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def CompleteRun(self, request: pb.CompleteRunRequest, context: grpc.ServicerContext) -> pb.CompleteRunResponse:
-        run = self._svc.complete(_completion(request))
+        run = self._svc.complete(_completion(request, context))
         return pb.CompleteRunResponse(run=cv.run_to_pb(run))
 
     @guarded
     def CompleteRuns(self, request: pb.CompleteRunsRequest, context: grpc.ServicerContext) -> pb.CompleteRunsResponse:
-        answers = self._svc.complete_many(convert_each(request.runs, _completion))
+        answers = self._svc.complete_many(convert_each(request.runs, lambda item: _completion(item, context)))
         resp = pb.CompleteRunsResponse()
         fill_results(resp.results, answers, lambda run, entry: cv.run_to_pb(run, entry.run), "CompleteRuns")
         return resp
 
 
-def _completion(request: pb.CompleteRunRequest) -> Completion:
+def _executor_id(
+    request: pb.AcquireLeaseRequest | pb.RenewLeaseRequest | pb.CompleteRunRequest, context: grpc.ServicerContext
+) -> str:
+    """The executor the caller acts as: the one place that decides it."""
+    return request.executor_id
+
+
+def _completion(request: pb.CompleteRunRequest, context: grpc.ServicerContext) -> Completion:
     if request.outcome not in _OUTCOMES:
         raise ValidationError("outcome must be OUTCOME_SUCCEEDED or OUTCOME_FAILED")
     return Completion(
@@ -65,4 +84,5 @@ def _completion(request: pb.CompleteRunRequest) -> Completion:
         bytes(request.result),
         request.error,
         request.log_uri,
+        _executor_id(request, context),
     )

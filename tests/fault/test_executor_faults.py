@@ -1,4 +1,5 @@
-"""Executors and nodes killed with SIGKILL mid-run: at-least-once, one holder at a time, no zombie writes.
+"""Executors and nodes killed with SIGKILL mid-run: at-least-once, one holder at a time, no zombie writes,
+and no process of a run left behind by a SIGKILLed executor.
 
 Every test watches its queue's leases on one node it does not kill (``LeaseWatch``) and ends in the
 shared history check (``tests.history``): each run fired once, at most one lease holder at a time, with
@@ -21,6 +22,7 @@ from rpc.client.client import Client
 from tests.helpers import shell_spec, start_executor, wait_for
 from tests.history import Expected, OneOffJob
 from tests.history_read import LeaseWatch, check_cluster
+from tests.procs import marker, processes_with, stubborn_command
 
 pytestmark = pytest.mark.fault
 
@@ -154,6 +156,37 @@ def test_sigterm_lets_running_work_finish(cluster_for_cancel: tuple[LocalCluster
         assert run.status == pb.RUN_STATUS_SUCCEEDED and run.attempt == 1
         watch.wait_finished(run.run_id)
         check_cluster(c, _once(job, "SUCCEEDED"), leases=watch.leases())
+
+
+def test_sigkilled_executor_leaves_no_process_of_its_run(cluster_for_cancel: tuple[LocalCluster, str]) -> None:
+    c, root = cluster_for_cancel
+    mark = marker()
+    spec = _spec("orphan-check", stubborn_command(mark), 1500, "q-orphans")
+    spec.retry.max_attempts = 1
+    with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-orphans") as watch:
+        job = client.create_job(spec)
+        watch.wait_seen()
+        e = start_executor(c.addresses, root, "exec-orphans", "q-orphans", "--kill-grace", "1")
+        try:
+            running = wait_for(lambda: len(processes_with(mark)) >= 3 and processes_with(mark), 20, "the run's processes")
+            assert any("trap" in cmd for _, cmd in running), running  # the child that ignores SIGTERM is among them
+            os.kill(e.pid, signal.SIGKILL)  # no chance to clean up: the run's supervisor must notice on its own
+            e.wait()
+            killed = time.monotonic()
+            wait_for(lambda: not processes_with(mark), 10, "the run's processes to be gone after the executor's SIGKILL")
+            assert time.monotonic() - killed < 1 + 3  # SIGTERM at once, SIGKILL after the 1 s grace
+            time.sleep(1)
+            assert processes_with(mark) == []
+            run = wait_for(
+                lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_DEAD_LETTER],
+                20,
+                "the lease to expire (its only attempt is used up)",
+            )[0]
+            assert "lease expired" in run.error and "exec-orphans" in run.error
+            watch.wait_finished(run.run_id)
+            check_cluster(c, _once(job, "DEAD_LETTER"), leases=watch.leases())
+        finally:
+            _stop(e)
 
 
 @pytest.fixture(scope="module")

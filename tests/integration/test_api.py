@@ -235,7 +235,12 @@ def test_watch_runs_kinds_filter(client: Client) -> None:
     (lease,) = client.lease("AcquireLease", req, timeout=15).leases
     client.lease(
         "CompleteRun",
-        pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED),
+        pb.CompleteRunRequest(
+            lease_id=lease.lease_id,
+            fencing_token=lease.fencing_token,
+            outcome=pb.OUTCOME_SUCCEEDED,
+            executor_id=lease.run.executor_id,
+        ),
     )
 
     def kinds_until_finished(stream: object) -> list[str]:
@@ -277,7 +282,12 @@ def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalC
         assert "pending by queue: q-count 1" in _cli_status(c.nodes[leader].grpc)
         cl.lease(
             "CompleteRun",
-            pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED),
+            pb.CompleteRunRequest(
+                lease_id=lease.lease_id,
+                fencing_token=lease.fencing_token,
+                outcome=pb.OUTCOME_SUCCEEDED,
+                executor_id=lease.run.executor_id,
+            ),
         )
         other = second if lease.run.run_id == first.run_id else first
         cl.job("CancelRun", pb.CancelRunRequest(run_id=other.run_id))

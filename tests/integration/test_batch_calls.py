@@ -80,6 +80,7 @@ def _done(lease: pb.Lease, token: int | None = None, outcome: int = pb.OUTCOME_S
         fencing_token=lease.fencing_token if token is None else token,
         outcome=outcome,  # type: ignore[arg-type]
         result=b"r-" + lease.run.run_id.encode(),
+        executor_id=lease.run.executor_id,
     )
 
 

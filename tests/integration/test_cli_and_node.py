@@ -21,8 +21,9 @@ def raftsched(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
 def test_cli_job_lifecycle(cluster: LocalCluster) -> None:
     addrs = ",".join(cluster.addresses)
     out = raftsched(
-        "job", "create", "--cluster", addrs, "--name", "cli-report", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--json"
-    )
+        "job", "create", "--cluster", addrs, "--name", "cli-report", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--json",
+        "--payload", '{"command": "echo report"}',
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     job = json.loads(out.stdout)
     assert job["spec"]["cron"] == {"expression": "0 6 * * *", "timezone": "Asia/Tokyo"}
@@ -44,6 +45,9 @@ def test_cli_reports_errors_clearly(cluster: LocalCluster) -> None:
     bad = raftsched("job", "create", "--cluster", addrs, "--name", "x", "--cron", "not a cron")
     assert bad.returncode == 1
     assert "INVALID_ARGUMENT" in bad.stderr and "not a cron" in bad.stderr
+    bare = raftsched("job", "create", "--cluster", addrs, "--name", "x", "--every", "10s", "--payload", "echo hi")
+    assert bare.returncode == 1  # a shell payload that is not the JSON object no executor could ever run
+    assert "INVALID_ARGUMENT" in bare.stderr and '{"command": "..."' in bare.stderr and "'echo hi'" in bare.stderr
     missing = raftsched("job", "get", "j-missing", "--cluster", addrs)
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr and "j-missing" in missing.stderr
     usage = raftsched("job", "create", "--cluster", addrs, "--name", "x", "--every", "ten seconds")

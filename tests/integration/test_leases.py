@@ -31,6 +31,7 @@ def _complete(client: Client, lease: pb.Lease, ok: bool = True, token: int | Non
             lease_id=lease.lease_id,
             fencing_token=lease.fencing_token if token is None else token,
             outcome=pb.OUTCOME_SUCCEEDED if ok else pb.OUTCOME_FAILED,
+            executor_id=lease.run.executor_id,  # the holder completes its own lease
             result=b"done",
         ),
     )

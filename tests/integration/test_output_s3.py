@@ -51,7 +51,7 @@ def client(s3_cluster: LocalCluster) -> Iterator[Client]:
 def start_executor(root: str, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(os.path.join(root, f"{name}.log"), "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "cluster.app.main", "executor", "--executor-id", name, *args],
+            [sys.executable, "-m", "cluster.app.main", "executor", "--executor-id", name, "--allow-type", "shell", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env or dict(os.environ),

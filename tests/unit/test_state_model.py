@@ -11,7 +11,10 @@ snapshot/restore cycles:
   ``anchor + k * every`` up to its cursor: no gap, no duplicate (paused or
   not, whatever its misfire and concurrency policies);
 * cursors and ``now`` never go backwards; fencing tokens only grow; the
-  derived indexes match the records;
+  derived indexes match the records (the per-type index of PENDING runs too);
+* a grant for some job types takes the oldest leasable runs of those types
+  and no other (a reference filter over every run says which); a completion
+  by an executor that does not hold the lease changes nothing;
 * replaying the same command log into fresh machines gives identical snapshots.
 """
 
@@ -54,6 +57,9 @@ from tests.unit.test_state import dump
 pytestmark = pytest.mark.unit
 
 T0 = 1_767_225_600_000
+#: job types, and the sets of them an executor may serve (empty: any type, as entries from before types)
+TYPES = ["noop", "shell"]
+SERVED = [(), ("noop",), ("shell",), ("noop", "shell"), ("http",)]
 
 
 def job_replaced(m: JobStateMachine, job_id: str) -> bool:
@@ -163,10 +169,10 @@ class StateMachineModel(RuleBasedStateMachine):
         assert isinstance(self.apply(self.creates[job_id]), Ok)
         return job_id
 
-    @rule(target=jobs, after=st.integers(0, 6_000))
-    def create_after(self, after: int) -> str:
+    @rule(target=jobs, after=st.integers(0, 6_000), job_type=st.sampled_from(TYPES))
+    def create_after(self, after: int, job_type: str) -> str:
         job_id = self.new_id()
-        self.creates[job_id] = c.CreateJob(self.now, job_id, JobSpec("f", After(after), type="noop"))
+        self.creates[job_id] = c.CreateJob(self.now, job_id, JobSpec("f", After(after), type=job_type))
         assert isinstance(self.apply(self.creates[job_id]), Ok)
         return job_id
 
@@ -219,12 +225,17 @@ class StateMachineModel(RuleBasedStateMachine):
             assert isinstance(result, Ok)
             assert result.value.run_id == f"{job}@manual-{self.index}" and result.value.manual
 
-    @rule(job=jobs, every=st.sampled_from([200, 1_000]), at_offset=st.none() | st.integers(-2_000, 4_000))
-    def update(self, job: str, every: int, at_offset: int | None) -> None:
+    @rule(
+        job=jobs,
+        every=st.sampled_from([200, 1_000]),
+        at_offset=st.none() | st.integers(-2_000, 4_000),
+        job_type=st.sampled_from(TYPES),
+    )
+    def update(self, job: str, every: int, at_offset: int | None, job_type: str) -> None:
         old = self.m.jobs[job]  # a live record: read what matters before the update changes it
         old_schedule = old.spec.schedule
         schedule: Schedule = Every(every) if at_offset is None else At(self.now + at_offset)
-        spec = JobSpec(old.spec.name, schedule, type="noop", misfire=old.spec.misfire, concurrency=old.spec.concurrency)
+        spec = JobSpec(old.spec.name, schedule, type=job_type, misfire=old.spec.misfire, concurrency=old.spec.concurrency)
         deleted = old.status is JobStatus.DELETED
         result = self.apply(c.UpdateJob(self.now, job, spec))
         if deleted:
@@ -255,12 +266,16 @@ class StateMachineModel(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ rules: leases
 
-    @rule(executor=st.sampled_from(["ex-a", "ex-b"]), max_runs=st.integers(1, 3))
-    def acquire(self, executor: str, max_runs: int) -> None:
-        result = self.apply(c.AcquireLeases(self.now, executor, ("default",), max_runs))
-        assert isinstance(result, Ok) and len(result.value) <= max_runs
+    @rule(executor=st.sampled_from(["ex-a", "ex-b"]), max_runs=st.integers(1, 3), types=st.sampled_from(SERVED))
+    def acquire(self, executor: str, max_runs: int, types: tuple[str, ...]) -> None:
+        leasable = self.leasable(types)
+        result = self.apply(c.AcquireLeases(self.now, executor, ("default",), max_runs, types))
+        assert isinstance(result, Ok) and len(result.value) == min(max_runs, len(leasable))
+        if types:  # the oldest of its types; every other run stays where it was
+            assert [g.run.run_id for g in result.value] == [run_id for _, run_id in leasable[:max_runs]]
         for k, grant in enumerate(result.value, start=1):
             run = grant.run
+            assert not types or grant.spec.type in types  # never a run of a type the executor does not serve
             assert run.status is RunStatus.LEASED and run.executor_id == executor
             assert run.not_before_ms <= self.m.now_ms  # never leased before its instant or its backoff
             assert run.fencing_token == self.index * 1000 + k
@@ -268,13 +283,24 @@ class StateMachineModel(RuleBasedStateMachine):
             self.tokens[run.run_id] = run.fencing_token
             self.granted.append((run.lease_id, run.fencing_token))
 
+    def leasable(self, types: tuple[str, ...]) -> list[tuple[int, str]]:
+        """The reference: PENDING runs of the queue that may be leased now, of ``types`` (empty: any)."""
+        now = max(self.m.now_ms, self.now)
+        keys = []
+        for run_id, run in self.m.runs.items():
+            if run.status is RunStatus.PENDING and run.queue == "default" and run.not_before_ms <= now:
+                if not types or self.m.jobs[run.job_id].spec.type in types:
+                    keys.append((run.not_before_ms, run_id))
+        return sorted(keys)
+
     @precondition(lambda self: bool(self.m.leases))
-    @rule(pick=st.integers(0, 10**6), succeeded=st.booleans(), draw=st.floats(0, 0.999))
-    def complete(self, pick: int, succeeded: bool, draw: float) -> None:
+    @rule(pick=st.integers(0, 10**6), succeeded=st.booleans(), draw=st.floats(0, 0.999), named=st.booleans())
+    def complete(self, pick: int, succeeded: bool, draw: float, named: bool) -> None:
         lease_ids = sorted(self.m.leases)
         run = self.m.runs[self.m.leases[lease_ids[pick % len(lease_ids)]]]
         asked_to_cancel = run.cancel_requested
-        result = self.apply(c.CompleteRun(self.now, run.lease_id, run.fencing_token, succeeded, b"", "boom", "", draw))
+        holder = run.executor_id if named else None  # None: a completion from before they were named
+        result = self.apply(c.CompleteRun(self.now, run.lease_id, run.fencing_token, succeeded, b"", "boom", "", draw, holder))
         assert isinstance(result, Ok) and result.value is run
         if asked_to_cancel:
             assert run.status is RunStatus.CANCELLED
@@ -298,6 +324,21 @@ class StateMachineModel(RuleBasedStateMachine):
             assert {k: v for k, v in after.items() if k not in ("now", "applied")} == {
                 k: v for k, v in before.items() if k not in ("now", "applied")
             }
+
+    @precondition(lambda self: bool(self.m.leases))
+    @rule(pick=st.integers(0, 10**6), succeeded=st.booleans())
+    def complete_as_another_executor(self, pick: int, succeeded: bool) -> None:
+        """The right lease and token from an executor that does not hold it: refused, nothing changes."""
+        lease_ids = sorted(self.m.leases)
+        run = self.m.runs[self.m.leases[lease_ids[pick % len(lease_ids)]]]
+        other = "ex-b" if run.executor_id == "ex-a" else "ex-a"
+        before = dump(self.m)
+        result = self.apply(c.CompleteRun(self.now, run.lease_id, run.fencing_token, succeeded, executor_id=other))
+        assert isinstance(result, FailedPrecondition) and run.lease_id in result.message, result
+        after = dump(self.m)
+        assert {k: v for k, v in after.items() if k not in ("now", "applied")} == {
+            k: v for k, v in before.items() if k not in ("now", "applied")
+        }
 
     @rule(dt=st.integers(0, 40_000), draw=st.floats(0, 0.999))
     def expire(self, dt: int, draw: float) -> None:
@@ -448,6 +489,11 @@ class StateMachineModel(RuleBasedStateMachine):
                 pending.setdefault(run.queue, []).append((run.not_before_ms, run_id))
         assert {k: v for k, v in m.active_by_job.items() if v} == active
         assert {k: list(v) for k, v in m.pending.items() if v} == {k: sorted(v) for k, v in pending.items()}
+        typed: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for key in (key for keys in pending.values() for key in keys):
+            run = m.runs[key[1]]
+            typed.setdefault((run.queue, m.jobs[run.job_id].spec.type), []).append(key)
+        assert {k: list(v) for k, v in m.pending_by_type.items()} == {k: sorted(v) for k, v in typed.items()}
         assert {k: list(v) for k, v in m.runs_by_job.items()} == {k: sorted(v) for k, v in by_job.items()}
         leased = [r for r in m.runs.values() if r.status is RunStatus.LEASED]
         assert m.leases == {r.lease_id: r.run_id for r in leased}

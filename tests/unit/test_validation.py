@@ -53,10 +53,10 @@ def retry(**changes: Any) -> RetryPolicy:
         spec(queue="a"),
         spec(queue="team-a/billing.v2:high_prio"),
         spec(queue="q" * 128),
-        spec(type="http"),
+        spec(type="http", payload=b'{"url": "https://example.com/hook"}'),
         spec(type="my.handlers:resize_image"),
-        spec(payload=b""),
-        spec(payload=b"x" * DEFAULT_MAX_PAYLOAD_BYTES),
+        spec(type="report", payload=b""),  # a user's type: its payload is its handler's business
+        spec(type="report", payload=b"x" * DEFAULT_MAX_PAYLOAD_BYTES),
         spec(lease_ttl_ms=MIN_LEASE_TTL_MS),
         spec(timeout_ms=0),
         spec(catchup_window_ms=0),
@@ -73,9 +73,9 @@ def test_valid_specs_pass(good: JobSpec) -> None:
 
 
 def test_payload_limit_comes_from_limits() -> None:
-    validate_spec(spec(payload=b"x" * 10), Limits(max_payload_bytes=10))
+    validate_spec(spec(type="report", payload=b"x" * 10), Limits(max_payload_bytes=10))
     with pytest.raises(ValidationError, match="payload is 11 bytes, over the limit of 10 bytes"):
-        validate_spec(spec(payload=b"x" * 11), Limits(max_payload_bytes=10))
+        validate_spec(spec(type="report", payload=b"x" * 11), Limits(max_payload_bytes=10))
 
 
 # ------------------------------------------------------------------ refused

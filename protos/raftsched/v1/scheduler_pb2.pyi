@@ -404,16 +404,18 @@ class PreviewScheduleResponse(_message.Message):
     def __init__(self, times: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AcquireLeaseRequest(_message.Message):
-    __slots__ = ("executor_id", "queues", "max_runs", "wait")
+    __slots__ = ("executor_id", "queues", "max_runs", "wait", "types")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
     max_runs: int
     wait: _duration_pb2.Duration
-    def __init__(self, executor_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max_runs: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, executor_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max_runs: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("lease_id", "fencing_token", "expires_at", "run", "type", "payload", "timeout")
@@ -476,20 +478,22 @@ class RenewLeaseResponse(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRenewal, _Mapping]]] = ...) -> None: ...
 
 class CompleteRunRequest(_message.Message):
-    __slots__ = ("lease_id", "fencing_token", "outcome", "result", "error", "log_uri")
+    __slots__ = ("lease_id", "fencing_token", "outcome", "result", "error", "log_uri", "executor_id")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOG_URI_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     fencing_token: int
     outcome: Outcome
     result: bytes
     error: str
     log_uri: str
-    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ...) -> None: ...
+    executor_id: str
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., executor_id: _Optional[str] = ...) -> None: ...
 
 class CompleteRunResponse(_message.Message):
     __slots__ = ("run",)

@@ -19,9 +19,11 @@ from protos.raftsched.v1 import scheduler_pb2 as pb
 COMPLETE_BATCH = 1000
 
 
-def _complete_each(ctx: Ctx, stub: Any, leases: Any, completed: list[float]) -> None:
+def _complete_each(ctx: Ctx, stub: Any, leases: Any, completed: list[float], executor: str) -> None:
     for lease in leases:
-        req = pb.CompleteRunRequest(lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED)
+        req = pb.CompleteRunRequest(
+            lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED, executor_id=executor
+        )
         try:
             stub.CompleteRun(req, timeout=10.0)
             completed.append(time.time())
@@ -29,11 +31,11 @@ def _complete_each(ctx: Ctx, stub: Any, leases: Any, completed: list[float]) -> 
             ctx.errors.add(exc)
 
 
-def _complete_held(ctx: Ctx, stub: Any, held: list[tuple[str, int]]) -> None:
+def _complete_held(ctx: Ctx, stub: Any, held: list[tuple[str, int]], executor: str) -> None:
     """Complete what was granted (untimed): otherwise these leases would all expire a TTL later."""
     for k in range(0, len(held), COMPLETE_BATCH):
         reqs = [
-            pb.CompleteRunRequest(lease_id=i, fencing_token=t, outcome=pb.OUTCOME_SUCCEEDED)
+            pb.CompleteRunRequest(lease_id=i, fencing_token=t, outcome=pb.OUTCOME_SUCCEEDED, executor_id=executor)
             for i, t in held[k : k + COMPLETE_BATCH]
         ]
         try:
@@ -73,10 +75,10 @@ def lease_acquire(ctx: Ctx) -> dict[str, Any]:
             lat.append((t1 - t0) * 1000.0)
             ctx.progress.add()
             if complete:
-                _complete_each(ctx, lease_stub, resp.leases, completed)
+                _complete_each(ctx, lease_stub, resp.leases, completed, executor)
             else:
                 held += [(lease.lease_id, lease.fencing_token) for lease in resp.leases]
-        _complete_held(ctx, lease_stub, held)
+        _complete_held(ctx, lease_stub, held, executor)
         return {"granted": granted, "completed": completed, "lat": lat}
 
     return merge_parts(run_threads(ctx.threads, run), ("granted", "completed", "lat"))
