@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.domain.errors import ConfigError  # re-exported: the error of this module
-from cluster.domain.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class LogsConfig:
     prefix: str = "raftsched"
     endpoint_url: str = ""
     region: str = ""
+    #: store = "local": the directory run output lives in (default <data_dir>/outputs). Executors started
+    #: with --config write there; a node accepts, reads and deletes file:// logs under it only
+    dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,20 @@ class SchedulerConfig:
     lease_grace_s: float = 2.0
     #: the largest result a CompleteRun may carry
     max_result_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """``[limits]``: quotas, answered RESOURCE_EXHAUSTED with the limit named."""
+
+    #: jobs kept (deleted ones until purged); travels in each CreateJob and is checked in apply
+    max_jobs: int = DEFAULT_MAX_JOBS
+    #: PENDING runs; travels in TriggerJob and Fire (a due instant over it is recorded SKIPPED)
+    max_pending_runs: int = DEFAULT_MAX_PENDING_RUNS
+    #: open WatchRuns streams on this node
+    max_watch_streams: int = 256
+    #: AcquireLease calls waiting (long polls) on this node
+    max_long_polls: int = 512
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,13 @@ class ClusterConfig:
     logs: LogsConfig = field(default_factory=LogsConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     raft: RaftTuning = field(default_factory=RaftTuning)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+    def output_dir(self) -> str:
+        """Where local run output lives: ``[logs] dir`` (relative to the config file), else <data_dir>/outputs."""
+        if self.logs.dir:
+            return os.path.join(os.path.dirname(os.path.abspath(self.path)), self.logs.dir)
+        return os.path.join(self.data_dir, "outputs")
 
     def node(self, node_id: str) -> NodeAddress:
         for n in self.nodes:
@@ -207,6 +231,10 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
     sched = _section(path, raw, "scheduler", SchedulerConfig)
     if sched.max_payload_bytes <= 0 or sched.fire_batch <= 0 or sched.request_timeout_s <= 0:
         raise ConfigError(f"{path}: [scheduler] max_payload_bytes, fire_batch and request_timeout_s must be positive")
+    limits = _section(path, raw, "limits", LimitsConfig)
+    bad = [k for k, v in vars(limits).items() if v <= 0]
+    if bad:
+        raise ConfigError(f"{path}: [limits] {', '.join(bad)} must be positive")
     return ClusterConfig(
         path=path,
         data_dir=data_dir,
@@ -215,6 +243,7 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         logs=logs,
         scheduler=sched,
         raft=_section(path, raw, "raft", RaftTuning),
+        limits=limits,
     )
 
 

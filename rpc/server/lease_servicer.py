@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
 from cluster.node.lease_service import Completion, LeaseService
 from protos.raftsched.v1 import scheduler_pb2 as pb
@@ -20,7 +21,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.ServicerContext) -> pb.AcquireLeaseResponse:
-        wait_ms = cv.dur_ms(request.wait) if request.HasField("wait") else 0
+        wait_ms = cv.span_in(request.wait, "wait") if request.HasField("wait") else 0
         grants = self._svc.acquire(request.executor_id, list(request.queues), request.max_runs, wait_ms, alive=context.is_active)
         resp = pb.AcquireLeaseResponse()
         for g in grants:
@@ -34,6 +35,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def RenewLease(self, request: pb.RenewLeaseRequest, context: grpc.ServicerContext) -> pb.RenewLeaseResponse:
+        lim.check_count("leases", request.leases, lim.MAX_RENEW_BATCH, "renew in several calls")  # before any is read
         refs = [(ref.lease_id, ref.fencing_token) for ref in request.leases]
         resp = pb.RenewLeaseResponse()
         for r in self._svc.renew(request.executor_id, refs):
@@ -49,6 +51,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def CompleteRuns(self, request: pb.CompleteRunsRequest, context: grpc.ServicerContext) -> pb.CompleteRunsResponse:
+        lim.check_count("runs", request.runs, lim.MAX_COMPLETE_BATCH, "split the batch")  # before any item is read
         answers = self._svc.complete_many(convert_each(request.runs, _completion))
         resp = pb.CompleteRunsResponse()
         fill_results(resp.results, answers, lambda run, entry: cv.run_to_pb(run, entry.run), "CompleteRuns")
