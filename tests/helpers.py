@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Callable, TypeVar
 
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 
@@ -55,9 +56,9 @@ def shell_spec(name: str, command: str, queue: str = "default", **kw: object) ->
     return spec
 
 
-def start_executor(
-    cluster_addrs: list[str], root: str, name: str, queue: str = "default", *extra: str
-) -> subprocess.Popen[bytes]:
+def start_executor(cluster: LocalCluster, root: str, name: str, queue: str = "default", *extra: str) -> subprocess.Popen[bytes]:
+    """An executor process of ``cluster`` (its log in ``root``); its run output goes under the nodes'
+    output directory, the only place they accept logs from."""
     log = open(os.path.join(root, f"{name}.log"), "ab")
     return subprocess.Popen(
         [
@@ -66,13 +67,13 @@ def start_executor(
             "cluster.app.main",
             "executor",
             "--cluster",
-            ",".join(cluster_addrs),
+            ",".join(cluster.addresses),
             "--queue",
             queue,
             "--executor-id",
             name,
             "--output-dir",
-            os.path.join(root, f"{name}-out"),
+            os.path.join(cluster.output_dir, name),
             *extra,
         ],
         stdout=log,

@@ -111,6 +111,13 @@ class LocalCluster:
     def addresses(self) -> list[str]:
         return [n.grpc for n in self.nodes.values()]
 
+    @property
+    def output_dir(self) -> str:
+        """Where the nodes accept, read and delete local run output (``[logs] dir``): executors write here."""
+        from cluster.node.config import load_config
+
+        return load_config(self.config_path).output_dir()
+
     def start(self, node_id: str) -> NodeProcess:
         node = self.nodes[node_id]
         if node.alive():
