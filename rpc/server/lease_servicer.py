@@ -22,8 +22,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
     @guarded
     def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.ServicerContext) -> pb.AcquireLeaseResponse:
         wait_ms = cv.span_in(request.wait, "wait") if request.HasField("wait") else 0
-        max_runs = request.max_runs or 1  # the proto: "0 means 1"
-        grants = self._svc.acquire(request.executor_id, list(request.queues), max_runs, wait_ms, alive=context.is_active)
+        grants = self._svc.acquire(request.executor_id, list(request.queues), request.max_runs, wait_ms, alive=context.is_active)
         resp = pb.AcquireLeaseResponse()
         for g in grants:
             lease = resp.leases.add(

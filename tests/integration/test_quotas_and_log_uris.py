@@ -39,7 +39,7 @@ def test_a_log_uri_outside_the_store_is_refused_and_the_run_unchanged(small: Loc
         job = client.create_job(_spec("uri", queue="q-uri"))
         client.job("TriggerJob", pb.TriggerJobRequest(job_id=job.job_id))
         (lease,) = client.lease(
-            "AcquireLease", pb.AcquireLeaseRequest(executor_id="e1", queues=["q-uri"], wait=cv_dur(5000))
+            "AcquireLease", pb.AcquireLeaseRequest(executor_id="e1", queues=["q-uri"], max_runs=1, wait=cv_dur(5000))
         ).leases
         before = client.get_run(lease.run.run_id)
         name = f"{job.job_id}/{lease.run.run_id}/attempt-1-token-{lease.fencing_token}.log"
