@@ -55,7 +55,7 @@ REPEATS = st.one_of(st.integers(0, 3), st.sampled_from([101, 1001]))
 
 
 @st.composite
-def message(draw: Any, cls: type, depth: int = 0) -> Any:
+def message(draw: Any, cls: Any, depth: int = 0) -> Any:
     msg = cls()
     for field in cls.DESCRIPTOR.fields:
         if not draw(st.booleans()):

@@ -35,7 +35,7 @@ class ChunkStore:
                 touched += 1
                 yield job
 
-        self.m.iter_jobs = counting  # type: ignore[method-assign]
+        self.m.iter_jobs = counting  # type: ignore[method-assign, assignment]
         try:
             answer = fn(self.m)
         finally:

@@ -86,7 +86,7 @@ class Store:
         result = self.replica.m.apply(self.log[-1], len(self.log))
         assert before == len(self.log) - 1
         if not isinstance(result, Ok):
-            raise RejectedError(result)  # type: ignore[arg-type]
+            raise RejectedError(result)
         return result.value
 
     def execute_each(self, items: list[Any], build: Callable[[Any], c.Command]) -> list[Any]:
@@ -109,7 +109,8 @@ def test_renewals_and_completions_of_dead_leases_never_reach_the_log() -> None:
     renewals = svc.renew("e1", [(lease_id, token), ("L1", 1), (lease_id, token + 1)])
     assert [r.ok for r in renewals] == [True, False, False]
     assert [type(cmd) for cmd in store.proposed] == [c.RenewLeases]
-    assert store.proposed[0].leases == ((lease_id, token),)  # only the live one travelled
+    renew = store.proposed[0]
+    assert isinstance(renew, c.RenewLeases) and renew.leases == ((lease_id, token),)  # only the live one travelled
     with pytest.raises(RejectedError) as err:
         svc.renew("e1", [("L1", 1)])
     assert isinstance(err.value.rejected, FailedPrecondition)

@@ -4,6 +4,7 @@ by the janitor under one rule (``OutputLocation``); a symlink out of the output 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -73,7 +74,7 @@ def _log(root: str, rel: str, text: bytes) -> str:
     return path
 
 
-def test_the_reader_reads_only_inside_the_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_reader_reads_only_inside_the_store(tmp_path: Path) -> None:
     root, outside = str(tmp_path / "outputs"), str(tmp_path / "secret")
     inside = _log(root, NAME, b"the log")
     secret = _log(outside, NAME, b"a secret")
@@ -91,7 +92,7 @@ def test_the_reader_reads_only_inside_the_store(tmp_path) -> None:  # type: igno
     assert OutputReader().read("file://" + secret) == (b"a secret", b"")  # no location: tools and tests only
 
 
-def test_the_janitor_deletes_only_inside_the_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_janitor_deletes_only_inside_the_store(tmp_path: Path) -> None:
     root, outside = str(tmp_path / "outputs"), str(tmp_path / "other")
     inside, other = _log(root, NAME, b"x"), _log(outside, NAME, b"y")
     deleted: list[str] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from cluster.domain import commands as c
@@ -68,7 +70,7 @@ def _service(tokens: PageTokens) -> JobService:
         m.apply(c.encode(c.CreateJob(T0, f"j-{i:04d}", JobSpec(name=f"n{i}", schedule=Every(60_000)))), i + 1)
 
     class Store:
-        def read(self, fn, barrier=True):  # type: ignore[no-untyped-def]
+        def read(self, fn: Any, barrier: bool = True) -> Any:
             return fn(m)
 
     return JobService(Store(), FakeClock(T0), Limits(), OutputReader(), tokens)  # type: ignore[arg-type]

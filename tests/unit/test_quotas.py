@@ -96,7 +96,9 @@ def _service(m: JobStateMachine, limits: Limits) -> tuple[JobService, list[Any]]
 
         def execute(self, cmd: c.Command, timeout: float | None = None) -> Any:
             proposed.append(cmd)
-            return m.apply(c.encode(cmd), len(proposed) + 100).value
+            result = m.apply(c.encode(cmd), len(proposed) + 100)
+            assert isinstance(result, Ok)
+            return result.value
 
     return JobService(Store(), FakeClock(T0), limits, OutputReader()), proposed  # type: ignore[arg-type]
 
