@@ -226,14 +226,7 @@ class LeaseService:
                 commands.append(item if isinstance(item, Exception) else self._complete_command(item))
             except ValidationError as exc:
                 commands.append(exc)
-        out: list[Run | Exception] = []
-        proposed: list[int] = []
-        for i, cmd in enumerate(self._refuse_dead_leases(commands)):
-            out.append(cmd if isinstance(cmd, Exception) else None)  # type: ignore[arg-type]  # filled below
-            if not isinstance(cmd, Exception):
-                proposed.append(i)
-        if proposed:
-            ready = [commands[i] for i in proposed]
-            for i, answer in zip(proposed, self._store.execute_each(ready, lambda cmd: cmd)):
-                out[i] = answer
-        return out
+        checked = self._refuse_dead_leases(commands)
+        ready = [cmd for cmd in checked if isinstance(cmd, c.CompleteRun)]
+        answers = iter(self._store.execute_each(ready, lambda cmd: cmd) if ready else [])
+        return [next(answers) if isinstance(cmd, c.CompleteRun) else cmd for cmd in checked]
