@@ -1,7 +1,13 @@
 """Protobuf <-> domain conversion: the one module that maps fields.
 
 Unset (zero) durations and policies become the documented defaults here;
-negative spans stay negative so that validation can name them.
+negative spans stay negative so that validation can name them. A Duration or
+Timestamp outside what protobuf defines for it (seconds beyond +-10,000
+years, nanos beyond +-999,999,999) is INVALID_ARGUMENT naming the field;
+the domain's own, tighter bounds (``cluster.domain.limits``) are checked by
+validation. Going out, instants and spans are clamped to what a Timestamp or
+Duration can hold, so a record can always be written back (never an error
+of a read).
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
 from cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
@@ -43,25 +50,46 @@ def ts_ms(t: Timestamp) -> int:
     return t.seconds * 1000 + t.nanos // 1_000_000
 
 
+def span_in(d: Duration, field: str) -> int:
+    """A request's Duration in ms; INVALID_ARGUMENT naming ``field`` if protobuf would not call it valid."""
+    if abs(d.seconds) > lim.PB_MAX_DURATION_S or abs(d.nanos) > lim.PB_MAX_NANOS or d.seconds * d.nanos < 0:
+        raise ValidationError(
+            f"{field} is not a valid Duration (seconds {d.seconds}, nanos {d.nanos}): seconds must be within "
+            f"+-{lim.PB_MAX_DURATION_S} and nanos within +-{lim.PB_MAX_NANOS}, of the same sign"
+        )
+    return dur_ms(d)
+
+
+def instant_in(t: Timestamp, field: str) -> int:
+    """A request's Timestamp in ms; INVALID_ARGUMENT naming ``field`` if protobuf would not call it valid."""
+    if not lim.PB_MIN_TIMESTAMP_S <= t.seconds <= lim.PB_MAX_TIMESTAMP_S or not 0 <= t.nanos <= lim.PB_MAX_NANOS:
+        raise ValidationError(
+            f"{field} is not a valid Timestamp (seconds {t.seconds}, nanos {t.nanos}): it must lie between "
+            "0001-01-01 and 9999-12-31T23:59:59.999999999Z"
+        )
+    return ts_ms(t)
+
+
 def to_ts(ms: int, into: Timestamp) -> None:
+    ms = min(max(ms, lim.PB_MIN_TIMESTAMP_S * 1000), lim.MAX_INSTANT_MS)
     into.seconds, rem = divmod(ms, 1000)
     into.nanos = rem * 1_000_000
 
 
 def to_dur(ms: int, into: Duration) -> None:
     sign = -1 if ms < 0 else 1
-    secs, rem = divmod(abs(ms), 1000)
+    secs, rem = divmod(min(abs(ms), lim.PB_MAX_DURATION_S * 1000), 1000)
     into.seconds, into.nanos = sign * secs, sign * rem * 1_000_000
 
 
 def schedule_from_pb(spec: pb.JobSpec) -> Schedule:
     kind = spec.WhichOneof("schedule")
     if kind == "at":
-        return At(ts_ms(spec.at))
+        return At(instant_in(spec.at, "spec.at"))
     if kind == "after":
-        return After(dur_ms(spec.after))
+        return After(span_in(spec.after, "spec.after"))
     if kind == "every":
-        return Every(dur_ms(spec.every))
+        return Every(span_in(spec.every, "spec.every"))
     if kind == "cron":
         return Cron(spec.cron.expression, spec.cron.timezone or "UTC")
     raise ValidationError("the job spec has no schedule: set one of at, after, every or cron")
@@ -73,8 +101,14 @@ def _retry_from_pb(spec: pb.JobSpec) -> RetryPolicy:
     r = spec.retry
     return RetryPolicy(
         max_attempts=r.max_attempts or _DEFAULT_RETRY.max_attempts,
-        initial_backoff_ms=dur_ms(r.initial_backoff) if r.HasField("initial_backoff") else _DEFAULT_RETRY.initial_backoff_ms,
-        max_backoff_ms=dur_ms(r.max_backoff) if r.HasField("max_backoff") else _DEFAULT_RETRY.max_backoff_ms,
+        initial_backoff_ms=(
+            span_in(r.initial_backoff, "spec.retry.initial_backoff")
+            if r.HasField("initial_backoff")
+            else _DEFAULT_RETRY.initial_backoff_ms
+        ),
+        max_backoff_ms=span_in(r.max_backoff, "spec.retry.max_backoff")
+        if r.HasField("max_backoff")
+        else _DEFAULT_RETRY.max_backoff_ms,
         multiplier=r.multiplier or _DEFAULT_RETRY.multiplier,
         jitter=r.jitter or _DEFAULT_RETRY.jitter,
     )
@@ -82,7 +116,7 @@ def _retry_from_pb(spec: pb.JobSpec) -> RetryPolicy:
 
 def _span(spec: pb.JobSpec, name: str, default: int) -> int:
     """Unset means the default; a span that is set is taken as it is (so an explicit 0 TTL is refused)."""
-    return dur_ms(getattr(spec, name)) if spec.HasField(name) else default
+    return span_in(getattr(spec, name), f"spec.{name}") if spec.HasField(name) else default
 
 
 _CONC = {

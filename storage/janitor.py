@@ -5,7 +5,8 @@ every node; only the node that believes it leads deletes (best effort, in a
 background thread, never on the Raft thread). Local ``file://`` logs are
 deleted where this node can see them; ``s3://`` objects are deleted through
 boto3 when the node has an S3 config. What a leader change drops on the floor
-is caught by the bucket's lifecycle rule (see the README).
+is caught by the bucket's lifecycle rule (see the README). Given the node's
+``OutputLocation``, nothing outside its own output store is ever deleted.
 """
 
 from __future__ import annotations
@@ -17,14 +18,19 @@ import threading
 from typing import Any, Callable
 
 from cluster.domain.output import EMPTY_OUTPUT_URI, is_log_name, result_name
+from cluster.domain.output_location import OutputLocation
 
 log = logging.getLogger("raftsched.janitor")
 
 
 class OutputJanitor:
-    def __init__(self, is_leader: Callable[[], bool], s3_client: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, is_leader: Callable[[], bool], s3_client: Callable[[], Any] | None = None, location: OutputLocation | None = None
+    ) -> None:
         self._is_leader = is_leader
         self._s3_client = s3_client
+        #: the node's output store: nothing outside it is deleted (None: any location, for tests)
+        self._location = location
         self._queue: queue.Queue[str] = queue.Queue(maxsize=100_000)
         self.deleted = 0
         self._thread = threading.Thread(target=self._run, name="output-janitor", daemon=True)
@@ -51,6 +57,9 @@ class OutputJanitor:
                 log.info("could not delete pruned output %s: %s", uri, exc)
 
     def delete(self, uri: str) -> None:
+        if self._location is not None and not self._location.allows(uri):
+            log.warning("not deleting %s: it is outside this node's output store %s", uri[:300], self._location.describe())
+            return
         if uri.startswith("file://"):
             path = uri[len("file://") :]
             if not is_log_name(path) or "/../" in path or not os.path.isabs(path):

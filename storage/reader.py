@@ -3,15 +3,19 @@
 ``file://`` on this node's disk, ``s3://`` through ``storage.output_s3`` (boto3
 loaded on first use), ``mem://`` for tests, and ``data:,`` (nothing stored) as
 empty. Anything that cannot be read is ``OutputMissing`` with the reason;
-nothing else is raised.
+nothing else is raised. Given the node's ``OutputLocation``, a URI outside
+the node's own output store is never read (a file reached through a symlink
+that leaves the output directory neither).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Callable
 
 from cluster.domain.output import EMPTY_OUTPUT_URI, OutputMissing
+from cluster.domain.output_location import OutputLocation
 from storage.local_store import read_file_uri
 from storage.memory_store import MemoryOutputStore
 
@@ -31,7 +35,10 @@ class OutputReader:
         s3_reader: Callable[[], Callable[[str, int], tuple[bytes, bytes]]] | None = None,
         memory: MemoryOutputStore | None = None,
         max_bytes: int = MAX_RETURNED_LOG_BYTES,
+        location: OutputLocation | None = None,
     ) -> None:
+        #: the node's output store: nothing outside it is read (None: any location, for tools and tests)
+        self.location = location
         self._s3_factory = s3_reader
         self._s3: Callable[[str, int], tuple[bytes, bytes]] | None = None
         self._memory = memory
@@ -43,6 +50,7 @@ class OutputReader:
         if uri == EMPTY_OUTPUT_URI:
             return b"", b""
         scheme = uri.partition("://")[0] if "://" in uri else ""
+        self._check_location(uri, scheme)
         try:
             if scheme == "file":
                 return read_file_uri(uri, self.max_bytes)
@@ -55,6 +63,17 @@ class OutputReader:
         except Exception as exc:  # noqa: BLE001 - a reader's bug or an odd failure must not fail the RPC
             raise OutputMissing(f"log {uri} cannot be read: {type(exc).__name__}: {exc}") from exc
         raise OutputMissing(f"log URI {uri!r} has a scheme this node cannot read (file:// or s3://)")
+
+    def _check_location(self, uri: str, scheme: str) -> None:
+        loc = self.location
+        if loc is None:
+            return
+        if not loc.allows(uri):
+            raise OutputMissing(f"log URI {uri[:300]!r} is outside this node's output store {loc.describe()}; it is not read")
+        if scheme == "file":
+            real, root = os.path.realpath(uri[len("file://") :]), os.path.realpath(loc.local_dir)
+            if not real.startswith(root.rstrip("/") + "/"):
+                raise OutputMissing(f"log {uri[:300]!r} leads outside this node's output directory {root}; it is not read")
 
     def _s3_read(self) -> Callable[[str, int], tuple[bytes, bytes]]:
         with self._lock:

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Callable, TypeVar
 
+from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 
@@ -56,7 +57,7 @@ def shell_spec(name: str, command: str, queue: str = "default", **kw: object) ->
 
 
 def start_executor(
-    cluster_addrs: list[str],
+    cluster: LocalCluster,
     root: str,
     name: str,
     queue: str = "default",
@@ -64,7 +65,9 @@ def start_executor(
     allow: tuple[str, ...] = ("shell", "http"),
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A ``raftsched executor`` process on ``queue`` allowed to run the built-in types ``allow``."""
+    """A ``raftsched executor`` process of ``cluster`` on ``queue`` (its log in ``root``), allowed to run
+    the built-in types ``allow``; its run output goes under the nodes' output directory, the only place
+    they accept logs from."""
     log = open(os.path.join(root, f"{name}.log"), "ab")
     allowed = [arg for t in allow for arg in ("--allow-type", t)]
     return subprocess.Popen(
@@ -74,13 +77,13 @@ def start_executor(
             "cluster.app.main",
             "executor",
             "--cluster",
-            ",".join(cluster_addrs),
+            ",".join(cluster.addresses),
             "--queue",
             queue,
             "--executor-id",
             name,
             "--output-dir",
-            os.path.join(root, f"{name}-out"),
+            os.path.join(cluster.output_dir, name),
             *allowed,
             *extra,
         ],

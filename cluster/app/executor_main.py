@@ -2,7 +2,8 @@
 
 Run output goes to the store named by ``--logs-store`` or the config's
 ``[logs]`` section (flags win): ``local`` (files under ``--output-dir``, by
-default ``<data_dir>/outputs``) or ``s3`` (``--s3-bucket``, ``--s3-prefix``,
+default the config's ``[logs] dir``, else ``<data_dir>/outputs``: the nodes
+accept logs only under their own ``[logs] dir``) or ``s3`` (``--s3-bucket``, ``--s3-prefix``,
 ``--s3-region``, ``--s3-endpoint-url``; credentials by boto3's usual chain).
 The store is checked before any run is leased — a wrong bucket or bad
 credentials exit with status 2 and a message saying what to fix.
@@ -181,7 +182,7 @@ def run_executor(args: argparse.Namespace) -> int:
         elif args.config:
             cfg = load_config(args.config)
             addresses = cfg.grpc_addresses()
-            output_dir = args.output_dir or os.path.join(cfg.data_dir, "outputs")
+            output_dir = args.output_dir or cfg.output_dir()  # where the nodes read: [logs] dir
             base_logs = cfg.logs
         else:
             raise ConfigError("give --config cluster.toml or --cluster host:port,...")

@@ -135,6 +135,13 @@ class LocalCluster:
         """What a client needs to call this cluster with ``token`` (None: plaintext, no tokens)."""
         return None if self.security is None else self.security.channel(token)
 
+    @property
+    def output_dir(self) -> str:
+        """Where the nodes accept, read and delete local run output (``[logs] dir``): executors write here."""
+        from cluster.node.config import load_config
+
+        return load_config(self.config_path).output_dir()
+
     def start(self, node_id: str) -> NodeProcess:
         node = self.nodes[node_id]
         if node.alive():

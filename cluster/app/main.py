@@ -39,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     execu.add_argument("--concurrency", type=int, default=4, help="runs executed at once (default 4)")
     execu.add_argument("--handler", action="append", default=[], help="TYPE=module:function: a Python handler")
     execu.add_argument("--executor-id", default="", help="default: host:pid")
-    execu.add_argument("--output-dir", default="", help="where run logs go (default: <data_dir>/outputs)")
+    execu.add_argument(
+        "--output-dir",
+        default="",
+        help="where run logs go (default: [logs] dir, else <data_dir>/outputs; the nodes accept logs only under their [logs] dir)",
+    )
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
     add_safety_args(execu)
     add_output_args(execu)

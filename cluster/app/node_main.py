@@ -18,6 +18,7 @@ import grpc
 
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.commands import FORMAT_VERSION
+from cluster.domain.output_location import OutputLocation
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits
 from cluster.node.clock import Clock, SystemClock
@@ -26,6 +27,7 @@ from cluster.node.event_hub import EventHub
 from cluster.node.job_service import JobService
 from cluster.node.leader_loop import LeaderLoop
 from cluster.node.lease_service import LeaseService
+from cluster.node.page_tokens import PageTokens, derive_key
 from cluster.node.replicated_state import ReplicatedState
 from cluster.node.scope_lookup import ScopeReader
 from cluster.node.version import VersionReporter, raftsched_version
@@ -82,7 +84,12 @@ def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
     fsync_dir(node_dir)
 
 
-def output_reader(logs: LogsConfig) -> OutputReader:
+#: gRPC server threads kept for unary calls beyond the long-lived ones ([limits] max_watch_streams,
+#: max_long_polls), so that no number of open streams and long polls can hold up a GetJob
+UNARY_WORKERS = 64
+
+
+def output_reader(logs: LogsConfig, location: OutputLocation | None = None) -> OutputReader:
     """Reads run output by URI; S3 with this node's [logs] endpoint and region (boto3 loaded on first use)."""
 
     def s3_reader() -> Any:
@@ -90,7 +97,20 @@ def output_reader(logs: LogsConfig) -> OutputReader:
 
         return S3OutputReader(logs.endpoint_url, logs.region)
 
-    return OutputReader(s3_reader)
+    return OutputReader(s3_reader, location=location)
+
+
+def output_location(cfg: ClusterConfig) -> OutputLocation:
+    """The node's own output store (``[logs]``): the only place it accepts, reads and deletes logs."""
+    if cfg.logs.store == "s3":
+        return OutputLocation(s3_bucket=cfg.logs.bucket, s3_prefix=cfg.logs.prefix)
+    return OutputLocation(local_dir=os.path.abspath(cfg.output_dir()))
+
+
+def page_tokens(cfg: ClusterConfig, secret: str | None) -> PageTokens:
+    """Page tokens every node of the cluster issues and accepts alike: keyed by the Raft secret, or by the
+    member list when there is none (loopback only)."""
+    return PageTokens(derive_key(secret if secret else "\n".join(sorted(n.raft for n in cfg.nodes))))
 
 
 def grpc_security(cfg: ClusterConfig, node_id: str) -> tuple[grpc.ServerCredentials | None, TokenTable | None]:
@@ -147,19 +167,24 @@ class Node:
         )
         version = raftsched_version()
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version)
-        self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler)
+        quotas = cfg.limits
+        self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
         self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
-        self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs))
+        location = output_location(cfg)
+        self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs), location)
         self.store.on_applied.append(self.janitor.on_applied)
-        self.service = JobService(self.store, self.clock, Limits(cfg.scheduler.max_payload_bytes), output_reader(cfg.logs))
-        self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes)
+        limits = Limits(cfg.scheduler.max_payload_bytes, quotas.max_jobs, quotas.max_pending_runs)
+        reader = output_reader(cfg.logs, location)
+        self.service = JobService(self.store, self.clock, limits, reader, page_tokens(cfg, secret))
+        self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes, location, quotas.max_long_polls)
         interceptors = [] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))]
         self.server = build_server(
             me.grpc_listen,
-            JobServicer(self.service, self.hub),
+            JobServicer(self.service, self.hub, quotas.max_watch_streams),
             LeaseServicer(self.leases),
             ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {FORMAT_VERSION})"),
+            workers=UNARY_WORKERS + quotas.max_watch_streams + quotas.max_long_polls,
             credentials=credentials,
             interceptors=interceptors,
         )

@@ -82,10 +82,25 @@ def _job_id(cmd: Any) -> Plain:
     return {"job_id": cmd.job_id}
 
 
+def _quota(plain: Plain, key: str) -> int:
+    """A quota the proposer's ``[limits]`` put in the command; 0 (and entries from before quotas): none."""
+    return int(plain.get(key, 0))
+
+
+def _with_quota(plain: Plain, key: str, value: int) -> Plain:
+    if value:
+        plain[key] = value
+    return plain
+
+
 @command(
     "create_job",
-    lambda c: {"job_id": c.job_id, "spec": spec_to_plain(c.spec), "idem": c.idempotency_key, "fp": c.fingerprint},
-    lambda p, now: CreateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", ""))),
+    lambda c: _with_quota(
+        {"job_id": c.job_id, "spec": spec_to_plain(c.spec), "idem": c.idempotency_key, "fp": c.fingerprint}, "qj", c.max_jobs
+    ),
+    lambda p, now: CreateJob(
+        now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", "")), _quota(p, "qj")
+    ),
 )
 @dataclass(frozen=True, slots=True)
 class CreateJob:
@@ -95,6 +110,8 @@ class CreateJob:
     idempotency_key: str = ""
     #: ``spec_codec.spec_fingerprint(spec)``, computed once by the proposer instead of on every replica
     fingerprint: str = ""
+    #: the proposer's ``[limits] max_jobs``: refused when the state already keeps that many (0: no quota)
+    max_jobs: int = 0
 
 
 @command(
@@ -130,11 +147,17 @@ class DeleteJob:
     job_id: str
 
 
-@command("trigger_job", _job_id, lambda p, now: TriggerJob(now, str(p["job_id"])))
+@command(
+    "trigger_job",
+    lambda c: _with_quota(_job_id(c), "qp", c.max_pending),
+    lambda p, now: TriggerJob(now, str(p["job_id"]), _quota(p, "qp")),
+)
 @dataclass(frozen=True, slots=True)
 class TriggerJob:
     now_ms: int
     job_id: str
+    #: the proposer's ``[limits] max_pending_runs`` (0: no quota)
+    max_pending: int = 0
 
 
 @command("cancel_run", lambda c: {"run_id": c.run_id}, lambda p, now: CancelRun(now, str(p["run_id"])))
@@ -146,8 +169,12 @@ class CancelRun:
 
 @command(
     "fire",
-    lambda c: {"items": [list(i) for i in c.items], "look": c.lookahead_ms, "mis": c.misfire_threshold_ms},
-    lambda p, now: Fire(now, tuple((str(j), int(t)) for j, t in _seq(p["items"])), int(p["look"]), int(p["mis"])),
+    lambda c: _with_quota(
+        {"items": [list(i) for i in c.items], "look": c.lookahead_ms, "mis": c.misfire_threshold_ms}, "qp", c.max_pending
+    ),
+    lambda p, now: Fire(
+        now, tuple((str(j), int(t)) for j, t in _seq(p["items"])), int(p["look"]), int(p["mis"]), _quota(p, "qp")
+    ),
 )
 @dataclass(frozen=True, slots=True)
 class Fire:
@@ -158,13 +185,16 @@ class Fire:
     twice (two leaders, a retried proposal) creates its runs once.
     ``lookahead_ms`` lets the leader commit a fire up to that long before its
     instant; ``misfire_threshold_ms`` is how late an instant may fire before
-    it counts as missed and the job's misfire policy decides.
+    it counts as missed and the job's misfire policy decides. ``max_pending`` is
+    the leader's ``[limits] max_pending_runs``: an instant that comes due while
+    the cluster holds that many PENDING runs is recorded SKIPPED (0: no quota).
     """
 
     now_ms: int
     items: tuple[tuple[str, int], ...]
     lookahead_ms: int = 0
     misfire_threshold_ms: int = 5_000
+    max_pending: int = 0
 
 
 def _acquire_to_plain(c: AcquireLeases) -> Plain:

@@ -36,6 +36,12 @@ class KeyList:
         """The keys greater than ``key``, in order (a copy: safe to change the list meanwhile)."""
         return iter(self._keys[bisect_right(self._keys, key) :])
 
+    def slice_after(self, key: Any, limit: int) -> list[Any]:
+        """At most ``limit`` keys greater than ``key`` (all keys when ``key`` is None), in order: a copy of
+        only those, so a long list can be walked a chunk at a time."""
+        start = 0 if key is None else bisect_right(self._keys, key)
+        return self._keys[start : start + limit]
+
     def __iter__(self) -> Iterator[Any]:
         return iter(self._keys)
 

@@ -43,6 +43,11 @@ class FailedPrecondition(Rejected):
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceExhausted(Rejected):
+    """A quota of the cluster ([limits]) is reached; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
 class Internal(Rejected):
     """A bug: the command raised inside apply. Reported, never retried forever."""
 

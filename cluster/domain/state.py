@@ -40,7 +40,17 @@ from cluster.domain.model import (
     manual_run_id,
     run_id_for,
 )
-from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, InvalidArgument, NotFound, Ok, Result
+from cluster.domain.results import (
+    AlreadyExists,
+    FailedPrecondition,
+    FireReport,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    Ok,
+    ResourceExhausted,
+    Result,
+)
 from cluster.domain.retention_rules import RetentionRules
 from cluster.domain.schedule import first_fire, next_fire
 from cluster.domain.spec_codec import spec_fingerprint
@@ -95,6 +105,11 @@ class JobStateMachine(LeaseRules, RetentionRules):
             if spec_fingerprint(existing.spec) == fingerprint:
                 return Ok(existing)
             return AlreadyExists(f"job {cmd.job_id} already exists")
+        if cmd.max_jobs and len(self.jobs) >= cmd.max_jobs:
+            return ResourceExhausted(
+                f"the cluster keeps {len(self.jobs)} jobs, its limit [limits] max_jobs = {cmd.max_jobs} "
+                "(deleted jobs count until purged): delete jobs or raise max_jobs"
+            )
         anchor = self.now_ms
         nxt = first_fire(cmd.spec.schedule, anchor)
         cursor = anchor if nxt is None else min(anchor, nxt - 1)
@@ -213,6 +228,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
             return job
         if job.status is JobStatus.DELETED:
             return FailedPrecondition(f"job {job.job_id} is deleted; it cannot be triggered")
+        if self._pending_full(cmd.max_pending):
+            return ResourceExhausted(self._pending_full_message(cmd.max_pending))
         run = self._new_run(job, manual_run_id(job.job_id, index, self._pos), self.now_ms, manual=True)
         return Ok(run)
 
@@ -274,6 +291,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
         for d in decisions:
             if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and self.active_by_job.get(job.job_id):
                 d = Skip(d.instant_ms, d.instant_ms, 1, "the previous run is still active (concurrency FORBID)")
+            if isinstance(d, FireAt) and self._pending_full(cmd.max_pending):
+                d = Skip(d.instant_ms, d.instant_ms, 1, self._pending_full_message(cmd.max_pending))
             if isinstance(d, Skip):
                 skipped += d.count
                 if pending_skip is not None and pending_skip.reason == d.reason:
@@ -310,6 +329,15 @@ class JobStateMachine(LeaseRules, RetentionRules):
             elif not run.cancel_requested:
                 run.cancel_requested = True
                 self.events.append(("cancel_requested", run))
+
+    def _pending_full(self, max_pending: int) -> bool:
+        return bool(max_pending) and self.run_counts[RunStatus.PENDING] >= max_pending
+
+    def _pending_full_message(self, max_pending: int) -> str:
+        return (
+            f"the cluster holds {self.run_counts[RunStatus.PENDING]} PENDING runs, its limit "
+            f"[limits] max_pending_runs = {max_pending}: add executors or raise max_pending_runs"
+        )
 
     @c.handles(c.NodeInfo)
     def _node_info(self, cmd: c.NodeInfo, index: int) -> Result:

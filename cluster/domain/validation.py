@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
-from cluster.domain.model import JobSpec, RetryPolicy
+from cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy, Schedule
 from cluster.domain.payloads import validate_payload
 from cluster.domain.schedule import ScheduleError, validate_schedule
 
-DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
-MAX_NAME_LEN = 256
+DEFAULT_MAX_PAYLOAD_BYTES = lim.DEFAULT_MAX_PAYLOAD_BYTES
+MAX_NAME_LEN = lim.MAX_NAME_CHARS
+#: quotas' defaults ([limits] in cluster.toml)
+DEFAULT_MAX_JOBS = 10_000_000
+DEFAULT_MAX_PENDING_RUNS = 10_000_000
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _TYPE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 MIN_LEASE_TTL_MS = 100
@@ -26,20 +30,28 @@ MAX_ATTEMPTS = 1000
 
 @dataclass(frozen=True, slots=True)
 class Limits:
+    """The limits a node enforces that its config sets (the fixed ones are in ``cluster.domain.limits``)."""
+
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    #: jobs kept (deleted ones until purged): CreateJob over it is RESOURCE_EXHAUSTED
+    max_jobs: int = DEFAULT_MAX_JOBS
+    #: PENDING runs: TriggerJob over it is RESOURCE_EXHAUSTED, a due instant is recorded SKIPPED
+    max_pending_runs: int = DEFAULT_MAX_PENDING_RUNS
 
 
 def validate_queue(queue: str) -> None:
     if not queue.strip():
         raise ValidationError("queue name is empty: give a name such as 'default'")
     if not _QUEUE_RE.match(queue):
-        raise ValidationError(f"queue name {queue!r} is not valid: use 1-128 letters, digits and the characters _ . : / -")
+        raise ValidationError(
+            f"queue name {lim.shown(queue)} is not valid: use 1-128 letters, digits and the characters _ . : / -"
+        )
 
 
 def validate_type_name(job_type: str) -> None:
     if not _TYPE_RE.match(job_type):
         raise ValidationError(
-            f"job type {job_type!r} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
+            f"job type {lim.shown(job_type)} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
         )
 
 
@@ -60,7 +72,47 @@ def validate_retry(retry: RetryPolicy) -> None:
         raise ValidationError(f"retry.jitter {retry.jitter} must be between 0 and 1 (a fraction of the backoff)")
 
 
+def _validate_span_bounds(spec: JobSpec) -> None:
+    """No span may overflow a Timestamp once added to an instant (``cluster.domain.limits``)."""
+    r = spec.retry
+    for field, value in (
+        ("lease_ttl", spec.lease_ttl_ms),
+        ("timeout", spec.timeout_ms),
+        ("catchup_window", spec.catchup_window_ms),
+        ("history_ttl", spec.history_ttl_ms),
+        ("retry.initial_backoff", r.initial_backoff_ms),
+        ("retry.max_backoff", r.max_backoff_ms),
+    ):
+        if isinstance(value, int) and value > lim.MAX_SPAN_MS:
+            lim.check_span_ms(field, value)
+
+
+def validate_schedule_bounds(schedule: Schedule) -> None:
+    """Sizes and ranges of a schedule, checked before any parsing (a 500 KB cron is never parsed)."""
+    if isinstance(schedule, Cron):
+        if not isinstance(schedule.expression, str) or not isinstance(schedule.timezone, str):
+            raise ValidationError("cron expression and timezone must be strings")
+        lim.check_chars("cron expression", schedule.expression, lim.MAX_CRON_CHARS)
+        lim.check_chars("cron timezone", schedule.timezone, lim.MAX_TIMEZONE_CHARS)
+    elif isinstance(schedule, At) and isinstance(schedule.at_ms, int) and schedule.at_ms > lim.MAX_INSTANT_MS:
+        lim.check_instant_ms("at", schedule.at_ms)
+    elif isinstance(schedule, After) and isinstance(schedule.after_ms, int) and schedule.after_ms > lim.MAX_SPAN_MS:
+        lim.check_span_ms("after", schedule.after_ms)
+    elif isinstance(schedule, Every) and isinstance(schedule.every_ms, int) and schedule.every_ms > lim.MAX_SPAN_MS:
+        lim.check_span_ms("every", schedule.every_ms)
+
+
+def check_schedule(schedule: Schedule) -> None:
+    """``validate_schedule`` after the bounds, as ``ValidationError``."""
+    validate_schedule_bounds(schedule)
+    try:
+        validate_schedule(schedule)
+    except ScheduleError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
 def _validate_spans(spec: JobSpec) -> None:
+    _validate_span_bounds(spec)
     if spec.lease_ttl_ms < MIN_LEASE_TTL_MS:
         raise ValidationError(
             f"lease_ttl {spec.lease_ttl_ms} ms is too short: give at least {MIN_LEASE_TTL_MS} ms "
@@ -87,10 +139,7 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
             f"payload is {len(spec.payload)} bytes, over the limit of {limits.max_payload_bytes} bytes; "
             "store large inputs elsewhere and pass a reference"
         )
-    try:
-        validate_schedule(spec.schedule)
-    except ScheduleError as exc:
-        raise ValidationError(str(exc)) from exc
+    check_schedule(spec.schedule)
     validate_retry(spec.retry)
     _validate_spans(spec)
     validate_payload(spec.type, spec.payload)  # last: a spec with no schedule is told that first

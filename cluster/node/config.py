@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cluster.domain.errors import ConfigError  # re-exported: the error of this module
-from cluster.domain.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class LogsConfig:
     prefix: str = "raftsched"
     endpoint_url: str = ""
     region: str = ""
+    #: store = "local": the directory run output lives in (default <data_dir>/outputs). Executors started
+    #: with --config write there; a node accepts, reads and deletes file:// logs under it only
+    dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,20 @@ class SchedulerConfig:
     lease_grace_s: float = 2.0
     #: the largest result a CompleteRun may carry
     max_result_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """``[limits]``: quotas, answered RESOURCE_EXHAUSTED with the limit named."""
+
+    #: jobs kept (deleted ones until purged); travels in each CreateJob and is checked in apply
+    max_jobs: int = DEFAULT_MAX_JOBS
+    #: PENDING runs; travels in TriggerJob and Fire (a due instant over it is recorded SKIPPED)
+    max_pending_runs: int = DEFAULT_MAX_PENDING_RUNS
+    #: open WatchRuns streams on this node
+    max_watch_streams: int = 256
+    #: AcquireLease calls waiting (long polls) on this node
+    max_long_polls: int = 512
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,13 @@ class ClusterConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     #: serve gRPC off loopback without [tls] or [auth] (logged as a warning at every start)
     allow_insecure_grpc: bool = False
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+    def output_dir(self) -> str:
+        """Where local run output lives: ``[logs] dir`` (relative to the config file), else <data_dir>/outputs."""
+        if self.logs.dir:
+            return os.path.join(os.path.dirname(os.path.abspath(self.path)), self.logs.dir)
+        return os.path.join(self.data_dir, "outputs")
 
     def node(self, node_id: str) -> NodeAddress:
         for n in self.nodes:
@@ -327,6 +351,10 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
     raft = _section(path, raw, "raft", RaftTuning)
     if raft.max_log_bytes < 64 << 20:
         raise ConfigError(f"{path}: [raft] max_log_bytes must be at least 67108864 (64 MiB), got {raft.max_log_bytes}")
+    limits = _section(path, raw, "limits", LimitsConfig)
+    bad = [k for k, v in vars(limits).items() if v <= 0]
+    if bad:
+        raise ConfigError(f"{path}: [limits] {', '.join(bad)} must be positive")
     return ClusterConfig(
         path=path,
         data_dir=data_dir,
@@ -338,6 +366,7 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         tls=_tls(path, raw, base),
         auth=_auth(path, raw, base),
         allow_insecure_grpc=bool(cluster.get("allow_insecure_grpc", False)),
+        limits=limits,
     )
 
 

@@ -14,27 +14,30 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
 from cluster.domain import commands as c
+from cluster.domain import limits as lim
 from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.model import Job, JobSpec, JobStatus, Run, RunStatus
-from cluster.domain.results import NotFound
-from cluster.domain.schedule import ScheduleError, explain_instant, upcoming, validate_schedule
+from cluster.domain.model import Job, JobSpec, JobStatus, Run, RunStatus, Schedule
+from cluster.domain.results import NotFound, ResourceExhausted
+from cluster.domain.schedule import explain_instant, upcoming
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import Limits, validate_spec
+from cluster.domain.validation import Limits, check_schedule, validate_spec
+from cluster.node.active_runs import iter_active_runs
 from cluster.node.clock import Clock
+from cluster.node.page_tokens import PageTokens
 from cluster.node.ports import OutputReader
 from cluster.node.replicated_state import ReplicatedState
 from cluster.node.run_output import RunOutput, read_run_output
 
 DEFAULT_PAGE = 100
-MAX_PAGE = 1000
+MAX_PAGE = lim.MAX_PAGE_SIZE
 Item = TypeVar("Item")
 
 #: items a list call examines per hold of the state lock
 SCAN_CHUNK = 2000
-MAX_PREVIEW = 1000
+MAX_PREVIEW = lim.MAX_PREVIEW_COUNT
 #: items in one CreateJobs call
-MAX_CREATE_BATCH = 1000
+MAX_CREATE_BATCH = lim.MAX_CREATE_BATCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,22 +67,41 @@ def _page_size(size: int) -> int:
 
 
 class JobService:
-    def __init__(self, store: ReplicatedState, clock: Clock, limits: Limits, outputs: OutputReader) -> None:
+    def __init__(
+        self, store: ReplicatedState, clock: Clock, limits: Limits, outputs: OutputReader, tokens: PageTokens | None = None
+    ) -> None:
         self._store = store
         self._clock = clock
         self._limits = limits
         self._outputs = outputs
+        self._tokens = tokens or PageTokens()
 
     # -------------------------------------------------------------- writes
 
     def _create_command(self, spec: JobSpec, idempotency_key: str, now: int) -> c.CreateJob:
+        lim.check_chars("idempotency_key", idempotency_key, lim.MAX_IDEMPOTENCY_KEY_CHARS)
         validate_spec(spec, self._limits)
-        if len(idempotency_key) > 256:
-            raise ValidationError("idempotency_key is longer than 256 characters")
-        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec))
+        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec), self._limits.max_jobs)
+
+    def _check_quota(self, count: Callable[[JobStateMachine], int], limit: int, message: str) -> None:
+        """The proposer's early refusal, on this node's applied state (apply checks again, with the value
+        in the command, so two nodes with different configs or a lagging follower decide nothing alone)."""
+        if limit and self._store.read(count, barrier=False) >= limit:
+            raise RejectedError(ResourceExhausted(message))
+
+    def _check_jobs_quota(self) -> None:
+        limit = self._limits.max_jobs
+        self._check_quota(
+            lambda m: len(m.jobs),
+            limit,
+            f"the cluster keeps its limit of jobs, [limits] max_jobs = {limit}: delete jobs or raise it",
+        )
 
     def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
-        job = self._store.execute(self._create_command(spec, idempotency_key, self._clock.now_ms()))
+        cmd = self._create_command(spec, idempotency_key, self._clock.now_ms())
+        if not idempotency_key:  # a retried create with a key must still find its job
+            self._check_jobs_quota()
+        job = self._store.execute(cmd)
         assert isinstance(job, Job)
         return job
 
@@ -89,8 +111,7 @@ class JobService:
         The commands travel together (group commit), so a batch costs a few Raft entries."""
         if not items:
             raise ValidationError("no jobs to create: send at least one")
-        if len(items) > MAX_CREATE_BATCH:
-            raise ValidationError(f"{len(items)} jobs in one call; the limit is {MAX_CREATE_BATCH}: split the batch")
+        lim.check_count("jobs", items, MAX_CREATE_BATCH, "split the batch")
         now = self._clock.now_ms()
         return self._store.execute_each(items, lambda item: self._create_command(item[0], item[1], now))
 
@@ -118,7 +139,13 @@ class JobService:
 
     def trigger_job(self, job_id: str) -> Run:
         _require_id("job_id", job_id)
-        run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id))
+        limit = self._limits.max_pending_runs
+        self._check_quota(
+            lambda m: m.run_counts[RunStatus.PENDING],
+            limit,
+            f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
+        )
+        run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit))
         assert isinstance(run, Run)
         return run
 
@@ -150,9 +177,12 @@ class JobService:
             raise ValidationError(f"attempt {attempt} is negative: use 0 for the latest, or 1, 2, ...")
         return read_run_output(self.get_run(run_id), attempt, self._outputs)
 
-    def active_runs(self, job_id: str, accept: Callable[[Run], bool], limit: int) -> list[Run]:
-        """PENDING and LEASED runs (of ``job_id``, or all) that ``accept`` takes, by scheduled time, at most ``limit``."""
-        return self._store.read(lambda m: [r for r in m.active_runs(job_id) if accept(r)][:limit])
+    def active_runs(self, job_id: str, accept: Callable[[Run], bool], limit: int) -> Iterator[Run]:
+        """PENDING and LEASED runs (of ``job_id``, or all) that ``accept`` takes, at most ``limit``: by job,
+        then scheduled time, read in chunks so the state lock is never held for more than one."""
+        if job_id:
+            _require_id("job_id", job_id)
+        return iter_active_runs(self._store, job_id, accept, limit, SCAN_CHUNK)
 
     def counts(self) -> Counts:
         """Jobs and runs in this node's state as applied so far: no barrier, no Raft round trip."""
@@ -167,6 +197,10 @@ class JobService:
         self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
     ) -> Page:
         size = _page_size(page_size)
+        lim.check_chars("queue", queue, lim.MAX_QUEUE_CHARS)
+        lim.check_chars("name_prefix", name_prefix, lim.MAX_NAME_CHARS)
+        query = _query("jobs", queue, status.value if status else "", name_prefix)
+        cursor = self._tokens.open(query, page_token)
 
         def keep(j: Job) -> bool:
             return (
@@ -175,24 +209,30 @@ class JobService:
                 and j.spec.name.startswith(name_prefix)
             )
 
-        return self._scan(lambda m, after: m.iter_jobs(after), keep, size, lambda j: j.job_id, page_token)
+        page = self._scan(lambda m, after: m.iter_jobs(after), keep, size, lambda j: j.job_id, cursor)
+        return Page(page.items, self._tokens.issue(query, page.next_token))
 
     def list_runs(self, job_id: str = "", status: RunStatus | None = None, page_size: int = 0, page_token: str = "") -> Page:
         size = _page_size(page_size)
+        lim.check_chars("job_id", job_id, lim.MAX_ID_CHARS)
+        query = _query("runs", job_id, status.value if status else "")
+        cursor = self._tokens.open(query, page_token)
 
         def keep(r: Run) -> bool:
             return status is None or r.status is status
 
         if job_id:
-            _parse_run_token(page_token)  # a bad token is INVALID_ARGUMENT before anything is read
+            _parse_run_token(cursor)  # a bad cursor is INVALID_ARGUMENT before anything is read
 
             def job_runs(m: JobStateMachine, after: str) -> Iterator[Run]:
                 if job_id not in m.jobs:
                     raise RejectedError(NotFound(f"job {job_id} not found"))
                 return m.iter_job_runs(job_id, _parse_run_token(after))
 
-            return self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", page_token)
-        return self._scan(lambda m, after: m.iter_runs(after), keep, size, lambda r: r.run_id, page_token)
+            page = self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", cursor)
+        else:
+            page = self._scan(lambda m, after: m.iter_runs(after), keep, size, lambda r: r.run_id, cursor)
+        return Page(page.items, self._tokens.issue(query, page.next_token))
 
     def _scan(
         self,
@@ -236,29 +276,33 @@ class JobService:
             if exhausted:
                 return Page(out, "")
 
-    def preview(self, spec_schedule: object, after_ms: int | None, count: int) -> list[tuple[int, str]]:
+    def preview(self, spec_schedule: Schedule, after_ms: int | None, count: int) -> list[tuple[int, str]]:
         """The next instants of a schedule, each with a note on what DST did to it ("" when nothing)."""
-        try:
-            validate_schedule(spec_schedule)  # type: ignore[arg-type]
-        except ScheduleError as exc:
-            raise ValidationError(str(exc)) from exc
+        check_schedule(spec_schedule)
         if count < 0:
             raise ValidationError(f"count {count} is negative")
         count = min(count or 10, MAX_PREVIEW)
         start = self._clock.now_ms() if after_ms is None else after_ms
-        times = upcoming(spec_schedule, start, start, count)  # type: ignore[arg-type]
-        return [(t, explain_instant(spec_schedule, prev, t)) for prev, t in zip([start] + times, times)]  # type: ignore[arg-type]
+        lim.check_instant_ms("after", start)
+        times = [t for t in upcoming(spec_schedule, start, start, count) if t <= lim.MAX_INSTANT_MS]
+        return [(t, explain_instant(spec_schedule, prev, t)) for prev, t in zip([start] + times, times)]
 
 
 def _require_id(field: str, value: str) -> None:
     if not value:
         raise ValidationError(f"{field} is required")
+    lim.check_chars(field, value, lim.MAX_ID_CHARS)
+
+
+def _query(*parts: str) -> str:
+    """What a page token is bound to: the call and its filters."""
+    return "\x1f".join(parts)
 
 
 def _parse_run_token(token: str) -> tuple[int, str] | None:
     if not token:
         return None
     ms, sep, run_id = token.partition("|")
-    if not sep or not ms.lstrip("-").isdigit():
-        raise ValidationError(f"page_token {token!r} is not a token this server gave out")
+    if not sep or not ms.lstrip("-").isdigit() or len(ms) > 20:
+        raise ValidationError(f"page_token {lim.shown(token)} is not a token this server gave out")
     return (int(ms), run_id)

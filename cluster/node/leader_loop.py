@@ -36,10 +36,12 @@ MAX_IDLE_S = 0.05
 
 
 class LeaderLoop:
-    def __init__(self, store: ReplicatedState, clock: Clock, cfg: SchedulerConfig) -> None:
+    def __init__(self, store: ReplicatedState, clock: Clock, cfg: SchedulerConfig, max_pending_runs: int = 0) -> None:
         self._store = store
         self._clock = clock
         self._cfg = cfg
+        #: ``[limits] max_pending_runs``, carried in every Fire (0: no quota)
+        self._max_pending = max_pending_runs
         self._wake = threading.Condition()
         self._stop = threading.Event()
         self._inflight: dict[tuple[str, int], float] = {}
@@ -194,7 +196,7 @@ class LeaderLoop:
         return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
 
     def _propose(self, batch: list[tuple[str, int]], now: int, lookahead: int) -> None:
-        cmd = c.Fire(now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000))
+        cmd = c.Fire(now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending)
 
         def done(_result: Any, error: int) -> None:
             with self._inflight_lock:

@@ -8,6 +8,12 @@ a grant as soon as a run of the asked queues and of a type the executor
 serves is leasable (a run of another type never wakes it). Renewals and
 completions carry the caller's executor id; the state machine refuses them
 from anyone but the lease's holder.
+
+Before anything is proposed, every field is checked against its limit
+(``cluster.domain.limits``), a completion's ``log_uri`` against the node's own
+output store (``OutputLocation``), and each named lease against what this
+node already knows for certain (``final_refusal``): a lease that cannot be
+held is refused here, and only one that may still be held reaches the log.
 """
 
 from __future__ import annotations
@@ -18,23 +24,28 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cluster.domain import commands as c
+from cluster.domain import limits as lim
 from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, Grant, Renewal
+from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
 from cluster.domain.model import Run
+from cluster.domain.output_location import OutputLocation
 from cluster.domain.results import FailedPrecondition
+from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import validate_queue, validate_type_name
 from cluster.node.clock import Clock
 from cluster.node.replicated_state import ReplicatedState
+from cluster.node.slots import Slots
 
-MAX_WAIT_MS = 60_000
+MAX_WAIT_MS = lim.MAX_WAIT_MS
 #: queues and job types one AcquireLease may name (a grant reads one index per queue and type)
-MAX_QUEUES = 64
-MAX_TYPES = 64
-MAX_RENEW_BATCH = 10_000
-MAX_ERROR_CHARS = 16_384
+MAX_QUEUES = lim.MAX_ACQUIRE_QUEUES
+MAX_TYPES = lim.MAX_ACQUIRE_TYPES
+MAX_RENEW_BATCH = lim.MAX_RENEW_BATCH
+MAX_ERROR_CHARS = lim.MAX_ERROR_CHARS
 #: completions in one CompleteRuns call
-MAX_COMPLETE_BATCH = 1000
-DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
+MAX_COMPLETE_BATCH = lim.MAX_COMPLETE_BATCH
+DEFAULT_MAX_RESULT_BYTES = lim.DEFAULT_MAX_RESULT_BYTES
+DEFAULT_MAX_LONG_POLLS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +63,44 @@ class Completion:
 
 
 def _require_executor(executor_id: str) -> None:
-    if not executor_id or len(executor_id) > 256:
-        raise ValidationError("executor_id is required (1-256 characters): name the executor, e.g. host:pid")
+    if not executor_id or len(executor_id) > lim.MAX_ID_CHARS:
+        raise ValidationError(
+            f"executor_id is required (1-{lim.MAX_ID_CHARS} characters, got {len(executor_id)}): name the executor, e.g. host:pid"
+        )
+
+
+def _check_lease_id(lease_id: str) -> None:
+    if not lease_id:
+        raise ValidationError("a lease_id is empty: name the lease as AcquireLease returned it")
+    lim.check_chars("lease_id", lease_id, lim.MAX_LEASE_ID_CHARS)
+
+
+def final_refusal(m: JobStateMachine, lease_id: str, token: int) -> str:
+    """Why no command could ever find lease ``lease_id`` held with ``token`` — or "" when one might.
+
+    Safe on any node's applied state, without a barrier: lease ``L<t>`` is granted only by the entry
+    at index ``t // TOKENS_PER_ENTRY`` with token ``t``. A pair that does not match can never be held;
+    once this node has applied that entry (entries apply whole, under the lock, and only committed
+    ones), a lease that is not held now never will be again. A lease granted by an entry this node
+    has not applied yet (a follower behind the leader) is never refused here.
+    """
+    if lease_id != lease_id_for(token):
+        return f"fencing token {token} is stale or wrong for lease {lim.shown(lease_id, 40)}: that pair was never granted"
+    if token // TOKENS_PER_ENTRY > m.applied_index:
+        return ""
+    run_id = m.leases.get(lease_id)
+    if run_id is None or m.runs[run_id].fencing_token != token:
+        return f"lease {lease_id} is not held: it expired, was completed, cancelled or superseded, or never existed"
+    return ""
 
 
 def _check_acquire(queues: list[str], max_runs: int, wait_ms: int, types: list[str] | tuple[str, ...]) -> None:
     if not queues:
         raise ValidationError("queues is empty: name at least one queue to take runs from, e.g. 'default'")
-    if len(queues) > MAX_QUEUES:
-        raise ValidationError(f"{len(queues)} queues in one request; the limit is {MAX_QUEUES}")
+    lim.check_count("queues", queues, MAX_QUEUES, "name fewer queues per call")
     for q in queues:
         validate_queue(q)
-    if len(types) > MAX_TYPES:
-        raise ValidationError(f"{len(types)} job types in one request; the limit is {MAX_TYPES}")
+    lim.check_count("types", types, MAX_TYPES, "name fewer job types per call")
     for t in types:
         validate_type_name(t)
     if not 1 <= max_runs <= MAX_RUNS_PER_GRANT:
@@ -74,10 +110,20 @@ def _check_acquire(queues: list[str], max_runs: int, wait_ms: int, types: list[s
 
 
 class LeaseService:
-    def __init__(self, store: ReplicatedState, clock: Clock, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
+    def __init__(
+        self,
+        store: ReplicatedState,
+        clock: Clock,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        outputs: OutputLocation | None = None,
+        max_long_polls: int = DEFAULT_MAX_LONG_POLLS,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._max_result = max_result_bytes
+        #: the node's own output store; None (tests only) accepts any log_uri
+        self._outputs = outputs
+        self.long_polls = Slots(max_long_polls, "max_long_polls", "AcquireLease long polls")
         self._changed = threading.Condition()
         store.on_applied.append(self._wake)
 
@@ -105,6 +151,17 @@ class LeaseService:
         _require_executor(executor_id)
         _check_acquire(queues, max_runs, wait_ms, types)
         served = tuple(dict.fromkeys(types))
+        if wait_ms == 0:
+            return self._poll(executor_id, queues, max_runs, 0, alive, served)
+        release = self.long_polls.take()
+        try:
+            return self._poll(executor_id, queues, max_runs, wait_ms, alive, served)
+        finally:
+            release()
+
+    def _poll(
+        self, executor_id: str, queues: list[str], max_runs: int, wait_ms: int, alive: Callable[[], bool], served: tuple[str, ...]
+    ) -> list[Grant]:
         deadline = self._clock.monotonic() + wait_ms / 1000.0
         while alive():
             now = self._clock.now_ms()
@@ -126,30 +183,35 @@ class LeaseService:
         grants: list[Grant] = self._store.execute(c.AcquireLeases(now, executor_id, tuple(queues), max_runs, types))
         return grants
 
+    def _refusals(self, leases: list[tuple[str, int]]) -> list[str]:
+        """``final_refusal`` of each lease, on this node's applied state (no barrier: see there)."""
+        return self._store.read(lambda m: [final_refusal(m, lease_id, token) for lease_id, token in leases], barrier=False)
+
     def renew(self, executor_id: str, leases: list[tuple[str, int]]) -> list[Renewal]:
         _require_executor(executor_id)
         if not leases:
             raise ValidationError("no leases to renew: list at least one (lease_id, fencing_token)")
-        if len(leases) > MAX_RENEW_BATCH:
-            raise ValidationError(f"{len(leases)} leases in one renewal; the limit is {MAX_RENEW_BATCH}")
+        lim.check_count("leases", leases, MAX_RENEW_BATCH, "renew in several calls")
         for lease_id, _ in leases:
-            if not lease_id:
-                raise ValidationError("a lease_id is empty")
-        renewals: list[Renewal] = self._store.execute(c.RenewLeases(self._clock.now_ms(), executor_id, tuple(leases)))
+            _check_lease_id(lease_id)
+        refused = self._refusals(leases)
+        live = tuple(ref for ref, why in zip(leases, refused) if not why)
+        answers = iter(self._store.execute(c.RenewLeases(self._clock.now_ms(), executor_id, live)) if live else [])
+        renewals = [
+            Renewal(lease_id, False, 0, False, why) if why else next(answers) for (lease_id, _), why in zip(leases, refused)
+        ]
         if not any(r.ok for r in renewals):
             raise RejectedError(FailedPrecondition("; ".join(r.error for r in renewals[:5])))
         return renewals
 
     def _complete_command(self, done: Completion) -> c.CompleteRun:
-        if not done.lease_id:
-            raise ValidationError("lease_id is required")
-        if len(done.result) > self._max_result:
-            raise ValidationError(
-                f"result is {len(done.result)} bytes, over the limit of {self._max_result}; store large results in the run log"
-            )
-        error = done.error
-        if len(error) > MAX_ERROR_CHARS:
-            error = error[: MAX_ERROR_CHARS - 20] + " ... (truncated)"
+        _check_lease_id(done.lease_id)
+        lim.check_chars("executor_id", done.executor_id, lim.MAX_ID_CHARS)
+        lim.check_bytes("result", done.result, self._max_result, "store large results in the run log")
+        if self._outputs is not None:
+            self._outputs.check(done.log_uri)
+        else:
+            lim.check_chars("log_uri", done.log_uri, lim.MAX_LOG_URI_CHARS)
         now = self._clock.now_ms()
         return c.CompleteRun(
             now,
@@ -157,14 +219,27 @@ class LeaseService:
             done.fencing_token,
             done.succeeded,
             done.result,
-            error,
+            lim.cut_error(done.error),
             done.log_uri,
             random.random(),
             done.executor_id,
         )
 
+    def _refuse_dead_leases(self, commands: list[c.CompleteRun | Exception]) -> list[c.CompleteRun | Exception]:
+        """Each command, or the ``RejectedError`` of a lease it names that can no longer be held."""
+        todo = [cmd for cmd in commands if isinstance(cmd, c.CompleteRun)]
+        refusals = iter(self._refusals([(cmd.lease_id, cmd.fencing_token) for cmd in todo]))
+        out: list[c.CompleteRun | Exception] = []
+        for cmd in commands:
+            why = next(refusals) if isinstance(cmd, c.CompleteRun) else ""
+            out.append(RejectedError(FailedPrecondition(why)) if why else cmd)
+        return out
+
     def complete(self, done: Completion) -> Run:
-        run: Run = self._store.execute(self._complete_command(done))
+        (cmd,) = self._refuse_dead_leases([self._complete_command(done)])
+        if isinstance(cmd, Exception):
+            raise cmd
+        run: Run = self._store.execute(cmd)
         return run
 
     def complete_many(self, items: list[Completion | Exception]) -> list[Run | Exception]:
@@ -172,6 +247,14 @@ class LeaseService:
         error, exactly as ``complete`` would answer it alone."""
         if not items:
             raise ValidationError("no completions: send at least one")
-        if len(items) > MAX_COMPLETE_BATCH:
-            raise ValidationError(f"{len(items)} completions in one call; the limit is {MAX_COMPLETE_BATCH}")
-        return self._store.execute_each(items, self._complete_command)
+        lim.check_count("runs", items, MAX_COMPLETE_BATCH, "split the batch")
+        commands: list[c.CompleteRun | Exception] = []
+        for item in items:
+            try:
+                commands.append(item if isinstance(item, Exception) else self._complete_command(item))
+            except ValidationError as exc:
+                commands.append(exc)
+        checked = self._refuse_dead_leases(commands)
+        ready = [cmd for cmd in checked if isinstance(cmd, c.CompleteRun)]
+        answers = iter(self._store.execute_each(ready, lambda cmd: cmd) if ready else [])
+        return [next(answers) if isinstance(cmd, c.CompleteRun) else cmd for cmd in checked]

@@ -9,7 +9,15 @@ from typing import Any, Callable, TypeVar
 import grpc
 
 from cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
-from cluster.domain.results import AlreadyExists, FailedPrecondition, Internal, InvalidArgument, NotFound, Rejected
+from cluster.domain.results import (
+    AlreadyExists,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    Rejected,
+    ResourceExhausted,
+)
 from cluster.node.config import ConfigError
 
 log = logging.getLogger("raftsched.rpc")
@@ -19,6 +27,7 @@ _REJECTED_CODES: dict[type[Rejected], grpc.StatusCode] = {
     NotFound: grpc.StatusCode.NOT_FOUND,
     AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Internal: grpc.StatusCode.INTERNAL,
 }
 

@@ -9,27 +9,41 @@ an output it cannot read is a ``missing_reason``, never an error.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import grpc
 
+from cluster.domain import limits as lim
 from cluster.domain.errors import Overloaded, ValidationError
 from cluster.domain.model import Run
 from cluster.node.event_hub import RUN_EVENT_KINDS, EventHub
 from cluster.node.job_service import JobService
+from cluster.node.slots import Slots
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
 from rpc.server.errors import convert_each, fill_results, guarded, guarded_stream
 
 WATCH_POLL_S = 0.5
+#: at most this many existing runs open a WatchRuns stream with include_existing
 MAX_EXISTING = 10_000
+DEFAULT_MAX_WATCH_STREAMS = 256
+
+
+def _status(table: dict[Any, Any], value: int) -> Any:
+    """A filter's enum value: unset is None ("any"), an unknown one INVALID_ARGUMENT."""
+    if not value:
+        return None
+    if value not in table:
+        raise ValidationError(f"status {value} is not a known status: leave it unset for any")
+    return table[value]
 
 
 class JobServicer(pb_grpc.JobServiceServicer):
-    def __init__(self, service: JobService, hub: EventHub) -> None:
+    def __init__(self, service: JobService, hub: EventHub, max_watch_streams: int = DEFAULT_MAX_WATCH_STREAMS) -> None:
         self._svc = service
         self._hub = hub
+        self.watches = Slots(max_watch_streams, "max_watch_streams", "WatchRuns streams")
 
     @guarded
     def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> pb.Job:
@@ -37,6 +51,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def CreateJobs(self, request: pb.CreateJobsRequest, context: grpc.ServicerContext) -> pb.CreateJobsResponse:
+        lim.check_count("jobs", request.jobs, lim.MAX_CREATE_BATCH, "split the batch")  # before any item is read
         items = convert_each(request.jobs, lambda req: (cv.spec_from_pb(req.spec), req.idempotency_key))
         resp = pb.CreateJobsResponse()
         fill_results(resp.results, self._svc.create_jobs(items), lambda job, entry: cv.job_to_pb(job, entry.job), "CreateJobs")
@@ -48,7 +63,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def ListJobs(self, request: pb.ListJobsRequest, context: grpc.ServicerContext) -> pb.ListJobsResponse:
-        status = cv.JOB_STATUS_FROM_PB.get(request.status) if request.status else None
+        status = _status(cv.JOB_STATUS_FROM_PB, request.status)
         page = self._svc.list_jobs(request.queue, status, request.name_prefix, request.page_size, request.page_token)
         return pb.ListJobsResponse(jobs=[cv.job_to_pb(j) for j in page.items], next_page_token=page.next_token)
 
@@ -78,7 +93,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def ListRuns(self, request: pb.ListRunsRequest, context: grpc.ServicerContext) -> pb.ListRunsResponse:
-        status = cv.RUN_STATUS_FROM_PB.get(request.status) if request.status else None
+        status = _status(cv.RUN_STATUS_FROM_PB, request.status)
         page = self._svc.list_runs(request.job_id, status, request.page_size, request.page_token)
         return pb.ListRunsResponse(runs=[cv.run_to_pb(r) for r in page.items], next_page_token=page.next_token)
 
@@ -93,7 +108,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
     @guarded
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest, context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
         schedule = cv.schedule_from_pb(request.spec)
-        after = cv.ts_ms(request.after) if request.HasField("after") else None
+        after = cv.instant_in(request.after, "after") if request.HasField("after") else None
         resp = pb.PreviewScheduleResponse()
         for ms, note in self._svc.preview(schedule, after, request.count):
             cv.to_ts(ms, resp.times.add())
@@ -103,13 +118,25 @@ class JobServicer(pb_grpc.JobServiceServicer):
     @guarded_stream
     def WatchRuns(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext) -> Iterator[pb.RunEvent]:
         job_id, queue = request.job_id, request.queue
+        lim.check_chars("job_id", job_id, lim.MAX_ID_CHARS)
+        lim.check_chars("queue", queue, lim.MAX_QUEUE_CHARS)
+        lim.check_count("kinds", request.kinds, lim.MAX_WATCH_KINDS)
         unknown = sorted(set(request.kinds) - RUN_EVENT_KINDS)
         if unknown:
-            raise ValidationError(f"unknown event kind(s) {unknown}: choose from {sorted(RUN_EVENT_KINDS)}")
+            raise ValidationError(f"unknown event kind(s) {lim.shown(unknown)}: choose from {sorted(RUN_EVENT_KINDS)}")
 
         def accept(run: Run) -> bool:
             return (not job_id or run.job_id == job_id) and (not queue or run.queue == queue)
 
+        release = self.watches.take()
+        context.add_callback(release)  # the RPC ended (also when the client went away between two events)
+        try:
+            yield from self._watch(request, context, accept)
+        finally:
+            release()
+
+    def _watch(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext, accept: Any) -> Iterator[pb.RunEvent]:
+        job_id = request.job_id
         sub = self._hub.subscribe(accept, frozenset(request.kinds) or None)
         try:
             if request.include_existing:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import grpc
 
+from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
 from cluster.node.lease_service import Completion, LeaseService
 from protos.raftsched.v1 import scheduler_pb2 as pb
@@ -25,7 +26,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def AcquireLease(self, request: pb.AcquireLeaseRequest, context: grpc.ServicerContext) -> pb.AcquireLeaseResponse:
-        wait_ms = cv.dur_ms(request.wait) if request.HasField("wait") else 0
+        wait_ms = cv.span_in(request.wait, "wait") if request.HasField("wait") else 0
         grants = self._svc.acquire(
             _executor_id(request, context),
             list(request.queues),
@@ -46,6 +47,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def RenewLease(self, request: pb.RenewLeaseRequest, context: grpc.ServicerContext) -> pb.RenewLeaseResponse:
+        lim.check_count("leases", request.leases, lim.MAX_RENEW_BATCH, "renew in several calls")  # before any is read
         refs = [(ref.lease_id, ref.fencing_token) for ref in request.leases]
         resp = pb.RenewLeaseResponse()
         for r in self._svc.renew(_executor_id(request, context), refs):
@@ -61,6 +63,7 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
 
     @guarded
     def CompleteRuns(self, request: pb.CompleteRunsRequest, context: grpc.ServicerContext) -> pb.CompleteRunsResponse:
+        lim.check_count("runs", request.runs, lim.MAX_COMPLETE_BATCH, "split the batch")  # before any item is read
         answers = self._svc.complete_many(convert_each(request.runs, lambda item: _completion(item, context)))
         resp = pb.CompleteRunsResponse()
         fill_results(resp.results, answers, lambda run, entry: cv.run_to_pb(run, entry.run), "CompleteRuns")

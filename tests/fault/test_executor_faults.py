@@ -52,7 +52,7 @@ def test_sigkilled_executor_loses_lease_and_another_completes(fresh_cluster: Loc
     with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-kill") as watch:
         job = client.create_job(_spec("killed-exec", cmd, 1500, "q-kill"))
         watch.wait_seen()
-        a = start_executor(c.addresses, root, "exec-a", "q-kill")
+        a = start_executor(c, root, "exec-a", "q-kill")
         b = None
         try:
             leased = wait_for(
@@ -61,7 +61,7 @@ def test_sigkilled_executor_loses_lease_and_another_completes(fresh_cluster: Loc
             assert leased.executor_id == "exec-a"
             os.kill(a.pid, signal.SIGKILL)
             a.wait()
-            b = start_executor(c.addresses, root, "exec-b", "q-kill")
+            b = start_executor(c, root, "exec-b", "q-kill")
             done = wait_for(
                 lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED],
                 30,
@@ -101,7 +101,7 @@ def test_renewing_run_survives_leader_sigkill_and_is_never_handed_out_twice(fres
     with Client(c.addresses, deadline_s=30) as client, LeaseWatch(c.nodes[watched].grpc, "q-long") as watch:
         job = client.create_job(_spec("long-run", cmd, 2000, "q-long"))
         watch.wait_seen()
-        execs = [start_executor(c.addresses, root, f"exec-{i}", "q-long") for i in range(2)]
+        execs = [start_executor(c, root, f"exec-{i}", "q-long") for i in range(2)]
         try:
             wait_for(lambda: marks.exists(), 20, "the run to start")
             time.sleep(0.5)
@@ -128,7 +128,7 @@ def test_cancel_stops_a_running_shell_job(cluster_for_cancel: tuple[LocalCluster
     with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-cancel-run") as watch:
         job = client.create_job(_spec("cancel-me", "sleep 60", 3000, "q-cancel-run"))
         watch.wait_seen()
-        e = start_executor(c.addresses, root, "exec-cancel", "q-cancel-run")
+        e = start_executor(c, root, "exec-cancel", "q-cancel-run")
         try:
             run = wait_for(
                 lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_LEASED], 20, "the lease"
@@ -148,7 +148,7 @@ def test_sigterm_lets_running_work_finish(cluster_for_cancel: tuple[LocalCluster
     with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-term") as watch:
         job = client.create_job(_spec("finish-me", "sleep 1.5; echo finished", 5000, "q-term"))
         watch.wait_seen()
-        e = start_executor(c.addresses, root, "exec-term", "q-term")
+        e = start_executor(c, root, "exec-term", "q-term")
         wait_for(lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_LEASED], 20, "the lease")
         os.kill(e.pid, signal.SIGTERM)
         assert e.wait(30) == 0
@@ -166,7 +166,7 @@ def test_sigkilled_executor_leaves_no_process_of_its_run(cluster_for_cancel: tup
     with Client(c.addresses) as client, LeaseWatch(c.addresses[0], "q-orphans") as watch:
         job = client.create_job(spec)
         watch.wait_seen()
-        e = start_executor(c.addresses, root, "exec-orphans", "q-orphans", "--kill-grace", "1")
+        e = start_executor(c, root, "exec-orphans", "q-orphans", "--kill-grace", "1")
         try:
             running = wait_for(lambda: len(processes_with(mark)) >= 3 and processes_with(mark), 20, "the run's processes")
             assert any("trap" in cmd for _, cmd in running), running  # the child that ignores SIGTERM is among them

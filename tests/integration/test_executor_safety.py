@@ -48,14 +48,14 @@ def test_a_shell_job_is_never_run_by_an_executor_that_does_not_allow_shell(
     ran = tmp_path / "ran"
     job = client.create_job(shell_spec("not-allowed", f"touch {ran}", queue="q-types"))
     control = client.create_job(at_spec("types-noop", now_ms(), queue="q-types"))  # the built-in noop: always on
-    plain = start_executor(cluster.addresses, str(tmp_path), "exec-noshell", "q-types", allow=())
+    plain = start_executor(cluster, str(tmp_path), "exec-noshell", "q-types", allow=())
     try:
         assert _finished(client, control).status == pb.RUN_STATUS_SUCCEEDED  # it serves the queue...
         time.sleep(3)  # ... with the shell run due all along
         assert not ran.exists(), "an executor that does not allow shell ran a shell job"
         run = _run_of(client, job)
         assert run.status == pb.RUN_STATUS_PENDING and run.attempt == 0 and not run.executor_id
-        allowing = start_executor(cluster.addresses, str(tmp_path), "exec-shell", "q-types", allow=("shell",))
+        allowing = start_executor(cluster, str(tmp_path), "exec-shell", "q-types", allow=("shell",))
         try:
             done = _finished(client, job)
             assert done.status == pb.RUN_STATUS_SUCCEEDED and done.executor_id == "exec-shell" and done.attempt == 1
@@ -79,7 +79,7 @@ def test_a_shell_run_sees_none_of_the_executors_credentials(cluster: LocalCluste
         "RAFTSCHED_TEST_PASSED": "passed-through",
     }
     env = dict(os.environ, **secrets)
-    proc = start_executor(cluster.addresses, str(tmp_path), "exec-env", "q-env", "--pass-env", "RAFTSCHED_TEST_PASSED", env=env)
+    proc = start_executor(cluster, str(tmp_path), "exec-env", "q-env", "--pass-env", "RAFTSCHED_TEST_PASSED", env=env)
     try:
         run = _finished(client, job)
         assert run.status == pb.RUN_STATUS_SUCCEEDED, run.error
@@ -101,7 +101,7 @@ def test_a_timed_out_run_leaves_no_process_even_one_that_ignores_sigterm(cluster
     cv.to_dur(1500, spec.timeout)
     spec.retry.max_attempts = 1
     job = client.create_job(spec)
-    proc = start_executor(cluster.addresses, str(tmp_path), "exec-stubborn", "q-stubborn", "--kill-grace", "1")
+    proc = start_executor(cluster, str(tmp_path), "exec-stubborn", "q-stubborn", "--kill-grace", "1")
     try:
         running = wait_for(lambda: len(processes_with(mark)) >= 3 and processes_with(mark), 20, "the run's processes")
         assert any("trap" in cmd for _, cmd in running), running  # the child that ignores SIGTERM is among them

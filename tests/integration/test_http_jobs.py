@@ -81,7 +81,7 @@ def servers() -> Iterator[tuple[Server, Server]]:
 @pytest.fixture(scope="module")
 def http_executor(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     root = str(tmp_path_factory.mktemp("http-exec"))
-    proc = start_executor(cluster.addresses, root, "exec-http", QUEUE, "--http-deny", f"{DENIED_HOST}/32", allow=("http",))
+    proc = start_executor(cluster, root, "exec-http", QUEUE, "--http-deny", f"{DENIED_HOST}/32", allow=("http",))
     try:
         yield
     finally:

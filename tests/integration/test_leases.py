@@ -179,7 +179,7 @@ def test_zero_or_negative_ttl_is_refused(client: Client, ttl_ms: int) -> None:
 def test_executor_process_runs_shell_jobs_and_stores_logs(cluster: LocalCluster, client: Client) -> None:
     job = client.create_job(shell_spec("exec-shell", "echo out-$RAFTSCHED_ATTEMPT; echo oops >&2", queue="q-exec"))
     quiet = client.create_job(at_spec("exec-quiet", now_ms(), queue="q-exec"))  # the built-in no-op type
-    proc = start_executor(cluster.addresses, cluster.root, "exec-shell", "q-exec")
+    proc = start_executor(cluster, cluster.root, "exec-shell", "q-exec")
     try:
         for j in (job, quiet):
             wait_for(

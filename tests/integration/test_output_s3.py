@@ -97,13 +97,13 @@ def test_output_lands_under_the_documented_key_and_every_node_reads_it(
     s3: MotoServer, s3_cluster: LocalCluster, client: Client
 ) -> None:
     root = s3_cluster.root
-    flags = s3_flags(s3, "--s3-prefix", "team/a")
+    flags = s3_flags(s3, "--s3-prefix", "raftsched/team-a")  # inside the nodes' [logs] prefix: they take no other
     proc = start_executor(root, "ex-s3", "--cluster", ",".join(s3_cluster.addresses), "--queue", "s3", *flags)
     try:
         job = client.create_job(shell_spec("s3-basic", "echo hello-s3; echo oops >&2", queue="s3"))
         run = finished(client, job.job_id, 30)
         assert run.status == pb.RUN_STATUS_SUCCEEDED, run.error
-        key = f"team/a/{job.job_id}/{run.run_id}/attempt-1-token-{run.fencing_token}"
+        key = f"raftsched/team-a/{job.job_id}/{run.run_id}/attempt-1-token-{run.fencing_token}"
         assert run.log_uri == f"s3://{BUCKET}/{key}.log"
         bucket = s3.client()
         obj = bucket.get_object(Bucket=BUCKET, Key=key + ".log")

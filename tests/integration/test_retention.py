@@ -24,8 +24,8 @@ def test_history_is_limited_and_outputs_removed(cluster: LocalCluster, client: C
     cv.to_dur(300, spec.every)
     spec.history_limit = 2
     job = client.create_job(spec)
-    proc = start_executor(cluster.addresses, cluster.root, "exec-retain", "q-retain")
-    out_dir = os.path.join(cluster.root, "exec-retain-out", job.job_id)
+    proc = start_executor(cluster, cluster.root, "exec-retain", "q-retain")
+    out_dir = os.path.join(cluster.output_dir, "exec-retain", job.job_id)
     try:
         wait_for(lambda: client.get_job(job.job_id).fire_count >= 8, 20, "eight fires")
         client.job("PauseJob", pb.PauseJobRequest(job_id=job.job_id))
@@ -52,7 +52,7 @@ def test_history_ttl_and_purge_of_a_deleted_job(cluster: LocalCluster, client: C
     spec = shell_spec("short-lived", "echo bye", queue="q-ttl")
     cv.to_dur(1500, spec.history_ttl)
     job = client.create_job(spec, idempotency_key="short-lived-key")
-    proc = start_executor(cluster.addresses, cluster.root, "exec-ttl", "q-ttl")
+    proc = start_executor(cluster, cluster.root, "exec-ttl", "q-ttl")
     try:
         wait_for(lambda: [r for r in client.list_runs(job_id=job.job_id) if r.status == pb.RUN_STATUS_SUCCEEDED], 20, "the run")
         client.job("DeleteJob", pb.DeleteJobRequest(job_id=job.job_id))

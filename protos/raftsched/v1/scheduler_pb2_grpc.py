@@ -118,7 +118,8 @@ class JobServiceServicer:
 
     def CreateJob(self, request, context):
         """Create a job. INVALID_ARGUMENT for a bad spec; ALREADY_EXISTS for an
-        idempotency key reused with another spec (same key and spec: the first job).
+        idempotency key reused with another spec (same key and spec: the first job);
+        RESOURCE_EXHAUSTED when the cluster keeps [limits] max_jobs jobs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -179,7 +180,9 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def TriggerJob(self, request, context):
-        """One extra (manual) run now. NOT_FOUND; FAILED_PRECONDITION if deleted.
+        """One extra (manual) run now. NOT_FOUND; FAILED_PRECONDITION if deleted;
+        RESOURCE_EXHAUSTED when the cluster holds [limits] max_pending_runs PENDING
+        runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -218,6 +221,7 @@ class JobServiceServicer:
     def WatchRuns(self, request, context):
         """Live run status changes, optionally preceded by the existing active runs.
         UNAVAILABLE when the answering node loses the cluster: reconnect.
+        RESOURCE_EXHAUSTED over the node's [limits] max_watch_streams open watches.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

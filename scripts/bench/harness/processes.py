@@ -57,12 +57,16 @@ def stop_mp(procs: Sequence[multiprocessing.process.BaseProcess], join_s: float 
 def spawn_executors(
     addresses: list[str], root: str, prefix: str, queues: list[str], concurrency: int, count: int
 ) -> list[subprocess.Popen]:
-    """``count`` `raftsched executor` processes serving ``queues``; their logs and run outputs go in ``root``."""
+    """``count`` `raftsched executor` processes serving ``queues``; their logs go in ``root`` (the cluster's
+    directory), their run outputs under the nodes' output directory (the only place nodes take logs from)."""
+    from cluster.node.config import load_config
+
+    outputs = load_config(os.path.join(root, "cluster.toml")).output_dir()
     procs = []
     for i in range(count):
         args = [sys.executable, "-m", "cluster.app.main", "executor", "--cluster", ",".join(addresses),
                 "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
-                "--output-dir", os.path.join(root, f"{prefix}-{i}-out")]  # fmt: skip
+                "--output-dir", os.path.join(outputs, f"{prefix}-{i}")]  # fmt: skip
         for q in queues:
             args += ["--queue", q]
         with open(os.path.join(root, f"{prefix}-{i}.log"), "ab") as log:
