@@ -252,7 +252,12 @@ def test_the_cli_walkthrough_with_ca_and_token_files(secure: LocalCluster) -> No
     executor = subprocess.Popen(
         [sys.executable, "-m", "cluster.app.main", "executor", "--config", secure.config_path, "--queue", "walk"]
         + ["--executor-id", "walker/1", "--token-file", secure.security.token_file("walker")]
-        + ["--handler", "greet=tests.integration.test_grpc_security:greet", "--output-dir", os.path.join(secure.root, "out")],
+        + [
+            "--handler",
+            "greet=tests.integration.test_grpc_security:greet",
+            "--output-dir",
+            os.path.join(secure.output_dir, "walker"),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

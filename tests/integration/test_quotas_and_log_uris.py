@@ -55,7 +55,11 @@ def test_a_log_uri_outside_the_store_is_refused_and_the_run_unchanged(small: Loc
                     one.lease(
                         "CompleteRun",
                         pb.CompleteRunRequest(
-                            lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED, log_uri=uri
+                            lease_id=lease.lease_id,
+                            fencing_token=lease.fencing_token,
+                            outcome=pb.OUTCOME_SUCCEEDED,
+                            log_uri=uri,
+                            executor_id=lease.run.executor_id,
                         ),
                     )
                 assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, uri
@@ -66,7 +70,11 @@ def test_a_log_uri_outside_the_store_is_refused_and_the_run_unchanged(small: Loc
         done = client.lease(
             "CompleteRun",
             pb.CompleteRunRequest(
-                lease_id=lease.lease_id, fencing_token=lease.fencing_token, outcome=pb.OUTCOME_SUCCEEDED, log_uri=inside
+                lease_id=lease.lease_id,
+                fencing_token=lease.fencing_token,
+                outcome=pb.OUTCOME_SUCCEEDED,
+                log_uri=inside,
+                executor_id=lease.run.executor_id,
             ),
         )
         assert done.run.status == pb.RUN_STATUS_SUCCEEDED and done.run.log_uri == inside
