@@ -26,6 +26,8 @@ TARGETS: dict[str, tuple[float, bool, str]] = {
     "failover_resume_s.max": (3.0, False, "seconds from SIGKILL of the leader to the next committed fire (worst of the kills)"),
     "e2e_runs_per_s": (2000.0, True, "fire -> lease -> no-op -> complete per second with 4 executor processes"),
     "due_to_leased_ms.p99": (100.0, False, "p99 of lease grant time - scheduled_time (ms) with idle, waiting executors"),
+    "security_e2e_ratio": (0.8, True, "e2e runs/s with TLS + tokens + fsync on, over the same with all three off"),
+    "security_create_batched_ratio": (0.8, True, "CreateJobs jobs/s with TLS + tokens + fsync on, over the same off"),
 }
 
 #: the keys bench.json always has (None when not measured, with a reason in notes)
@@ -43,6 +45,8 @@ RESULT_KEYS = (
     "lease_grants_per_s",
     "etcd_lease_grants_per_s",
     "failover_resume_s",
+    "security_e2e_ratio",
+    "security_create_batched_ratio",
     "node_rss_mb",
     "node_cpu_s",
     "machine",
@@ -64,6 +68,8 @@ TABLE_KEYS = (
     "e2e_runs_per_s",
     "due_to_leased_ms",
     "etcd_lease_grants_per_s",
+    "security_create_batched_ratio",
+    "security_e2e_ratio",
     "node_rss_mb",
     "node_cpu_s",
 )

@@ -22,6 +22,7 @@ from bench.scenarios.failover import scenario_failover
 from bench.scenarios.fire_lag import scenario_fire_lag
 from bench.scenarios.leases import scenario_leases
 from bench.scenarios.raw_raft import scenario_raw_raft
+from bench.scenarios.security import scenario_security
 
 SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("raw_raft", scenario_raw_raft),
@@ -31,5 +32,6 @@ SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("failover", scenario_failover),
     ("burst", scenario_burst),
     ("leases", scenario_leases),
+    ("security", scenario_security),
 ]
 CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases"}

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc.client.channel import ChannelSecurity, open_channel
 
 
 class Progress:
@@ -72,7 +73,9 @@ class Ctx:
         self.index, self.threads, self.task, self.progress = index, threads, task, progress
         self.errors = Errors()
         addrs = task.get("addresses") or []
-        self.channels = [grpc.insecure_channel(a) for a in addrs]
+        sec = task.get("security")  # {"ca_file", "token"} for a cluster with TLS and tokens
+        security = ChannelSecurity.from_files(ca_file=sec["ca_file"], token=sec["token"]) if sec else None
+        self.channels = [open_channel(a, security) for a in addrs]
         self.jobs = [pb_grpc.JobServiceStub(ch) for ch in self.channels]
         self.leases = [pb_grpc.LeaseServiceStub(ch) for ch in self.channels]
 
