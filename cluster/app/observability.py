@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import disable_created_metrics
-
 from cluster.node.clock import Clock
 from cluster.node.config import ClusterConfig
 from cluster.node.health import Health, HealthMonitor, check_health
@@ -65,7 +63,6 @@ class Observability:
         self.router = Router(reader_authorizer(tokens))
         if not me.http:
             return
-        disable_created_metrics()  # no *_created series: half the lines, and Prometheus does not need them
         metrics = self.metrics = NodeMetrics()
         metrics.registry.register(StateCollector(store, raft))
         store.on_applied.append(RunEventMetrics(metrics, raft.is_leader, clock.now_ms).on_applied)
