@@ -7,7 +7,9 @@ Raft ceiling before the client processes start), then, on one 3-node
 raftsched cluster, the cluster scenarios, which build on each other (the
 fire-lag jobs feed the failover, the burst's runs feed the leases).
 ``scenario_machine`` runs before all of them and ``scenario_node_stats``
-after the cluster scenarios; neither can be left out.
+after the cluster scenarios; neither can be left out. ``OPT_IN_SCENARIOS``
+run only when named (``metrics_cost``: the HTTP endpoint's cost, on clusters
+of its own).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bench.scenarios.etcd import scenario_etcd
 from bench.scenarios.failover import scenario_failover
 from bench.scenarios.fire_lag import scenario_fire_lag
 from bench.scenarios.leases import scenario_leases
+from bench.scenarios.metrics_cost import scenario_metrics_cost
 from bench.scenarios.raw_raft import scenario_raw_raft
 
 SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
@@ -31,5 +34,8 @@ SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("failover", scenario_failover),
     ("burst", scenario_burst),
     ("leases", scenario_leases),
+    ("metrics_cost", scenario_metrics_cost),
 ]
 CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases"}
+#: run only when named in --scenarios (not part of "all"): they start clusters of their own
+OPT_IN_SCENARIOS = {"metrics_cost"}
