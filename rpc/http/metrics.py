@@ -1,4 +1,4 @@
-"""The node's Prometheus metrics: the contract table (API.md, "Operating a cluster") and their registry.
+"""The node's Prometheus metrics: the contract table (docs/api.md, "Operating a cluster") and their registry.
 
 ``METRICS`` lists every ``raftsched_*`` metric once: name, kind, labels,
 help. ``NodeMetrics`` builds them on a registry of its own (never the

@@ -1,9 +1,11 @@
-"""The node's Prometheus metrics: names and kinds exactly as the contract table (API.md, "Operating a
+"""The node's Prometheus metrics: names and kinds exactly as the contract table (docs/api.md, "Operating a
 cluster"), the gauges read from the state at scrape time, and the run events of a real state machine
 turned into counters and histograms (with a fake leadership flag and clock)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.unit
 T0 = 1_767_225_600_000
 SEC = 1000
 
-#: the contract table, as API.md writes it: name -> (kind, labels)
+#: the contract table, as docs/api.md writes it: name -> (kind, labels)
 CONTRACT: dict[str, tuple[str, tuple[str, ...]]] = {
     "raftsched_fire_delay_seconds": ("histogram", ()),
     "raftsched_due_to_leased_seconds": ("histogram", ()),
@@ -85,6 +87,30 @@ def _families(metrics: NodeMetrics) -> dict[str, Any]:
 def _exposed_name(name: str, kind: str) -> str:
     """The family name the text format's parser reports (a counter's without its ``_total``)."""
     return name.removesuffix("_total") if kind == "counter" else name
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _table(path: Path, section: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The metric table of a markdown section: name -> (kind, labels), from rows like
+    ``| `a{x}`, `b` | counter, histogram | ... |`` (one kind per name, or one for all)."""
+    text = path.read_text().split(section, 1)[1]
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("| `raftsched_") or len(cells) < 2:
+            continue
+        names = re.findall(r"`(raftsched_[a-z_]+)(?:\{([a-z_,]+)\})?`", cells[0])
+        kinds = [k.strip() for k in cells[1].split(",")]
+        for i, (name, labels) in enumerate(names):
+            out[name] = (kinds[i] if len(kinds) == len(names) else kinds[0], tuple(labels.split(",")) if labels else ())
+    return out
+
+
+def test_the_contract_tables_say_what_this_test_checks() -> None:
+    assert _table(REPO / "docs" / "api.md", "## Operating a cluster") == CONTRACT
+    assert _table(REPO / "README.md", "### Metrics") == CONTRACT
 
 
 def test_metric_names_kinds_and_labels_are_the_contract_table_exactly() -> None:
