@@ -392,6 +392,21 @@ class RaftNode:
     def term(self) -> int:
         return int(self._replica.raftCurrentTerm)
 
+    def has_quorum(self) -> bool:
+        """Whether this node is connected to a majority of the members (itself included): pysyncobj's view.
+        Read off the tick thread, which may change the sets it looks at meanwhile: then it looks again."""
+        for _ in range(3):
+            try:
+                return bool(self._replica.hasQuorum)
+            except RuntimeError:  # "Set changed size during iteration"
+                continue
+        return False
+
+    def on_snapshot(self, hook: Callable[[int, float], None]) -> None:
+        """Call ``hook(index, seconds)`` on the tick thread after each snapshot this node writes (keep it short)."""
+        if self._snapshotter is not None:
+            self._snapshotter.on_written = hook
+
     def force_snapshot(self) -> None:
         self._replica.forceLogCompaction()
 

@@ -56,6 +56,8 @@ class Snapshotter:
         self.last_seconds = 0.0
         self.last_pause_seconds = 0.0
         self.max_pause_seconds = 0.0
+        #: called on the tick thread with (index, seconds) after each snapshot is written (the metrics)
+        self.on_written: Callable[[int, float], None] | None = None
 
     def serialize(self, tmp_path: str, raft_data: Any) -> None:
         """pysyncobj's serializer hook (tick thread)."""
@@ -126,6 +128,11 @@ class Snapshotter:
             self.last_seconds,
             self.last_pause_seconds,
         )
+        if self.on_written is not None:
+            try:
+                self.on_written(index, self.last_seconds)
+            except Exception:  # a hook must never fail a snapshot
+                log.exception("snapshot hook failed")
 
 
 def _die_with(parent: int) -> None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages raftsched's tests use (only those missing). Needs root (CI runs as root).
 set -euo pipefail
-packages=(fuse3 iproute2)
+# prometheus: the real Prometheus server that tests/integration/test_observability.py scrapes the nodes with
+packages=(fuse3 iproute2 prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

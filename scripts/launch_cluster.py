@@ -6,8 +6,9 @@
 
 Nodes run in the background (their own sessions), so this script returns;
 their pids are kept in DIR/pids.json for --stop. Node i listens for Raft on
-127.0.0.1:(7000+i) and for gRPC on 127.0.0.1:(50050+i), as in docs/config.md, so
-`raftsched ...` finds the cluster with no flags.
+127.0.0.1:(7000+i), for gRPC on 127.0.0.1:(50050+i), as in docs/config.md, so
+`raftsched ...` finds the cluster with no flags, and serves its HTTP endpoint
+(/metrics, /healthz) on 127.0.0.1:(8080+i).
 
 ``--secure`` makes a CA, node certificates and tokens in DIR/secure (with the
 ``cryptography`` package), serves gRPC over TLS with tokens required, gives
@@ -77,6 +78,8 @@ def start_node(root: str, node_id: str) -> int:
     with open(_pids_path(root), "w", encoding="utf-8") as f:
         json.dump(pids, f)
     print(f"{node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}  log {node.log_path}")
+    if node.http:
+        print(f"    metrics {cluster.http_url(node_id, '/metrics')}  health {cluster.http_url(node_id, '/healthz')}")
     return 0
 
 
@@ -117,7 +120,9 @@ def start(root: str, count: int, sample: bool, n_executors: int, secure: bool = 
         print(f"a cluster seems to run from {root} already; stop it first: scripts/launch_cluster.sh --stop --dir {root}")
         return 1
     grants = {f"executor-{i + 1}": Grant(("executor", "reader")) for i in range(n_executors)}
-    cluster = LocalCluster.create(root, count, base_ports=(7001, 50051), secure=secure, client_auth=mtls, tokens=grants)
+    cluster = LocalCluster.create(
+        root, count, base_ports=(7001, 50051, 8081), secure=secure, client_auth=mtls, tokens=grants, http=True
+    )
     cluster.start_all()
     try:
         leader = cluster.wait_leader(30)
@@ -146,6 +151,7 @@ def start(root: str, count: int, sample: bool, n_executors: int, secure: bool = 
     print(f"  config: {cluster.config_path}")
     for n in cluster.nodes.values():
         print(f"  {n.node_id}: grpc {n.grpc}  raft {n.raft}  pid {n.pid}  log {n.log_path}")
+        print(f"      metrics {cluster.http_url(n.node_id, '/metrics')}  health {cluster.http_url(n.node_id, '/healthz')}")
     for name, (pid, log_path) in executors.items():
         print(f"  {name}: queue default, types noop shell http  pid {pid}  log {log_path}")
         print(f"    run logs in {os.path.join(root, 'var', 'outputs')}")

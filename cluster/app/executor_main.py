@@ -27,6 +27,7 @@ import socket
 import time
 
 from cluster.app.client_security import security_from_args
+from cluster.app.log_setup import configure_logging
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.output import OutputStoreError
 from cluster.executor.bounded_log import LogSettings
@@ -171,7 +172,12 @@ def run_executor(args: argparse.Namespace) -> int:
     from rpc.client.lease_api import GrpcLeaseApi
 
     executor_id = args.executor_id or f"{socket.gethostname()}:{os.getpid()}"
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s executor {executor_id} %(levelname)s %(message)s")
+    configure_logging(
+        getattr(args, "log_format", "text"),
+        getattr(args, "log_level", "INFO"),
+        {"executor": executor_id},
+        f"%(asctime)s executor {executor_id} %(levelname)s %(message)s",
+    )
     log = logging.getLogger("raftsched.executor")
     try:
         base_logs = LogsConfig()

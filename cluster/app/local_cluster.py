@@ -39,16 +39,28 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def write_config(root: str, count: int, extra: str = "", secret: bool = True, base_ports: tuple[int, int] | None = None) -> str:
+def write_config(
+    root: str,
+    count: int,
+    extra: str = "",
+    secret: bool = True,
+    base_ports: tuple[int, ...] | None = None,
+    http: bool = False,
+) -> str:
     """Write ``root/cluster.toml`` for ``count`` nodes n1..nN on loopback.
 
-    Ports are free ones picked now, or ``base_ports=(raft, grpc)`` counted up per node.
+    Ports are free ones picked now, or ``base_ports=(raft, grpc[, http])`` counted up per node.
+    ``http``: each node also serves its HTTP endpoint (``/metrics``, ``/healthz``).
     """
     os.makedirs(root, exist_ok=True)
+    kinds = 3 if http else 2
     if base_ports is None:
-        ports = free_ports(2 * count)
+        picked = free_ports(kinds * count)
+        ports = [picked[kinds * i + k] for i in range(count) for k in range(kinds)]
     else:
-        ports = [p for i in range(count) for p in (base_ports[0] + i, base_ports[1] + i)]
+        if http and len(base_ports) < 3:
+            raise ValueError("base_ports needs (raft, grpc, http) when http is on")
+        ports = [base_ports[k] + i for i in range(count) for k in range(kinds)]
     lines = ["[cluster]", 'data_dir = "var"']
     if secret:
         with open(os.path.join(root, "raft.secret"), "w", encoding="utf-8") as f:
@@ -60,9 +72,11 @@ def write_config(root: str, count: int, extra: str = "", secret: bool = True, ba
             "",
             "[[nodes]]",
             f'id = "n{i + 1}"',
-            f'raft = "127.0.0.1:{ports[2 * i]}"',
-            f'grpc = "127.0.0.1:{ports[2 * i + 1]}"',
+            f'raft = "127.0.0.1:{ports[kinds * i]}"',
+            f'grpc = "127.0.0.1:{ports[kinds * i + 1]}"',
         ]
+        if http:
+            lines.append(f'http = "127.0.0.1:{ports[kinds * i + 2]}"')
     path = os.path.join(root, "cluster.toml")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n" + extra)
@@ -76,6 +90,8 @@ class NodeProcess:
     raft: str
     log_path: str
     proc: subprocess.Popen | None = None
+    #: the HTTP endpoint (``host:port``), "" when the node serves none
+    http: str = ""
 
     @property
     def pid(self) -> int | None:
@@ -99,21 +115,23 @@ class LocalCluster:
         root: str,
         count: int = 3,
         extra_config: str = "",
-        base_ports: tuple[int, int] | None = None,
+        base_ports: tuple[int, ...] | None = None,
         secure: bool = False,
         client_auth: bool = False,
         tokens: dict[str, Grant] | None = None,
+        http: bool = False,
     ) -> "LocalCluster":
-        """``secure``: TLS (``client_auth``: client certificates too) and tokens, ``admin`` and ``tokens``."""
+        """``secure``: TLS (``client_auth``: client certificates too) and tokens, ``admin`` and ``tokens``;
+        ``http``: every node serves its HTTP endpoint (``http_url``)."""
         from cluster.node.config import load_config
 
         security = None
         if secure or client_auth:
             security = create_local_security(root, [f"n{i + 1}" for i in range(count)], client_auth, tokens)
             extra_config = security.config_text() + extra_config
-        path = write_config(root, count, extra_config, base_ports=base_ports)
+        path = write_config(root, count, extra_config, base_ports=base_ports, http=http)
         cfg = load_config(path)
-        nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes}
+        nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log"), http=n.http) for n in cfg.nodes}
         return cls(root, path, nodes, security)
 
     @classmethod
@@ -123,7 +141,7 @@ class LocalCluster:
 
         path = os.path.join(root, "cluster.toml")
         cfg = load_config(path)
-        nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log")) for n in cfg.nodes}
+        nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log"), http=n.http) for n in cfg.nodes}
         secure = cfg.tls is not None or bool(cfg.auth.tokens_file)
         return cls(root, path, nodes, open_local_security(root) if secure else None)
 
@@ -134,6 +152,13 @@ class LocalCluster:
     def client_security(self, token: str = ADMIN) -> ChannelSecurity | None:
         """What a client needs to call this cluster with ``token`` (None: plaintext, no tokens)."""
         return None if self.security is None else self.security.channel(token)
+
+    def http_url(self, node_id: str, path: str = "/") -> str:
+        """The URL of ``path`` on a node's HTTP endpoint (https under TLS)."""
+        node = self.nodes[node_id]
+        if not node.http:
+            raise ValueError(f"node {node_id} serves no HTTP endpoint: create the cluster with http=True")
+        return f"{'https' if self.security is not None else 'http'}://{node.http}{path}"
 
     @property
     def output_dir(self) -> str:

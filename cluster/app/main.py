@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cluster.app import client_cli
     from cluster.app.client_security import add_security_args
     from cluster.app.executor_main import add_output_args, add_safety_args
+    from cluster.app.log_setup import add_log_args
     from cluster.app.tls_cli import add_tls_commands
     from cluster.app.token_cli import add_token_commands
     from cluster.node.version import version_text
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     node = sub.add_parser("node", help="run one scheduler node in the foreground")
     node.add_argument("--config", required=True, help="path to cluster.toml")
     node.add_argument("--node-id", required=True, help="this node's id in [[nodes]]")
+    add_log_args(node)
     execu = sub.add_parser("executor", help="run an executor that leases and runs jobs")
     execu.add_argument("--config", help="path to cluster.toml")
     execu.add_argument("--cluster", help="comma-separated gRPC addresses instead of --config")
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_safety_args(execu)
     add_output_args(execu)
     add_security_args(execu)
+    add_log_args(execu)
     client_cli.add_client_commands(sub)
     add_token_commands(sub)
     add_tls_commands(sub)
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "node":
         from cluster.app.node_main import run_node
 
-        return run_node(args.config, args.node_id)
+        return run_node(args.config, args.node_id, args.log_format, args.log_level)
     if args.command == "executor":
         from cluster.app.executor_main import run_executor
 

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import grpc
 
+from cluster.app.log_setup import configure_logging
+from cluster.app.observability import Observability
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.commands import FORMAT_VERSION
 from cluster.domain.output_location import OutputLocation
@@ -171,6 +173,7 @@ class Node:
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
         self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
+        self.ops = Observability(cfg, node_id, self.store, self.raft, self.clock, tokens)  # health, metrics, HTTP
         location = output_location(cfg)
         self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs), location)
         self.store.on_applied.append(self.janitor.on_applied)
@@ -178,7 +181,8 @@ class Node:
         reader = output_reader(cfg.logs, location)
         self.service = JobService(self.store, self.clock, limits, reader, page_tokens(cfg, secret))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes, location, quotas.max_long_polls)
-        interceptors = [] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))]
+        # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
+        interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))])
         self.server = build_server(
             me.grpc_listen,
             JobServicer(self.service, self.hub, quotas.max_watch_streams),
@@ -187,10 +191,12 @@ class Node:
             workers=UNARY_WORKERS + quotas.max_watch_streams + quotas.max_long_polls,
             credentials=credentials,
             interceptors=interceptors,
+            health=self.ops.grpc_health,
         )
 
     def start(self) -> None:
         self.server.start()
+        self.ops.start()
         self.leader.start()
         self.version_reporter.start()
         me = self.cfg.node(self.node_id)
@@ -205,19 +211,21 @@ class Node:
             me.raft,
             "on" if self.cfg.raft.fsync else "OFF: a power loss may lose acknowledged writes",
         )
+        log.info("node %s: %s", self.node_id, self.ops.describe())
 
     def stop(self) -> None:
         log.info("node %s stopping", self.node_id)
+        self.ops.stop()
         self.version_reporter.stop()
         self.leader.stop()
         self.server.stop(grace=2).wait(3)
         self.raft.stop()
 
 
-def run_node(config_path: str, node_id: str) -> int:
+def run_node(config_path: str, node_id: str, log_format: str = "text", log_level: str = "INFO") -> int:
     gc.set_threshold(50_000, 20, 100)  # fewer collections of a large, mostly long-lived heap
     faulthandler.enable()  # a crash (of the node or of a snapshot child) leaves its Python stack in the log
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
+    configure_logging(log_format, log_level, {"node": node_id}, f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # whatever this process creates is its owner's only (explicit modes are set as well)
     try:
         cfg = load_config(config_path)

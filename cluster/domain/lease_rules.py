@@ -224,6 +224,7 @@ class LeaseRules(StateBase):
             if run.fencing_token != token or run.lease_expires_ms >= self.now_ms:
                 continue  # renewed since the leader looked, or re-leased: not expired
             expired += 1
+            self.events.append(("lease_expired", run))  # for the metrics; WatchRuns does not show it
             self._attempt_failed(run, f"lease expired: executor {run.executor_id!r} stopped renewing it", draw)
         return Ok(expired)
 

@@ -77,6 +77,7 @@ class RetentionRules(StateBase):
 
     def _purge_job(self, job: Job) -> None:
         del self.jobs[job.job_id]
+        self.job_counts[job.status] -= 1
         if job.idempotency_key and self.idempotency.get(job.idempotency_key, ("",))[0] == job.job_id:
             del self.idempotency[job.idempotency_key]
 

@@ -116,6 +116,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
         job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
         self.jobs[job.job_id] = job
+        self.job_counts[job.status] += 1
         if cmd.idempotency_key:
             self.idempotency[cmd.idempotency_key] = (job.job_id, fingerprint)
         self._index_job(job)
@@ -142,9 +143,9 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 nxt = next_fire(cmd.spec.schedule, job.cursor_ms, job.anchor_ms)
             job.next_fire_ms = nxt
             if job.status is JobStatus.COMPLETED and nxt is not None:
-                job.status = JobStatus.ACTIVE
+                self._set_job_status(job, JobStatus.ACTIVE)
             elif job.status is JobStatus.ACTIVE and nxt is None:
-                job.status = JobStatus.COMPLETED
+                self._set_job_status(job, JobStatus.COMPLETED)
         retyped = self._pending_runs(job) if job.spec.type != cmd.spec.type else []
         for run in retyped:  # PENDING runs are indexed by their job's type: move them to the new one
             self._unindex_pending(run)
@@ -169,7 +170,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         if job.status is not JobStatus.ACTIVE:
             return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only an ACTIVE job can be paused")
         self._unindex_job(job)
-        job.status = JobStatus.PAUSED
+        self._set_job_status(job, JobStatus.PAUSED)
         job.updated_ms = self.now_ms
         return Ok(job)
 
@@ -182,12 +183,12 @@ class JobStateMachine(LeaseRules, RetentionRules):
             return Ok(job)
         if job.status is not JobStatus.PAUSED:
             return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only a PAUSED job can be resumed")
-        job.status = JobStatus.ACTIVE
+        self._set_job_status(job, JobStatus.ACTIVE)
         job.updated_ms = self.now_ms
         if job.next_fire_ms is not None and job.next_fire_ms <= self.now_ms:
             self._skip_paused(job)
         if job.next_fire_ms is None:
-            job.status = JobStatus.COMPLETED
+            self._set_job_status(job, JobStatus.COMPLETED)
         self._index_job(job)
         return Ok(job)
 
@@ -209,7 +210,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         if job.status is JobStatus.DELETED:
             return Ok(job)
         self._unindex_job(job)
-        job.status = JobStatus.DELETED
+        self._set_job_status(job, JobStatus.DELETED)
         job.updated_ms = self.now_ms
         self._schedule_purge(job, self.now_ms + job.spec.history_ttl_ms)
         for run_id in list(self.active_by_job.get(job.job_id, ())):
@@ -316,7 +317,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
             self._record_skip(job, pending_skip)
         job.next_fire_ms = nxt
         if nxt is None:
-            job.status = JobStatus.COMPLETED
+            self._set_job_status(job, JobStatus.COMPLETED)
             job.updated_ms = self.now_ms
         self._index_job(job)
         return skipped
@@ -412,6 +413,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self.__init__()  # type: ignore[misc]
         self.now_ms, self.applied_index, self.idempotency, self.members = now_ms, applied, idempotency, members
         self.jobs = SortedDict((j.job_id, j) for j in jobs)
+        for job in jobs:
+            self.job_counts[job.status] += 1
         self.due = SortedList(
             (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
         )

@@ -16,9 +16,11 @@ from __future__ import annotations
 from sortedcontainers import SortedDict, SortedList
 
 from cluster.domain.keylist import KeyList
-from cluster.domain.model import Job, Run, RunStatus
+from cluster.domain.model import Job, JobStatus, Run, RunStatus
 
-#: (kind, run) pairs describing what an apply changed, for WatchRuns
+#: (kind, run) pairs describing what an apply changed, for WatchRuns (``cluster.node.event_hub``) and
+#: the metrics; ``lease_expired`` (an ExpireLeases entry expired the run's lease: its retry or end
+#: follows as its own event) is for the metrics only
 RunEvent = tuple[str, Run]
 
 
@@ -57,6 +59,8 @@ class StateBase:
         self.purge: SortedList = SortedList()  # (when, job_id) of DELETED jobs
         #: how many of ``runs`` are in each status (kept as runs change: read by GetClusterStatus)
         self.run_counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
+        #: how many of ``jobs`` are in each status (kept as jobs change: read by the metrics)
+        self.job_counts: dict[JobStatus, int] = dict.fromkeys(JobStatus, 0)
 
     def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
         run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
@@ -133,6 +137,13 @@ class StateBase:
             run.error = error
         self.events.append(("finished", run))
         self._retain(run)
+
+    def _set_job_status(self, job: Job, status: JobStatus) -> None:
+        """Every change of a kept job's status goes through here (``job_counts`` follows it)."""
+        counts = self.job_counts
+        counts[job.status] -= 1
+        counts[status] += 1
+        job.status = status
 
     def _set_status(self, run: Run, status: RunStatus) -> None:
         counts = self.run_counts

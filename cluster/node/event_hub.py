@@ -76,6 +76,8 @@ class EventHub:
             return
         now = self._now_ms()
         for kind, run in events:
+            if kind not in RUN_EVENT_KINDS:  # the machine's events for the metrics only (``lease_expired``)
+                continue
             interested = [s for s in subs if not s.overflowed and (s.kinds is None or kind in s.kinds) and s.accept(run)]
             if not interested:
                 continue

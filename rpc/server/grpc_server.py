@@ -1,4 +1,5 @@
-"""Builds the gRPC server of one node: plaintext, or TLS with ``credentials``; ``interceptors`` (auth) around every call."""
+"""Builds the gRPC server of one node: plaintext, or TLS with ``credentials``; ``interceptors`` (metrics, then auth)
+around every call; gRPC health checking (``health``) and server reflection listing every service."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from concurrent import futures
 from typing import Sequence
 
 import grpc
+from grpc_reflection.v1alpha import reflection
 
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from rpc.server.health import GrpcHealth, reflected_services
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
@@ -20,6 +23,7 @@ def build_server(
     workers: int = 64,
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Sequence[grpc.ServerInterceptor] = (),
+    health: GrpcHealth | None = None,
 ) -> grpc.Server:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
@@ -33,6 +37,9 @@ def build_server(
     pb_grpc.add_JobServiceServicer_to_server(job, server)
     pb_grpc.add_LeaseServiceServicer_to_server(lease, server)
     pb_grpc.add_ClusterServiceServicer_to_server(cluster, server)
+    if health is not None:
+        health.add_to_server(server)
+    reflection.enable_server_reflection(reflected_services(health is not None), server)
     port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if port == 0:
         raise OSError(f"cannot listen for gRPC on {address}: is the port in use?")

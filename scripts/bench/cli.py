@@ -23,7 +23,7 @@ from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
 from bench.profile import FULL, QUICK, Profile
 from bench.report import table, write_outputs
-from bench.scenarios import CLUSTER_SCENARIOS, SCENARIOS
+from bench.scenarios import CLUSTER_SCENARIOS, OPT_IN_SCENARIOS, SCENARIOS
 from bench.scenarios.fire_lag import collect_lag_series
 from bench.scenarios.leases import probe_leases
 from bench.scenarios.machine import scenario_machine
@@ -38,7 +38,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller and shorter: under 4 minutes")
     ap.add_argument("--out", default="bench-out", help="where bench.json, series.json and the plots go (default bench-out/)")
-    ap.add_argument("--scenarios", default="all", help=f"comma-separated subset of: {', '.join(n for n, _ in SCENARIOS)}")
+    ap.add_argument(
+        "--scenarios",
+        default="all",
+        help=f"comma-separated subset of: {', '.join(n for n, _ in SCENARIOS)} (all: but {', '.join(sorted(OPT_IN_SCENARIOS))})",
+    )
     ap.add_argument(
         "--nodes-extra-config",
         default="",
@@ -78,7 +82,8 @@ def _run_group(b: Bench, cluster: bool, failed: list[str]) -> None:
     for name, fn in SCENARIOS:
         if name not in b.wanted or (name in CLUSTER_SCENARIOS) != cluster:
             continue
-        if name != "raw_raft" and b.pool is None:  # after the raw Raft run: their start-up would steal its CPU
+        # after the raw Raft run (their start-up would steal its CPU); opt-in scenarios bring their own load
+        if name != "raw_raft" and name not in OPT_IN_SCENARIOS and b.pool is None:
             b.pool = WorkerPool(b.profile.procs, b.profile.threads, b.say)
         try:
             b.run_scenario(name, fn)
@@ -135,7 +140,11 @@ def _record_other_load(b: Bench) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     profile = _profile(args)
-    wanted = [n for n, _ in SCENARIOS] if args.scenarios == "all" else [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    wanted = (
+        [n for n, _ in SCENARIOS if n not in OPT_IN_SCENARIOS]
+        if args.scenarios == "all"
+        else [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    )
     unknown = set(wanted) - {n for n, _ in SCENARIOS}
     if unknown:
         print(f"unknown scenario(s): {', '.join(sorted(unknown))}", file=sys.stderr)

@@ -73,6 +73,8 @@ TABLE_KEYS = (
     "node_rss_mb",
     "node_cpu_s",
 )
+#: rows shown only when measured (opt-in scenarios)
+OPTIONAL_TABLE_KEYS = ("e2e_runs_per_s_metrics",)
 
 
 def lookup(results: dict[str, Any], dotted: str) -> Any:
@@ -109,7 +111,7 @@ def _target_of(key: str, v: dict[str, str]) -> tuple[str, str]:
 def _rows(results: dict[str, Any], notes: dict[str, str]) -> list[tuple[str, str, str, str]]:
     v = verdicts(results)
     rows = []
-    for key in TABLE_KEYS:
+    for key in TABLE_KEYS + tuple(k for k in OPTIONAL_TABLE_KEYS if k in results):
         val = results.get(key)
         t, verdict = _target_of(key, v)
         shown = fmt(val)

@@ -502,6 +502,10 @@ class StateMachineModel(RuleBasedStateMachine):
         for run in m.runs.values():
             counts[run.status] += 1
         assert m.run_counts == counts
+        job_counts = dict.fromkeys(JobStatus, 0)
+        for job in m.jobs.values():
+            job_counts[job.status] += 1
+        assert m.job_counts == job_counts
 
     @invariant()
     def no_instant_is_covered_twice_and_grids_have_no_gaps(self) -> None:

@@ -7,7 +7,10 @@ Raft ceiling before the client processes start), then, on one 3-node
 raftsched cluster, the cluster scenarios, which build on each other (the
 fire-lag jobs feed the failover, the burst's runs feed the leases).
 ``scenario_machine`` runs before all of them and ``scenario_node_stats``
-after the cluster scenarios; neither can be left out.
+after the cluster scenarios; neither can be left out. ``security`` (TLS +
+tokens + fsync on against off) and ``metrics_cost`` (the HTTP endpoint on
+and scraped every second against off) start clusters of their own, before
+the shared one. ``OPT_IN_SCENARIOS`` would run only when named (none now).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from bench.scenarios.etcd import scenario_etcd
 from bench.scenarios.failover import scenario_failover
 from bench.scenarios.fire_lag import scenario_fire_lag
 from bench.scenarios.leases import scenario_leases
+from bench.scenarios.metrics_cost import scenario_metrics_cost
 from bench.scenarios.raw_raft import scenario_raw_raft
 from bench.scenarios.security import scenario_security
 
@@ -33,5 +37,8 @@ SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("burst", scenario_burst),
     ("leases", scenario_leases),
     ("security", scenario_security),
+    ("metrics_cost", scenario_metrics_cost),
 ]
 CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases"}
+#: run only when named in --scenarios (not part of "all"): they start clusters of their own
+OPT_IN_SCENARIOS: set[str] = set()

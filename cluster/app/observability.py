@@ -1,0 +1,99 @@
+"""Wires what makes a node operable: health, metrics and the HTTP endpoint (issue 13).
+
+* Health, always: a ``HealthMonitor`` polls Raft (a leader? a quorum?) every
+  200 ms and flips the gRPC health service (``GrpcHealth``) both ways.
+* With ``[[nodes]] http``: the node's metrics (``rpc.http.NodeMetrics``), fed
+  by the applied run events, the health monitor, the snapshot hook and the
+  gRPC interceptor (``interceptors``: put them before the auth interceptor),
+  and the HTTP endpoint on ``http_listen`` serving ``/metrics`` and
+  ``/healthz`` (HTTPS with the node's certificate under ``[tls]``). Without
+  ``http`` there are no metrics at all: nothing is counted that nobody reads.
+
+With ``[auth]`` on, ``/metrics`` and ``/healthz`` stay public; every other
+route of the router (the web view) asks for a token that may read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.node.clock import Clock
+from cluster.node.config import ClusterConfig
+from cluster.node.health import Health, HealthMonitor, check_health
+from cluster.node.replicated_state import ReplicatedState
+from raft.adapter import RaftNode
+from rpc.http.metrics import NodeMetrics
+from rpc.http.ops import add_ops_routes
+from rpc.http.router import Authorizer, Router, bearer_reader
+from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
+from rpc.http.server import HttpServer
+from rpc.http.state_collector import StateCollector
+from rpc.server.auth import Access, decide
+from rpc.server.health import GrpcHealth
+from rpc.server.metrics_interceptor import MetricsInterceptor
+from rpc.server.tokens import TokenTable
+
+
+def reader_authorizer(tokens: TokenTable | None) -> Authorizer | None:
+    """With tokens on: let through a bearer token whose roles may read (as for ListJobs over gRPC)."""
+    if tokens is None:
+        return None
+    table = tokens
+
+    def may_read(presented: str) -> bool:
+        token = table.find(presented)
+        return token is not None and decide(token, "ListJobs", Access()) is None
+
+    return bearer_reader(may_read)
+
+
+class Observability:
+    def __init__(
+        self, cfg: ClusterConfig, node_id: str, store: ReplicatedState, raft: RaftNode, clock: Clock, tokens: TokenTable | None
+    ) -> None:
+        me = cfg.node(node_id)
+        self._raft = raft
+        self._names = {n.raft: n.id for n in cfg.nodes}
+        self.monitor = HealthMonitor(raft, self._names)
+        self.grpc_health = GrpcHealth()
+        self.monitor.listeners.append(self.grpc_health.on_health)
+        self.metrics: NodeMetrics | None = None
+        self.http: HttpServer | None = None
+        #: the HTTP routes: the web view adds its own here (they need a reader token under [auth])
+        self.router = Router(reader_authorizer(tokens))
+        if not me.http:
+            return
+        metrics = self.metrics = NodeMetrics()
+        metrics.registry.register(StateCollector(store, raft))
+        store.on_applied.append(RunEventMetrics(metrics, raft.is_leader, clock.now_ms).on_applied)
+        self.monitor.listeners.append(LeaderChanges(metrics).on_health)
+        raft.on_snapshot(metrics.observe_snapshot)
+        add_ops_routes(self.router, self.health, metrics.exposition)
+        tls = None if cfg.tls is None else cfg.tls.for_node(node_id)
+        self.http = HttpServer(me.http_listen, self.router, None if tls is None else (tls.cert_file, tls.key_file))
+
+    def health(self) -> Health:
+        """This node's health now (``/healthz``)."""
+        return check_health(self._raft, self._names)
+
+    @property
+    def interceptors(self) -> list[Any]:
+        """The gRPC interceptors to put first (outermost): the request metrics."""
+        return [] if self.metrics is None else [MetricsInterceptor(self.metrics.observe_grpc)]
+
+    def describe(self) -> str:
+        if self.http is None:
+            return "no HTTP endpoint (no [[nodes]] http)"
+        return f"HTTP on {self.http.scheme}://{self.http.address}: /metrics, /healthz"
+
+    def start(self) -> None:
+        self.monitor.start()
+        if self.http is not None:
+            self.http.start()
+
+    def stop(self) -> None:
+        """Health says NOT_SERVING from now on (load balancers move away first), then everything stops."""
+        self.grpc_health.shutting_down()
+        self.monitor.stop()
+        if self.http is not None:
+            self.http.stop()

@@ -1,0 +1,166 @@
+"""A small WSGI application: routes by method and path to handlers of ``Request`` -> ``Response``.
+
+The node's HTTP endpoint is this app (``rpc.http.server`` serves it): the
+operations routes (``/metrics``, ``/healthz``: ``rpc.http.ops``) and, later,
+the read-only web view at ``/`` are added as routes. A path is matched
+segment by segment; a segment ``{name}`` matches any one segment and lands in
+``Request.params`` (``/jobs/{job_id}``).
+
+Access: a route added with ``public=True`` is served to anyone (Prometheus
+and probes carry no token). Every other route first asks the router's
+``authorize(request)`` (None: no check, as when ``[auth]`` is off): it
+answers None to let the request through, or why not, which becomes a 401
+with that reason. ``bearer_reader`` builds one from a token check.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+from urllib.parse import parse_qs
+
+log = logging.getLogger("raftsched.http")
+
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    #: header names in lower case
+    headers: dict[str, str]
+    #: what ``{name}`` segments of the route matched
+    params: dict[str, str] = field(default_factory=dict)
+
+    def header(self, name: str, default: str = "") -> str:
+        return self.headers.get(name.lower(), default)
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = TEXT
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def text(cls, status: int, text: str) -> "Response":
+        return cls(status, text.encode("utf-8") if text.endswith("\n") else (text + "\n").encode("utf-8"))
+
+
+Handler = Callable[[Request], Response]
+#: None to let a request through; else why not (the 401's body)
+Authorizer = Callable[[Request], "str | None"]
+
+_REASONS = {
+    200: "OK",
+    204: "No Content",
+    304: "Not Modified",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+@dataclass(frozen=True)
+class Route:
+    segments: tuple[str, ...]
+    handler: Handler
+    methods: frozenset[str]
+    public: bool
+
+    def match(self, parts: list[str]) -> dict[str, str] | None:
+        if len(parts) != len(self.segments):
+            return None
+        params: dict[str, str] = {}
+        for want, got in zip(self.segments, parts):
+            if want.startswith("{") and want.endswith("}"):
+                params[want[1:-1]] = got
+            elif want != got:
+                return None
+        return params
+
+
+def _split(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+class Router:
+    def __init__(self, authorize: Authorizer | None = None) -> None:
+        self.authorize = authorize
+        self._routes: list[Route] = []
+
+    def add(self, path: str, handler: Handler, methods: Iterable[str] = ("GET",), public: bool = False) -> None:
+        """Serve ``path`` with ``handler`` (HEAD is served wherever GET is, without the body)."""
+        wanted = {m.upper() for m in methods}
+        if "GET" in wanted:
+            wanted.add("HEAD")
+        self._routes.append(Route(tuple(_split(path)), handler, frozenset(wanted), public))
+
+    def dispatch(self, request: Request) -> Response:
+        parts = _split(request.path)
+        allowed: set[str] = set()
+        for route in self._routes:
+            params = route.match(parts)
+            if params is None:
+                continue
+            if request.method not in route.methods:
+                allowed |= route.methods
+                continue
+            if not route.public and self.authorize is not None:
+                refusal = self.authorize(request)
+                if refusal is not None:
+                    return Response(401, (refusal + "\n").encode(), headers=(("WWW-Authenticate", 'Bearer realm="raftsched"'),))
+            return route.handler(Request(request.method, request.path, request.query, request.headers, params))
+        if allowed:
+            return Response(
+                405,
+                f"{request.method} is not allowed on {request.path}\n".encode(),
+                headers=(("Allow", ", ".join(sorted(allowed))),),
+            )
+        return Response.text(404, f"no such page: {request.path}")
+
+    # ------------------------------------------------------------------ WSGI
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        request = request_of(environ)
+        try:
+            response = self.dispatch(request)
+        except Exception as exc:  # noqa: BLE001 - a failing page must not take the server down
+            log.exception("HTTP %s %s failed", request.method, request.path)
+            response = Response.text(500, f"internal error serving {request.path}: {exc!r}; see the node log")
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))), *response.headers]
+        start_response(f"{response.status} {_REASONS.get(response.status, 'Status')}", headers)
+        return [] if request.method == "HEAD" else [response.body]
+
+
+def request_of(environ: dict[str, Any]) -> Request:
+    headers = {key[5:].replace("_", "-").lower(): str(value) for key, value in environ.items() if key.startswith("HTTP_")}
+    return Request(
+        method=str(environ.get("REQUEST_METHOD", "GET")).upper(),
+        path=str(environ.get("PATH_INFO", "/")) or "/",
+        query=parse_qs(str(environ.get("QUERY_STRING", ""))),
+        headers=headers,
+    )
+
+
+def bearer_reader(may_read: Callable[[str], bool]) -> Authorizer:
+    """An ``Authorizer`` that lets through a request whose ``Authorization: Bearer <token>`` may read
+    (``may_read(token)``: the token is known and has a role that reads)."""
+
+    def authorize(request: Request) -> str | None:
+        scheme, _, token = request.header("authorization").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return "this page needs a reader token: send 'Authorization: Bearer <token>'"
+        if not may_read(token.strip()):
+            return "the token is unknown or may not read: it needs the reader, submitter or admin role"
+        return None
+
+    return authorize

@@ -1,0 +1,82 @@
+"""The gauges Prometheus reads at scrape time: runs, queues and jobs from the state, and Raft's indexes.
+
+One read of the node's applied state per scrape (``ReplicatedState.read``
+with ``barrier=False``: no Raft round, just the state lock for as long as it
+takes to copy three small tables the state machine keeps up to date in
+apply: run counts by status, PENDING runs per queue, job counts by status).
+A follower's gauges may trail the leader's by the entries it has not
+applied yet. The Raft gauges read pysyncobj's counters without a lock.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Protocol
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from cluster.domain.model import JobStatus, RunStatus
+from cluster.domain.state import JobStateMachine
+from cluster.node.replicated_state import ReplicatedState
+from rpc.http.metrics import BY_NAME
+
+StateTables = tuple[dict[RunStatus, int], dict[str, int], dict[JobStatus, int]]
+
+
+class RaftGauges(Protocol):
+    def is_leader(self) -> bool: ...
+
+    @property
+    def term(self) -> int: ...
+
+    @property
+    def commit_index(self) -> int: ...
+
+    @property
+    def applied_index(self) -> int: ...
+
+
+def _tables(m: JobStateMachine) -> StateTables:
+    return dict(m.run_counts), {queue: len(keys) for queue, keys in m.pending.items()}, dict(m.job_counts)
+
+
+def _family(name: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, BY_NAME[name].help, labels=list(labels) or None)
+
+
+class StateCollector(Collector):
+    def __init__(self, store: ReplicatedState, raft: RaftGauges) -> None:
+        self._store = store
+        self._raft = raft
+
+    def describe(self) -> Iterator[Metric]:
+        """The families without samples (so registering reads nothing)."""
+        for name in ("raftsched_runs", "raftsched_queue_depth", "raftsched_jobs"):
+            yield _family(name, BY_NAME[name].labels)
+        for name in ("raftsched_raft_term", "raftsched_raft_commit_index", "raftsched_raft_applied_index", "raftsched_is_leader"):
+            yield _family(name)
+
+    def collect(self) -> Iterator[Metric]:
+        runs, queues, jobs = self._store.read(_tables, barrier=False)
+        family = _family("raftsched_runs", ("status",))
+        for status, n in runs.items():
+            family.add_metric([status.value], n)
+        yield family
+        family = _family("raftsched_queue_depth", ("queue",))
+        for queue, n in sorted(queues.items()):
+            family.add_metric([queue], n)
+        yield family
+        family = _family("raftsched_jobs", ("status",))
+        for job_status, n in jobs.items():
+            family.add_metric([job_status.value], n)
+        yield family
+        raft = self._raft
+        for name, value in (
+            ("raftsched_raft_term", raft.term),
+            ("raftsched_raft_commit_index", raft.commit_index),
+            ("raftsched_raft_applied_index", raft.applied_index),
+            ("raftsched_is_leader", 1 if raft.is_leader() else 0),
+        ):
+            family = _family(name)
+            family.add_metric([], value)
+            yield family
