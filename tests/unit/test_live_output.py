@@ -4,6 +4,7 @@ an offset, where a node looks for a running attempt's parts, and which log GetRu
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from cluster.domain.output import OutputKey, OutputMissing
 from cluster.domain.output_location import OutputLocation
 from cluster.node.run_output import read_run_output
 from storage import LocalOutputStore, OutputReader
+from storage.janitor import OutputJanitor
 
 pytestmark = pytest.mark.unit
 
@@ -232,3 +234,68 @@ def test_a_live_read_that_fails_is_a_missing_reason() -> None:
 
     out = read_run_output(run(RunStatus.LEASED), 0, Down(), 30)  # type: ignore[arg-type]
     assert out.live and out.next_offset == 30 and "bucket unreachable" in out.missing_reason
+
+
+# ---------------------------------------------------------------------------- the janitor sweeps what attempts left
+
+
+def _janitor_run(attempt: int, log_uri: str) -> Run:
+    r = run(RunStatus.SUCCEEDED, attempt=attempt, token=50)
+    r.log_uri = log_uri
+    return r
+
+
+def _drain(janitor: OutputJanitor, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while janitor.deleted < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert janitor.deleted == count
+
+
+def test_the_janitor_sweeps_every_attempts_output_of_a_pruned_run(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    store = LocalOutputStore(str(root))
+    left = OutputKey("J", "R", 1, 40)  # its executor died: its parts stayed
+    store.put_part(left, 0, b"attempt 1 ")
+    store.put_part(left, 10, b"was here", held=True)
+    done = OutputKey("J", "R", 2, 50)
+    uri = store.put(done, b"attempt 2", b"r")
+    (root / "J" / "R" / "notes.txt").write_text("not ours")
+    other = OutputKey("J", "R2", 1, 60)
+    store.put_part(other, 0, b"another run")
+    janitor = OutputJanitor(lambda: True, None, OutputLocation(local_dir=str(root)))
+    janitor.on_applied([("pruned", _janitor_run(2, uri))])
+    _drain(janitor, 1)
+    assert sorted(os.listdir(root / "J" / "R")) == ["notes.txt"]
+    assert os.listdir(root / "J" / "R2") == ["attempt-1-token-60.log.part-000000000000"]
+
+
+def test_an_s3_sweep_costs_a_listing_only_when_an_attempt_may_have_left_parts() -> None:
+    calls: list[tuple[str, object]] = []
+    keys = [
+        "raftsched/J/R/attempt-1-token-40.log.part-000000000000",
+        "raftsched/J/R/attempt-2-token-50.log",
+        "raftsched/J/R/attempt-2-token-50.result",
+        "raftsched/J/R/README",
+    ]
+
+    class S3:
+        def get_paginator(self, name: str) -> "S3":
+            return self
+
+        def paginate(self, **kw: object) -> list[dict]:
+            calls.append(("list", kw["Prefix"]))
+            return [{"Contents": [{"Key": k} for k in keys]}]
+
+        def delete_objects(self, Bucket: str, Delete: dict) -> None:  # noqa: N803 - boto3's names
+            calls.append(("delete", sorted(o["Key"] for o in Delete["Objects"])))
+
+    janitor = OutputJanitor(lambda: True, lambda: S3(), OutputLocation(s3_bucket="b", s3_prefix="raftsched"))
+    janitor.on_applied([("pruned", _janitor_run(1, "data:,"))])  # a quiet attempt: nothing at all
+    janitor.on_applied([("pruned", _janitor_run(1, "s3://b/raftsched/J/R/attempt-1-token-50.log"))])
+    _drain(janitor, 1)
+    assert calls == [("delete", ["raftsched/J/R/attempt-1-token-50.log", "raftsched/J/R/attempt-1-token-50.result"])]
+    calls.clear()
+    janitor.on_applied([("pruned", _janitor_run(2, "s3://b/raftsched/J/R/attempt-2-token-50.log"))])  # a retried run
+    _drain(janitor, 2)
+    assert calls[-2:] == [("list", "raftsched/J/R/"), ("delete", sorted(keys[:3]))]
