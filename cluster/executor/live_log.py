@@ -8,7 +8,8 @@ watched run and ships what is new:
 
 * **only when there is new output**: a run that writes nothing costs no
   store call at all (an attempt with no output still stores nothing and
-  completes with ``data:,``); watching is a dict entry;
+  completes with ``data:,``); watching it is one dict entry, and its
+  shipping state is made when its first byte is seen;
 * **at most one ship per ``interval_s`` per run** (default 1 s: a line
   shows within about a second of being written, plus the reader's poll); a
   burst goes out in parts of at most ``part_bytes``;
@@ -35,7 +36,7 @@ from typing import Callable
 
 from cluster.domain.output import OutputKey
 from cluster.executor.bounded_log import BoundedLog
-from cluster.executor.ports import LiveOutputStore
+from cluster.executor.ports import LiveOutputStore, Task
 
 log = logging.getLogger("raftsched.executor")
 
@@ -151,30 +152,37 @@ class LiveShipper:
         self.store = store
         self.settings = settings
         self._clock = clock
-        self._runs: dict[OutputKey, LiveLog] = {}
+        self._runs: dict[str, tuple[Task, BoundedLog]] = {}  # by lease id: every run going
+        self._lives: dict[str, LiveLog] = {}  # by lease id: those that wrote something
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def watch(self, key: OutputKey, log: BoundedLog) -> None:
+    def watch(self, task: Task, log: BoundedLog) -> None:
         """A run started: ship its log as it grows."""
         with self._lock:
-            self._runs[key] = LiveLog(key, log)
+            self._runs[task.lease_id] = (task, log)
 
-    def finish(self, key: OutputKey) -> list[tuple[int, bool]]:
+    def finish(self, task: Task) -> list[tuple[int, bool]]:
         """The run's handler ended: ship nothing more of it; the parts shipped (to remove once its log is stored)."""
         with self._lock:
-            live = self._runs.pop(key, None)
+            self._runs.pop(task.lease_id, None)
+            live = self._lives.pop(task.lease_id, None)
         return [] if live is None else live.close()
 
     def tick(self) -> int:
         """One round over the watched runs; the bytes shipped."""
         with self._lock:
-            runs = list(self._runs.values())
+            runs = [(lease_id, task, log) for lease_id, (task, log) in self._runs.items() if log.written]
+            for lease_id, task, log in runs:
+                if lease_id not in self._lives:
+                    self._lives[lease_id] = LiveLog(OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token), log)
+            lives = [self._lives[lease_id] for lease_id, _, _ in runs]
         shipped = 0
-        for live in runs:
-            if live.log.written and not self._stop.is_set():
-                shipped += live.ship(self.store, self.settings, self._clock())
+        for live in lives:
+            if self._stop.is_set():
+                break
+            shipped += live.ship(self.store, self.settings, self._clock())
         return shipped
 
     def start(self) -> None:

@@ -213,7 +213,7 @@ class Executor:
             self._lock.notify_all()
         if self._live is not None:
             for held in helds:
-                self._live.watch(output_key(held.task), held.ctx.log)
+                self._live.watch(held.task, held.ctx.log)
         for held in helds:  # a reserved slot means a worker thread is free for it
             self._runs.put(held)
 
@@ -289,7 +289,7 @@ class Executor:
     def _done_with(self, held: _Held) -> None:
         """Nothing more to do for this lease: stop renewing it."""
         if self._live is not None:
-            self._live.finish(output_key(held.task))  # (already done on the usual paths)
+            self._live.finish(held.task)  # (already done on the usual paths)
         held.ctx.log.close()
         self._release(held)
         with self._lock:
@@ -298,7 +298,7 @@ class Executor:
 
     def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
         task = held.task
-        parts: list[tuple[int, bool]] = self._live.finish(output_key(task)) if self._live is not None else []
+        parts: list[tuple[int, bool]] = self._live.finish(task) if self._live is not None else []
         if held.lost:
             self.lost += 1
             log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)

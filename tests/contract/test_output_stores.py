@@ -259,7 +259,7 @@ def test_an_executor_ships_live_output_and_then_stores_the_whole_log(case: Store
     ex, api = executor(case.store)
     assert ex._live is not None
     ctx = TaskContext()
-    ex._live.watch(TASK_KEY, ctx.log)
+    ex._live.watch(TASK, ctx.log)
     quiet = case.requests()
     for _ in range(3):
         ex._live.tick()

@@ -12,14 +12,15 @@ from cluster.domain.output import OutputKey
 from cluster.domain.output_location import OutputLocation
 from cluster.executor.bounded_log import BoundedLog
 from cluster.executor.live_log import LiveSettings, LiveShipper
-from cluster.executor.ports import TaskContext
+from cluster.executor.ports import Task, TaskContext
 from cluster.executor.worker import Executor, _Held
 from storage import EMPTY_OUTPUT_URI, MemoryOutputStore, OutputReader
 from tests.executor_fakes import TASK, TASK_KEY, FakeApi
 
 pytestmark = pytest.mark.unit
 
-KEY = OutputKey("J", "R", 1, 7)
+RUN = Task("L7", 7, "R", "J", 1, "shell", b"", 0, 0, 0)
+KEY = OutputKey("J", "R", 1, 7)  # where RUN's output goes
 TICK = 0.2
 
 
@@ -66,15 +67,16 @@ def live_bytes(store: MemoryOutputStore, key: OutputKey = KEY) -> bytes:
 def test_a_quiet_run_costs_no_store_call() -> None:
     ship, store, clock = shipper()
     log = BoundedLog(4096)
-    ship.watch(KEY, log)
+    ship.watch(RUN, log)
     run_for(ship, clock, 10)
-    assert ship.finish(KEY) == [] and store.calls == [] and store.part_calls == 0 and store.objects == {}
+    assert ship._lives == {}  # no shipping state either: watching a run is one dict entry
+    assert ship.finish(RUN) == [] and store.calls == [] and store.part_calls == 0 and store.objects == {}
 
 
 def test_at_most_one_ship_per_second_and_only_when_there_is_new_output() -> None:
     ship, store, clock = shipper()
     log = BoundedLog(1024 * 1024)
-    ship.watch(KEY, log)
+    ship.watch(RUN, log)
     written = bytearray()
 
     def chatty() -> None:  # a line every tick: five a second
@@ -94,13 +96,13 @@ def test_at_most_one_ship_per_second_and_only_when_there_is_new_output() -> None
     assert len(store.calls) == calls
     offsets = [o for _, o, _, _ in store.calls]
     assert offsets == sorted(offsets) and offsets[0] == 0
-    assert ship.finish(KEY) == [(o, False) for o in offsets]
+    assert ship.finish(RUN) == [(o, False) for o in offsets]
 
 
 def test_only_the_head_is_shipped_then_one_held_note() -> None:
     ship, store, clock = shipper(LiveSettings(part_bytes=300))
     log = BoundedLog(2048)  # head: the first 1024 bytes
-    ship.watch(KEY, log)
+    ship.watch(RUN, log)
     data = bytes(range(256)) * 40  # 10 KiB, far over the limit
     log.write(data[:500])
     run_for(ship, clock, 1)
@@ -124,7 +126,7 @@ def test_a_failing_store_is_retried_with_backoff_and_never_raises(caplog: pytest
     ship, store, clock = shipper(LiveSettings(max_backoff_s=8.0))
     store.part_failures = 4
     log = BoundedLog(4096)
-    ship.watch(KEY, log)
+    ship.watch(RUN, log)
     log.write(b"hello\n")
     run_for(ship, clock, 40)
     times = [t for t, *_ in store.calls]
@@ -137,10 +139,10 @@ def test_a_failing_store_is_retried_with_backoff_and_never_raises(caplog: pytest
 def test_nothing_is_shipped_after_finish() -> None:
     ship, store, clock = shipper()
     log = BoundedLog(4096)
-    ship.watch(KEY, log)
+    ship.watch(RUN, log)
     log.write(b"a\n")
     run_for(ship, clock, 1)
-    assert ship.finish(KEY) == [(0, False)]
+    assert ship.finish(RUN) == [(0, False)]
     log.write(b"b\n")
     run_for(ship, clock, 3)
     assert [o for _, o, _, _ in store.calls] == [0]
@@ -158,13 +160,13 @@ def test_finish_waits_for_a_part_on_its_way() -> None:
     store = Slow()
     ship = LiveShipper(store, LiveSettings())
     log = BoundedLog(4096)
-    ship.watch(KEY, log)
+    ship.watch(RUN, log)
     log.write(b"x\n")
     t = threading.Thread(target=ship.tick)
     t.start()
     assert entered.wait(5)
     threading.Timer(0.3, release.set).start()
-    assert ship.finish(KEY) == [(0, False)]
+    assert ship.finish(RUN) == [(0, False)]
     assert part_name(KEY.relpath() + ".log", 0) in store.objects  # landed before finish returned
     t.join(5)
 
@@ -181,7 +183,7 @@ def held(ex: Executor, text: bytes) -> _Held:
     ctx = TaskContext()
     h = _Held(TASK, ctx, 30.0)
     assert ex._live is not None
-    ex._live.watch(TASK_KEY, ctx.log)
+    ex._live.watch(TASK, ctx.log)
     ctx.log.write(text)
     return h
 
