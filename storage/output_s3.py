@@ -30,7 +30,7 @@ import re
 import threading
 from typing import Any
 
-from cluster.domain.live_output import LogSlice, Part, parse_part, part_name
+from cluster.domain.live_output import MAX_PART_OFFSET, LogSlice, Part, parse_part, part_name
 from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
 from cluster.executor.ports import LogSource, as_log_source
 from storage.log_slices import live_slice, window_slice
@@ -267,7 +267,7 @@ class S3OutputReader:
     def _list_parts(self, bucket: str, key: str, offset: int) -> list[Part]:
         """The parts beside ``key``; with an offset that a part starts at, only those from there on (the
         bytes before it were read already: one placeholder stands for them)."""
-        if offset > 0:
+        if 0 < offset <= MAX_PART_OFFSET:
             after = self._list(bucket, key, part_name(key, offset - 1, held=True))
             if any(p.offset == offset and not p.held for p in after):
                 return [Part(0, offset, False, ""), *after]

@@ -105,6 +105,7 @@ class Executor:
         self.output_retry_s = output_retry_s
         #: ships running attempts' logs as live parts (None: off, or the store takes no parts)
         self._live = LiveShipper(output, live) if live.enabled and isinstance(output, LiveOutputStore) else None
+        self._parts_left = 0  # runs whose live parts could not be removed
         self._held: dict[str, _Held] = {}  # every lease held, until its completion is answered
         self._busy = 0  # runs whose handler or output upload is running: what ``concurrency`` bounds
         self._reserved = 0  # slots promised to acquire calls on their way
@@ -321,7 +322,15 @@ class Executor:
         try:
             self._live.store.delete_parts(output_key(task), parts)
         except Exception as exc:  # noqa: BLE001 - leftovers are swept by the janitor or a lifecycle rule
-            log.warning("run %s: removing %d live log parts failed: %s", task.run_id, len(parts), exc)
+            self._parts_left += 1
+            level = logging.WARNING if self._parts_left == 1 else logging.DEBUG  # e.g. no s3:DeleteObject: say it once
+            log.log(
+                level,
+                "run %s: removing %d live log parts failed (left for the retention janitor or a lifecycle rule): %s",
+                task.run_id,
+                len(parts),
+                exc,
+            )
 
     def _completed(self, held: _Held, failure: Exception | None) -> None:
         task = held.task

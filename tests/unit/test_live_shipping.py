@@ -231,3 +231,19 @@ def test_a_lost_lease_drops_its_parts_and_a_failed_store_keeps_them() -> None:
 def test_live_output_can_be_turned_off() -> None:
     ex = Executor(FakeApi(), ["q"], output=MemoryOutputStore(), live=LiveSettings(interval_s=0))  # type: ignore[arg-type]
     assert ex._live is None
+
+
+def test_parts_that_cannot_be_removed_are_left_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    class NoDelete(MemoryOutputStore):
+        def delete_parts(self, key: OutputKey, parts: list[tuple[int, bool]]) -> None:
+            raise OSError("AccessDenied: no s3:DeleteObject")
+
+    store = NoDelete()
+    ex, api = executor_with(store)
+    for _ in range(2):
+        h = held(ex, b"text\n")
+        assert ex._live is not None and ex._live.tick()
+        ex._finish(h, True, b"", "")
+    assert [c[0] for c in api.completions] == [True, True] and all(c[3].startswith("mem://") for c in api.completions)
+    said = [r for r in caplog.records if "live log parts failed" in r.message and r.levelname == "WARNING"]
+    assert len(said) == 1 and "s3:DeleteObject" in said[0].message
