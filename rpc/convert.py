@@ -230,5 +230,15 @@ def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
 
 def run_output_to_pb(o: RunOutput) -> pb.RunOutput:
     return pb.RunOutput(
-        run_id=o.run_id, attempt=o.attempt, log=o.log, result=o.result, log_uri=o.log_uri, missing_reason=o.missing_reason
+        run_id=o.run_id,
+        attempt=o.attempt,
+        log=o.log,
+        result=o.result,
+        log_uri=o.log_uri,
+        missing_reason=o.missing_reason,
+        live=o.live,
+        next_offset=o.next_offset,
+        size=o.size,
+        fencing_token=o.fencing_token,
+        note=o.note,
     )

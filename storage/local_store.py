@@ -2,9 +2,16 @@
 
     <root>/<job_id>/<run_id>/attempt-<n>-token-<t>.log      file://<root>/...log
     <root>/<job_id>/<run_id>/attempt-<n>-token-<t>.result
+    <root>/<job_id>/<run_id>/attempt-<n>-token-<t>.log.part-<offset>   live parts, while it runs
 
-Implements ``cluster.executor.ports.OutputStore``; ``read_file_uri`` reads a
-``file://`` log URI back (for ``storage.reader.OutputReader``).
+Implements ``cluster.executor.ports.OutputStore`` and ``LiveOutputStore``.
+Live parts are small files, one per ship (at most one a second per run,
+removed once the whole log is stored), not one file appended to: the same
+layout, reader and contract as S3's parts, and a re-shipped part simply
+replaces itself. ``read_file_slice`` and ``read_file_live`` read a
+``file://`` log URI back from an offset (for ``storage.reader.OutputReader``,
+which first checks that the URI lies inside the node's store; parts are
+opened without following symlinks).
 """
 
 from __future__ import annotations
@@ -14,8 +21,12 @@ import io
 import os
 from typing import BinaryIO
 
+from cluster.domain.live_output import LogSlice, Part, parse_part, part_name
 from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
 from cluster.executor.ports import LogSource, as_log_source
+from storage.log_slices import live_slice, truncation_note, window_slice
+
+__all__ = ["LocalOutputStore", "read_file_live", "read_file_slice", "read_file_uri", "truncation_note"]
 
 
 class LocalOutputStore:
@@ -61,6 +72,20 @@ class LocalOutputStore:
             raise OutputStoreError(f"cannot write {base}.log: {exc.strerror or exc}") from exc
         return "file://" + base + ".log"
 
+    def put_part(self, key: OutputKey, offset: int, data: bytes, held: bool = False) -> None:
+        path = part_name(os.path.join(self.root, key.relpath()) + ".log", offset, held)
+        try:
+            _ensure_dir(os.path.dirname(path))
+            self._write(path, io.BytesIO(data))
+        except OSError as exc:
+            raise OutputStoreError(f"cannot write the live log part {path}: {exc.strerror or exc}") from exc
+
+    def delete_parts(self, key: OutputKey, parts: list[tuple[int, bool]]) -> None:
+        log = os.path.join(self.root, key.relpath()) + ".log"
+        for offset, held in parts:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part_name(log, offset, held))
+
     def _write(self, path: str, reader: BinaryIO) -> None:
         tmp = f"{path}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)  # no buffered file object
@@ -102,22 +127,28 @@ def _ensure_dir(path: str) -> None:
         os.mkdir(path)
 
 
-def read_file_uri(uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
-    """(log, result) of a ``file://`` log URI; only raftsched run logs are read. Raises ``OutputMissing``."""
+def _log_path(uri: str) -> str:
     if not uri.startswith("file://"):
         raise OutputMissing(f"{uri} is not a local file URI")
     path = uri[len("file://") :]
     if not is_log_name(path) or "/../" in path or not os.path.isabs(path):
         raise OutputMissing(f"{uri} is not a raftsched run log (expected /.../attempt-N-token-T.log)")
+    return path
+
+
+def read_file_uri(uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
+    """(log, result) of a ``file://`` log URI; only raftsched run logs are read. Raises ``OutputMissing``."""
+    piece, result = read_file_slice(uri, 0, max_bytes)
+    return piece.data, result
+
+
+def read_file_slice(uri: str, offset: int, max_bytes: int = 0) -> tuple[LogSlice, bytes]:
+    """The log at a ``file://`` URI from ``offset`` (``plan_window``), and its result. Raises ``OutputMissing``."""
+    path = _log_path(uri)
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if max_bytes and size > max_bytes:
-                head = f.read(max_bytes // 2)
-                f.seek(size - max_bytes // 2)
-                log = head + truncation_note(size, max_bytes, uri) + f.read()
-            else:
-                log = f.read()
+            fd = f.fileno()
+            piece = window_slice(os.fstat(fd).st_size, offset, max_bytes, uri, lambda a, b: _pread(fd, a, b))
     except OSError as exc:
         raise OutputMissing(f"log {path} cannot be read on this node: {exc.strerror}") from exc
     result = b""
@@ -126,8 +157,44 @@ def read_file_uri(uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
             result = f.read()
     except OSError:
         pass
-    return log, result
+    return piece, result
 
 
-def truncation_note(size: int, max_bytes: int, uri: str) -> bytes:
-    return f"\n... [{size - 2 * (max_bytes // 2)} bytes of a {size}-byte log left out here; the whole log is at {uri}] ...\n".encode()
+def read_file_live(uri: str, offset: int, max_bytes: int = 0) -> LogSlice:
+    """The live parts beside the log at a ``file://`` URI, from ``offset``; none yet is an empty slice."""
+    path = _log_path(uri)
+    parts = []
+    try:
+        with os.scandir(os.path.dirname(path)) as entries:
+            for entry in entries:
+                found = parse_part(path, entry.path)
+                if found is not None and entry.is_file(follow_symlinks=False):
+                    parts.append(Part(found[0], entry.stat(follow_symlinks=False).st_size, found[1], entry.path))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise OutputMissing(f"live log parts of {path} cannot be listed on this node: {exc.strerror}") from exc
+    return live_slice(parts, offset, max_bytes, _read_part)
+
+
+def _read_part(part: Part, start: int, end: int) -> bytes | None:
+    try:
+        fd = os.open(part.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a part is never a symlink
+    except FileNotFoundError:
+        return None  # removed since it was listed: the whole log is stored by now
+    except OSError as exc:
+        raise OutputMissing(f"live log part {part.name} cannot be read on this node: {exc.strerror}") from exc
+    try:
+        return _pread(fd, start, end)
+    finally:
+        os.close(fd)
+
+
+def _pread(fd: int, start: int, end: int) -> bytes:
+    out = bytearray()
+    while start + len(out) < end:
+        chunk = os.pread(fd, end - start - len(out), start + len(out))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)

@@ -4,6 +4,14 @@ Objects (the contract: ``cluster.executor.ports.OutputStore``):
 
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.log
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.result
+    s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.log.part-<offset>
+
+The ``.part-`` objects are a running attempt's live output
+(``cluster.domain.live_output``): S3 has no append, so each ship is one
+small object named by its byte offset, and the reader lists and concatenates
+them (a reader that already has bytes up to an offset lists only the parts
+from there: ``StartAfter``). Once the whole log is stored the executor
+deletes the parts it shipped (``delete_objects``): the bucket keeps one copy.
 
 A log up to ``part_size`` bytes is one ``put_object``; a larger one is
 streamed from its spool file in a multipart upload of ``part_size`` parts
@@ -22,9 +30,10 @@ import re
 import threading
 from typing import Any
 
+from cluster.domain.live_output import MAX_PART_OFFSET, LogSlice, Part, parse_part, part_name
 from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
 from cluster.executor.ports import LogSource, as_log_source
-from storage.local_store import truncation_note
+from storage.log_slices import live_slice, window_slice
 from storage.s3_client import make_s3_client
 
 PART_SIZE = 8 * 1024 * 1024
@@ -168,6 +177,22 @@ class S3OutputStore:
             raise OutputStoreError(text, retryable) from exc
         return f"s3://{self.bucket}/{log_key}"
 
+    def put_part(self, key: OutputKey, offset: int, data: bytes, held: bool = False) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=part_name(self.object_key(key), offset, held), Body=bytes(data))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an OutputStoreError
+            text, retryable = describe_error(exc, self._where)
+            raise OutputStoreError(text, retryable) from exc
+
+    def delete_parts(self, key: OutputKey, parts: list[tuple[int, bool]]) -> None:
+        names = [{"Key": part_name(self.object_key(key), offset, held)} for offset, held in parts]
+        try:
+            for i in range(0, len(names), 1000):  # delete_objects takes up to 1,000 keys
+                self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": names[i : i + 1000], "Quiet": True})
+        except Exception as exc:  # noqa: BLE001
+            text, retryable = describe_error(exc, self._where)
+            raise OutputStoreError(text, retryable) from exc
+
     def _multipart(self, log_key: str, reader: Any, meta: dict[str, str]) -> None:
         c, bucket = self._client, self.bucket
         upload_id = c.create_multipart_upload(Bucket=bucket, Key=log_key, ContentType="text/plain", Metadata=meta)["UploadId"]
@@ -193,10 +218,11 @@ class S3OutputStore:
 
 
 class S3OutputReader:
-    """``reader(uri, max_bytes) -> (log, result)`` for ``s3://bucket/key`` URIs; raises ``OutputMissing``.
+    """Reads ``s3://bucket/key`` log URIs (``storage.reader.OutputReader``'s S3 side); raises ``OutputMissing``.
 
-    A log over ``max_bytes`` comes back as its head, a note and its tail (two ranged GETs).
-    Short timeouts: an RPC waits for it.
+    ``read_at``: a stored log from an offset (offset 0 and a log over
+    ``max_bytes``: head, note and tail, two ranged GETs); ``read_live``: the
+    live parts beside it. Short timeouts: an RPC waits for it.
     """
 
     def __init__(self, endpoint_url: str = "", region: str = "", client: Any = None) -> None:
@@ -205,18 +231,20 @@ class S3OutputReader:
         self._lock = threading.Lock()
 
     def __call__(self, uri: str, max_bytes: int = 0) -> tuple[bytes, bytes]:
+        piece, result = self.read_at(uri, 0, max_bytes)
+        return piece.data, result
+
+    def _split(self, uri: str) -> tuple[str, str, str]:
         bucket, _, key = uri[len("s3://") :].partition("/")
         if not uri.startswith("s3://") or not bucket or not is_log_name(key):
             raise OutputMissing(f"{uri} is not a raftsched run log (expected s3://bucket/.../attempt-N-token-T.log)")
-        where = f"log {uri} (S3 at {self.endpoint_url or 'AWS'})"
+        return bucket, key, f"log {uri} (S3 at {self.endpoint_url or 'AWS'})"
+
+    def read_at(self, uri: str, offset: int, max_bytes: int = 0) -> tuple[LogSlice, bytes]:
+        bucket, key, where = self._split(uri)
         try:
             size = int(self._client.head_object(Bucket=bucket, Key=key)["ContentLength"])
-            if max_bytes and size > max_bytes:
-                half = max_bytes // 2
-                head = self._get(bucket, key, f"bytes=0-{half - 1}")
-                log = head + truncation_note(size, max_bytes, uri) + self._get(bucket, key, f"bytes={size - half}-")
-            else:
-                log = self._get(bucket, key)
+            piece = window_slice(size, offset, max_bytes, uri, lambda a, b: self._get(bucket, key, f"bytes={a}-{b - 1}"))
             try:
                 result = self._get(bucket, result_name(key))
             except Exception as exc:  # noqa: BLE001 - no result object: an empty result
@@ -224,12 +252,51 @@ class S3OutputReader:
                     raise
                 result = b""
         except Exception as exc:  # noqa: BLE001 - every failure is a missing output with its reason
-            code, _ = _error_code(exc)
-            if code in ("NoSuchKey", "404"):
-                raise OutputMissing(f"{where} is not in the bucket: never uploaded, or expired by a lifecycle rule") from exc
-            text, _ = describe_error(exc, where)
-            raise OutputMissing(text) from exc
-        return log, result
+            raise self._missing(exc, where) from exc
+        return piece, result
+
+    def read_live(self, uri: str, offset: int, max_bytes: int = 0) -> LogSlice:
+        """The live parts of the log at ``uri`` from ``offset``: none yet is an empty slice."""
+        bucket, key, where = self._split(uri)
+        try:
+            parts = self._list_parts(bucket, key, offset)
+            return live_slice(parts, offset, max_bytes, lambda part, a, b: self._get_part(bucket, part, a, b))
+        except Exception as exc:  # noqa: BLE001
+            raise self._missing(exc, f"live output of {where}") from exc
+
+    def _list_parts(self, bucket: str, key: str, offset: int) -> list[Part]:
+        """The parts beside ``key``; with an offset that a part starts at, only those from there on (the
+        bytes before it were read already: one placeholder stands for them)."""
+        if 0 < offset <= MAX_PART_OFFSET:
+            after = self._list(bucket, key, part_name(key, offset - 1, held=True))
+            if any(p.offset == offset and not p.held for p in after):
+                return [Part(0, offset, False, ""), *after]
+        return self._list(bucket, key, "")
+
+    def _list(self, bucket: str, key: str, start_after: str) -> list[Part]:
+        parts, extra = [], {"StartAfter": start_after} if start_after else {}
+        for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key + ".part-", **extra):
+            for obj in page.get("Contents", []):
+                found = parse_part(key, obj["Key"])
+                if found is not None:
+                    parts.append(Part(found[0], int(obj["Size"]), found[1], obj["Key"]))
+        return parts
+
+    def _get_part(self, bucket: str, part: Part, start: int, end: int) -> bytes | None:
+        try:
+            return self._get(bucket, part.name, f"bytes={start}-{end - 1}" if end > start else "")
+        except Exception as exc:  # noqa: BLE001 - removed since it was listed: the whole log is stored by now
+            if _error_code(exc)[0] in ("NoSuchKey", "404"):
+                return None
+            raise
+
+    def _missing(self, exc: BaseException, where: str) -> OutputMissing:
+        if isinstance(exc, OutputMissing):
+            return exc
+        code, _ = _error_code(exc)
+        if code in ("NoSuchKey", "404"):
+            return OutputMissing(f"{where} is not in the bucket: never uploaded, or expired by a lifecycle rule")
+        return OutputMissing(describe_error(exc, where)[0])
 
     def _get(self, bucket: str, key: str, byte_range: str = "") -> bytes:
         extra = {"Range": byte_range} if byte_range else {}

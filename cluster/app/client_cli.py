@@ -196,7 +196,7 @@ def add_client_commands(sub: Any) -> None:
         "--follow",
         "-f",
         action="store_true",
-        help="wait until the run ends, showing its status and each attempt's log as it is stored",
+        help="wait until the run ends, showing its status and its output as it comes (about once a second)",
     )
     logs.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     watch = run.add_parser("watch", parents=[common], help="stream run changes as they happen")
@@ -305,14 +305,18 @@ _TERMINAL = {
 
 
 def _follow_logs(a: argparse.Namespace, client: Client) -> None:
-    """Poll the run until it ends: status changes on stderr, each stored attempt's log on stdout.
+    """Follow a run until it ends: status changes on stderr, its output on stdout as it comes, then the result.
 
-    Logs land in the store when an attempt ends (for S3: once uploaded), so
-    until then only the status moves; a log is printed once, when its URI appears.
+    While an attempt runs, GetRunOutput answers with what its executor has
+    shipped so far (``live``, about once a second); each poll passes the
+    offset reached, so only new bytes travel, and the stored log continues
+    from the same offset when the attempt ends. A new attempt (a retry, on
+    this executor or another: a new fencing token) is announced on stderr and
+    its output printed from its start. ``--json`` prints the final answer only.
     """
     seen_state: tuple[int, int, str] | None = None
-    printed_uris: set[str] = set()
-    line_open = False  # the last log printed did not end with a newline
+    shown: tuple[int, int] | None = None  # (attempt, fencing token) whose output stdout carries
+    offset, line_open, notes = 0, False, set()
     while True:
         run = client.get_run(a.run_id)
         state = (run.status, run.attempt, run.executor_id)
@@ -323,22 +327,40 @@ def _follow_logs(a: argparse.Namespace, client: Client) -> None:
             status = pb.RunStatus.Name(run.status)[11:]
             print(f"[run {run.run_id}: {status}, attempt {run.attempt}{where}{note}]", file=sys.stderr, flush=True)
         terminal = run.status in _TERMINAL
-        if (run.log_uri and run.log_uri not in printed_uris) or terminal:
-            out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=a.run_id))
-            if run.log_uri and run.log_uri not in printed_uris and out.log_uri == run.log_uri and not out.missing_reason:
-                printed_uris.add(run.log_uri)
-                if not a.json:
-                    if len(printed_uris) > 1 or not terminal:
-                        print(f"--- attempt {out.attempt} log ({out.log_uri}) ---", file=sys.stderr, flush=True)
-                    sys.stdout.buffer.write(out.log)
+        out: pb.RunOutput | None = None
+        if run.attempt or terminal:
+            ask = pb.GetRunOutputRequest(run_id=a.run_id, offset=0 if a.json else offset)
+            out = client.job("GetRunOutput", ask)
+            if (out.attempt, out.fencing_token) != shown and not a.json:
+                if offset:  # that offset was the previous attempt's
+                    out = client.job("GetRunOutput", pb.GetRunOutputRequest(run_id=a.run_id))
+                if shown is not None:
+                    sys.stdout.write("\n" if line_open else "")
                     sys.stdout.flush()
-                    line_open = bool(out.log) and not out.log.endswith(b"\n")
-            if terminal:
-                notes = _output_notes(out)[0 if line_open else 1 :]
-                if a.json or notes:
-                    _print(a, out, notes)
-                return
-        time.sleep(max(0.05, a.interval))
+                    on = f" on {run.executor_id}" if run.attempt == out.attempt and run.executor_id else ""
+                    print(
+                        f"[run {run.run_id}: attempt {out.attempt}{on} is a new attempt (fencing token {out.fencing_token}); "
+                        "its output follows from the start]",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                shown, offset, line_open = (out.attempt, out.fencing_token), 0, False
+            if out.log and not a.json:
+                sys.stdout.buffer.write(out.log)
+                sys.stdout.flush()
+                line_open = not out.log.endswith(b"\n")
+            offset = max(offset, out.next_offset)
+            if out.note and out.note not in notes and not a.json:
+                notes.add(out.note)
+                print(f"[{out.note}]", file=sys.stderr, flush=True)
+        more = out is not None and out.next_offset < out.size  # more than one answer carries: ask again now
+        if terminal and out is not None and not more:
+            text = _output_notes(out)[0 if line_open else 1 :]
+            if a.json or text:
+                _print(a, out, text)
+            return
+        if not more:
+            time.sleep(max(0.05, a.interval))
 
 
 def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:

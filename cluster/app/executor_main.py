@@ -8,6 +8,10 @@ accept logs only under their own ``[logs] dir``) or ``s3`` (``--s3-bucket``, ``-
 The store is checked before any run is leased — a wrong bucket or bad
 credentials exit with status 2 and a message saying what to fix.
 
+``--live-interval`` (default 1 s; 0: off) is how often a running attempt's new
+output is shipped to the store as live parts (``cluster.executor.live_log``),
+so that ``raftsched run logs --follow`` shows it while the run goes.
+
 TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
 ``--token-file`` (or their environment variables, or ``[tls] ca_file`` of
 ``--config``: ``cluster.app.client_security``). With a token, ``--executor-id``
@@ -33,6 +37,7 @@ from cluster.domain.output import OutputStoreError
 from cluster.executor.bounded_log import LogSettings
 from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
 from cluster.executor.http_guard import AddressPolicy
+from cluster.executor.live_log import LiveSettings
 from cluster.executor.ports import OutputStore
 from cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
@@ -110,6 +115,14 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log-limit-mb", type=float, default=64.0, help="log bytes kept per attempt: head and tail (default 64)")
     p.add_argument("--log-spool-dir", default="", help="where logs are spooled while a run goes (default: $TMPDIR)")
+    p.add_argument(
+        "--live-interval",
+        type=float,
+        default=LiveSettings().interval_s,
+        metavar="SECONDS",
+        help="ship a running attempt's new output to the store at most this often, for run logs --follow "
+        "(default 1; 0: only when the attempt ends)",
+    )
 
 
 def logs_config(args: argparse.Namespace, base: LogsConfig) -> LogsConfig:
@@ -167,6 +180,12 @@ def _log_settings(limit_mb: float, spool_dir: str) -> LogSettings:
     return settings
 
 
+def _live_settings(interval_s: float) -> LiveSettings:
+    if not 0 <= interval_s <= 60:
+        raise ConfigError(f"--live-interval {interval_s:g}: give 0 (off) to 60 seconds")
+    return LiveSettings(interval_s=interval_s, max_backoff_s=max(30.0, interval_s))
+
+
 def run_executor(args: argparse.Namespace) -> int:
     from rpc.client.client import Client
     from rpc.client.lease_api import GrpcLeaseApi
@@ -210,6 +229,7 @@ def run_executor(args: argparse.Namespace) -> int:
         if retry_s < 0:
             raise ConfigError("--output-retry-seconds must not be negative")
         log_settings = _log_settings(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
+        live = _live_settings(getattr(args, "live_interval", LiveSettings().interval_s))
         store = build_output_store(logs_config(args, base_logs), output_dir)
         check_output_store(store, retry_s, log)
     except ConfigError as exc:
@@ -226,6 +246,7 @@ def run_executor(args: argparse.Namespace) -> int:
         output_retry_s=retry_s,
         allow_types=allow,
         builtin=builtin,
+        live=live,
     )
     stop = StopSignal()
     executor.start()

@@ -14,6 +14,12 @@ and in both cases only a run log's name (``.../attempt-<n>-token-<t>.log``).
 Anything else is ``ValidationError`` (INVALID_ARGUMENT) naming the URI and
 the accepted location. Pure string rules: no I/O (the local store resolves
 symlinks itself when it reads).
+
+``uri_for(key)`` is where an executor writing with the same ``[logs]`` puts
+an attempt's log (and, while it runs, its live parts: ``live_output``): the
+node finds a LEASED run's live output from the run's lease alone, with
+nothing going through Raft. ``run_folder`` is the folder of all of a run's
+attempts (the janitor sweeps it).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 
 from cluster.domain.errors import ValidationError
 from cluster.domain.limits import MAX_LOG_URI_CHARS, check_chars, shown
-from cluster.domain.output import EMPTY_OUTPUT_URI, is_log_name
+from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey, is_log_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,24 @@ class OutputLocation:
         if self.s3_bucket:
             return f"s3://{self.s3_bucket}/{self.s3_prefix.strip('/') + '/' if self.s3_prefix.strip('/') else ''}..."
         return f"file://{self.local_dir}/..."
+
+    def uri_for(self, key: OutputKey) -> str:
+        """The log URI of ``key`` in this store, laid out as the executors' stores lay it out ("" if none)."""
+        folder = self._root()
+        return f"{folder}/{key.relpath()}.log" if folder else ""
+
+    def run_folder(self, job_id: str, run_id: str) -> str:
+        """The folder URI (ending in "/") that holds every attempt of a run ("" if this store has none)."""
+        folder = self._root()
+        return f"{folder}/{OutputKey(job_id, run_id, 0, 0).relpath().rpartition('/')[0]}/" if folder else ""
+
+    def _root(self) -> str:
+        if self.s3_bucket:
+            prefix = self.s3_prefix.strip("/")
+            return f"s3://{self.s3_bucket}" + (f"/{prefix}" if prefix else "")
+        if self.local_dir:
+            return "file://" + posixpath.normpath(self.local_dir).rstrip("/")
+        return "mem:/" if self.memory else ""
 
     def check(self, uri: str) -> None:
         """Raise ``ValidationError`` unless ``uri`` is inside this store (or empty, or ``data:,``)."""

@@ -119,6 +119,19 @@ class BoundedLog:
         ]
 
     @property
+    def head_cap(self) -> int:
+        """How many first bytes are kept whole whatever follows (the head; what live output ships)."""
+        return self._head_cap
+
+    def read_head(self, start: int, n: int) -> bytes:
+        """Up to ``n`` bytes of the head from ``start``, as written so far (empty past what is written)."""
+        with self._lock:
+            if self._file.closed:
+                raise ValueError("this log has been closed")
+            end = min(start + n, self.written, self._head_cap)
+        return self._read_at(start, end - start) if end > start else b""
+
+    @property
     def size(self) -> int:
         with self._lock:
             return sum(len(s) if isinstance(s, bytes) else s[1] for s in self._segments())

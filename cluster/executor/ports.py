@@ -13,6 +13,12 @@
   fix; ``put(key, log, result)`` stores one attempt (the log streamed from a
   ``LogSource``, never whole in memory when large) and returns the log's URI,
   overwriting the same key; ``uri_for(key)`` is that URI, for messages.
+* ``LiveOutputStore`` — a store that also takes a running attempt's log as
+  it goes (``cluster.domain.live_output``): ``put_part(key, offset, data)``
+  stores bytes ``[offset, offset + len(data))`` (the same offset again
+  overwrites it), ``held=True`` the note that live output stops there;
+  ``delete_parts(key, parts)`` removes them once the whole log is stored.
+  Optional: with a store without it, logs show when an attempt ends.
 """
 
 from __future__ import annotations
@@ -137,4 +143,16 @@ class OutputStore(Protocol):
 
     def put(self, key: OutputKey, log: bytes | LogSource, result: bytes) -> str:
         """Store one attempt's log and result; return the log's URI. Raises ``OutputStoreError``."""
+        ...
+
+
+@runtime_checkable
+class LiveOutputStore(Protocol):
+    def put_part(self, key: OutputKey, offset: int, data: bytes, held: bool = False) -> None:
+        """Store live bytes of ``key``'s log from ``offset`` (or, ``held``, the note that live output stops
+        there). Raises ``OutputStoreError``."""
+        ...
+
+    def delete_parts(self, key: OutputKey, parts: list[tuple[int, bool]]) -> None:
+        """Remove these ``(offset, held)`` parts of ``key`` (missing ones are fine). Raises ``OutputStoreError``."""
         ...

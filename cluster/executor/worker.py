@@ -15,6 +15,11 @@ cluster has already given the run to someone else. ``stop(grace)`` stops
 acquiring, waits up to ``grace`` for running work, then cancels the rest and
 lets their leases expire.
 
+While a run goes, its new log bytes are shipped to the output store about
+once a second as live parts (``cluster.executor.live_log``: one more
+thread, only with a store that takes parts); once its whole log is stored
+they are removed. A run that writes nothing costs the store nothing.
+
 The job types it serves are its handlers' (``types()``): ``noop``, the
 user's, and ``shell``/``http`` only when named in ``allow_types``. Every
 acquire call names them, and the cluster grants runs of those types only.
@@ -37,7 +42,17 @@ from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
 from cluster.executor.bounded_log import LogSettings
 from cluster.executor.completer import Completer
 from cluster.executor.handlers import BuiltinSettings, builtin_handlers
-from cluster.executor.ports import Finished, HandlerError, LeaseApi, LeaseLost, OutputStore, Task, TaskContext
+from cluster.executor.live_log import LiveSettings, LiveShipper
+from cluster.executor.ports import (
+    Finished,
+    HandlerError,
+    LeaseApi,
+    LeaseLost,
+    LiveOutputStore,
+    OutputStore,
+    Task,
+    TaskContext,
+)
 
 log = logging.getLogger("raftsched.executor")
 
@@ -74,6 +89,7 @@ class Executor:
         output_retry_s: float = OUTPUT_RETRY_S,
         allow_types: Iterable[str] = (),
         builtin: BuiltinSettings = BuiltinSettings(),
+        live: LiveSettings = LiveSettings(),
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -87,6 +103,9 @@ class Executor:
         self.log_settings = log_settings
         #: how long a failing output store is retried before a run completes with its output missing
         self.output_retry_s = output_retry_s
+        #: ships running attempts' logs as live parts (None: off, or the store takes no parts)
+        self._live = LiveShipper(output, live) if live.enabled and isinstance(output, LiveOutputStore) else None
+        self._parts_left = 0  # runs whose live parts could not be removed
         self._held: dict[str, _Held] = {}  # every lease held, until its completion is answered
         self._busy = 0  # runs whose handler or output upload is running: what ``concurrency`` bounds
         self._reserved = 0  # slots promised to acquire calls on their way
@@ -115,6 +134,8 @@ class Executor:
             t = threading.Thread(target=target, name=f"executor-{name}", daemon=True)
             t.start()
             self._threads.append(t)
+        if self._live is not None:
+            self._live.start()
 
     def stop(self, grace_s: float = 30.0) -> None:
         """Stop taking work; finish what runs within ``grace_s``; cancel the rest (its leases expire)."""
@@ -137,6 +158,8 @@ class Executor:
             self._runs.put(None)  # the workers' signal to exit
         for t in self._threads:
             t.join(timeout=2)
+        if self._live is not None:
+            self._live.stop()
 
     def run(self) -> None:
         """Run in the foreground until ``stop`` is called from another thread (or a signal handler:
@@ -189,6 +212,9 @@ class Executor:
                 self._held[held.task.lease_id] = held
                 self._busy += 1
             self._lock.notify_all()
+        if self._live is not None:
+            for held in helds:
+                self._live.watch(held.task, held.ctx.log)
         for held in helds:  # a reserved slot means a worker thread is free for it
             self._runs.put(held)
 
@@ -263,6 +289,8 @@ class Executor:
 
     def _done_with(self, held: _Held) -> None:
         """Nothing more to do for this lease: stop renewing it."""
+        if self._live is not None:
+            self._live.finish(held.task)  # (already done on the usual paths)
         held.ctx.log.close()
         self._release(held)
         with self._lock:
@@ -271,18 +299,38 @@ class Executor:
 
     def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
         task = held.task
+        parts: list[tuple[int, bool]] = self._live.finish(task) if self._live is not None else []
         if held.lost:
             self.lost += 1
             log.info("run %s: lease %s lost, result dropped", task.run_id, task.lease_id)
+            self._drop_parts(task, parts)
             self._done_with(held)
             return
         log_uri, missing = self._store_output(held, result)
         if missing:
             error = f"{error}; {missing}" if error else missing
+        else:  # the whole log is stored: its live parts are not needed (if it is not, they are all there is)
+            self._drop_parts(task, parts)
         held.ctx.log.close()
         self._release(held)  # the lease stays renewed until the completion is answered
         finished = Finished(task, succeeded, result, error, log_uri)
         self._completer.submit(finished, lambda failure: self._completed(held, failure))
+
+    def _drop_parts(self, task: Task, parts: list[tuple[int, bool]]) -> None:
+        if not parts or self._live is None:
+            return
+        try:
+            self._live.store.delete_parts(output_key(task), parts)
+        except Exception as exc:  # noqa: BLE001 - leftovers are swept by the janitor or a lifecycle rule
+            self._parts_left += 1
+            level = logging.WARNING if self._parts_left == 1 else logging.DEBUG  # e.g. no s3:DeleteObject: say it once
+            log.log(
+                level,
+                "run %s: removing %d live log parts failed (left for the retention janitor or a lifecycle rule): %s",
+                task.run_id,
+                len(parts),
+                exc,
+            )
 
     def _completed(self, held: _Held, failure: Exception | None) -> None:
         task = held.task
@@ -308,7 +356,7 @@ class Executor:
         if not result and held.ctx.log.size == 0:
             return EMPTY_OUTPUT_URI, ""  # nothing to keep: no file, no object, no request
         task = held.task
-        key = OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
+        key = output_key(task)
         budget = self.output_retry_s
         started = time.monotonic()
         deadline, delay, tries = started + budget, OUTPUT_BACKOFF_S, 0
@@ -333,3 +381,8 @@ class Executor:
                 if self._stopping.wait(wait):
                     continue  # stopping: one last try, then give up without waiting
                 delay = min(delay * 2, OUTPUT_MAX_BACKOFF_S)
+
+
+def output_key(task: Task) -> OutputKey:
+    """Where an attempt's output goes: its job, run, attempt and fencing token."""
+    return OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)

@@ -171,11 +171,14 @@ class JobService:
             raise RejectedError(NotFound(f"run {run_id} not found"))
         return run
 
-    def get_run_output(self, run_id: str, attempt: int = 0) -> RunOutput:
-        """Attempt ``attempt`` (0: the latest) of a run: its stored log and result, or why they are missing."""
+    def get_run_output(self, run_id: str, attempt: int = 0, offset: int = 0) -> RunOutput:
+        """Attempt ``attempt`` (0: the latest) of a run from byte ``offset``: its log (live while it runs) and
+        result, or why they are missing."""
         if attempt < 0:
             raise ValidationError(f"attempt {attempt} is negative: use 0 for the latest, or 1, 2, ...")
-        return read_run_output(self.get_run(run_id), attempt, self._outputs)
+        if offset < 0:
+            raise ValidationError(f"offset {offset} is negative: use 0 for the whole log, or the next_offset of the last answer")
+        return read_run_output(self.get_run(run_id), attempt, self._outputs, offset)
 
     def active_runs(self, job_id: str, accept: Callable[[Run], bool], limit: int) -> Iterator[Run]:
         """PENDING and LEASED runs (of ``job_id``, or all) that ``accept`` takes, at most ``limit``: by job,

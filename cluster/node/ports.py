@@ -6,12 +6,16 @@
   answered with an ``Exception`` instance (its message says why), never raised.
 * ``RaftStatus`` — what ``GetClusterStatus`` reports about this replica.
 * ``OutputReader`` — reads a run's stored output back by its ``log_uri``
-  (``storage.OutputReader``); raises ``OutputMissing`` and nothing else.
+  (``storage.OutputReader``), from a byte offset, and a running attempt's
+  live output by its key; raises ``OutputMissing`` and nothing else.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol
+
+from cluster.domain.live_output import LogSlice
+from cluster.domain.output import OutputKey
 
 #: ``callback(result, fail_reason)``: 0 is success; runs on the Raft thread (keep it short)
 ProposalCallback = Callable[[Any, int], None]
@@ -52,4 +56,12 @@ class RaftStatus(Protocol):
 class OutputReader(Protocol):
     def read(self, uri: str) -> tuple[bytes, bytes]:
         """``(log, result)`` stored at ``uri``; raises ``OutputMissing`` with the reason."""
+        ...
+
+    def read_at(self, uri: str, offset: int) -> tuple[LogSlice, bytes]:
+        """The log stored at ``uri`` from byte ``offset``, and the result; raises ``OutputMissing``."""
+        ...
+
+    def read_live(self, key: OutputKey, offset: int) -> LogSlice:
+        """What the running attempt ``key`` has shipped so far, from ``offset``; raises ``OutputMissing``."""
         ...

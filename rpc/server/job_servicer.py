@@ -103,7 +103,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def GetRunOutput(self, request: pb.GetRunOutputRequest, context: grpc.ServicerContext) -> pb.RunOutput:
-        return cv.run_output_to_pb(self._svc.get_run_output(request.run_id, request.attempt))
+        return cv.run_output_to_pb(self._svc.get_run_output(request.run_id, request.attempt, request.offset))
 
     @guarded
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest, context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:

@@ -5,7 +5,9 @@ behind it: everything it has stored (``objects``, ``is_empty``), how many
 requests reached its backend (``requests``), how an object was uploaded
 (``parts``), half-written uploads or temp files left behind (``leftovers``),
 a way to lose an object (``remove``, as a lifecycle rule or a wiped disk
-would), an ``OutputReader`` that reads its URIs, and ``unusable`` variants
+would), an ``OutputReader`` that reads its URIs (given the store's location,
+as a node's is: it reads nothing outside, and finds live parts from a key),
+and ``unusable`` variants
 whose ``check()`` must fail. ``divergences`` names the contract points a
 store is known to miss (the suite marks those ``xfail(strict=True)``, so a
 fix shows up as an unexpected pass).
@@ -25,6 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
+from cluster.domain.output_location import OutputLocation
 from storage import LocalOutputStore, MemoryOutputStore, OutputReader, OutputStore, OutputStoreError
 from storage.output_s3 import MIN_PART_SIZE, S3OutputReader, S3OutputStore
 from tests.moto_server import BUCKET, REGION, MotoServer
@@ -90,7 +93,7 @@ class MemoryCase(StoreCase):
 
     def __init__(self) -> None:
         self.memory = MemoryOutputStore()
-        super().__init__(self.memory, OutputReader(memory=self.memory))
+        super().__init__(self.memory, OutputReader(memory=self.memory, location=OutputLocation(memory=True)))
 
     def objects(self) -> dict[str, bytes]:
         return dict(self.memory.objects)
@@ -112,7 +115,7 @@ class LocalCase(StoreCase):
 
     def __init__(self, root: str) -> None:
         self.root = root
-        super().__init__(LocalOutputStore(root), OutputReader())
+        super().__init__(LocalOutputStore(root), OutputReader(location=OutputLocation(local_dir=os.path.abspath(root))))
 
     def _walk(self) -> tuple[list[str], list[str]]:
         dirs: list[str] = []
@@ -169,7 +172,8 @@ class S3Case(StoreCase):
         self.calls: list[str] = []
         # count every request the store's own client makes (botocore's event hooks; the client is the store's)
         store._client.meta.events.register("before-call.s3", lambda event_name, **kw: self.calls.append(event_name))
-        super().__init__(store, OutputReader(s3_reader=lambda: S3OutputReader(server.url, REGION)))
+        location = OutputLocation(s3_bucket=BUCKET, s3_prefix=self.prefix)
+        super().__init__(store, OutputReader(s3_reader=lambda: S3OutputReader(server.url, REGION), location=location))
         self.s3 = server.client()
 
     def objects(self) -> dict[str, bytes]:

@@ -7,6 +7,11 @@ fixing the store turns it into an unexpected pass). The S3 store runs against
 a moto server on loopback. Executor- and node-level behaviour around the
 stores stays in ``tests/unit/test_executor_output.py`` and
 ``tests/integration/test_output_s3.py``.
+
+Live output (``cluster.domain.live_output``) is part of the contract: each
+store takes a running attempt's parts beside where its log will be, the
+node's reader finds them from the attempt's key alone and reads them from any
+offset, and the executor removes them once the whole log is stored.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from cluster.domain.live_output import LogSlice, part_name
 from cluster.executor.handlers import BoundedLog
+from cluster.executor.ports import TaskContext
+from cluster.executor.worker import _Held
 from storage import EMPTY_OUTPUT_URI, OutputKey, OutputMissing, OutputReader, OutputStoreError
 from tests.contract.stores import MAX_READ_BYTES, FailingLogSource, MemoryCase, ReadRecorder, StoreCase
-from tests.executor_fakes import TASK_KEY, executor, held
+from tests.executor_fakes import TASK, TASK_KEY, executor, held
 
 pytestmark = pytest.mark.contract
 
@@ -168,6 +176,102 @@ def test_unusual_ids_stay_inside_the_store(case: StoreCase) -> None:
     assert uri.startswith(base(case)) and "/../" not in uri
     assert case.reader.read(uri) == (b"x", b"")
     assert all(".." not in name.split("/") for name in case.objects()), case.objects()
+
+
+# ---------------------------------------------------------------------------- live parts
+
+LIVE = KEY.relpath() + ".log"
+
+
+def test_live_parts_lie_beside_the_log_and_read_back_from_any_offset(case: StoreCase) -> None:
+    case.store.check()
+    case.store.put_part(KEY, 0, b"line 1\n")  # type: ignore[attr-defined]
+    case.store.put_part(KEY, 7, b"line 2\n")  # type: ignore[attr-defined]
+    assert sorted(case.objects()) == [part_name(LIVE, 0), part_name(LIVE, 7)]
+    assert case.reader.read_live(KEY, 0) == LogSlice(b"line 1\nline 2\n", 14, 14)
+    assert case.reader.read_live(KEY, 7) == LogSlice(b"line 2\n", 14, 14)
+    assert case.reader.read_live(KEY, 3) == LogSlice(b"e 1\nline 2\n", 14, 14)  # inside a part
+    assert case.reader.read_live(KEY, 14) == LogSlice(b"", 14, 14)
+    case.store.put_part(KEY, 14, b"line 3\n")  # type: ignore[attr-defined]
+    assert case.reader.read_live(KEY, 14) == LogSlice(b"line 3\n", 21, 21)  # (S3: only the parts from 14 are listed)
+    assert case.reader.read_live(OutputKey("J1", "R1", 2, 43), 0) == LogSlice(b"", 0, 0)  # another token: another attempt
+    assert not case.leftovers()
+
+
+def test_no_live_parts_yet_reads_as_an_empty_live_log(case: StoreCase) -> None:
+    assert case.reader.read_live(KEY, 0) == LogSlice(b"", 0, 0)
+    assert case.reader.read_live(KEY, 10) == LogSlice(b"", 0, 10)  # a follower keeps its place
+    assert case.is_empty()
+
+
+def test_a_gap_ends_the_live_log_until_it_is_filled(case: StoreCase) -> None:
+    case.store.put_part(KEY, 0, b"aaaa")  # type: ignore[attr-defined]
+    case.store.put_part(KEY, 8, b"cccc")  # type: ignore[attr-defined]
+    assert case.reader.read_live(KEY, 0) == LogSlice(b"aaaa", 4, 4)
+    case.store.put_part(KEY, 4, b"bbbb")  # type: ignore[attr-defined]
+    assert case.reader.read_live(KEY, 4) == LogSlice(b"bbbbcccc", 12, 12)
+
+
+def test_a_part_shipped_again_replaces_itself(case: StoreCase) -> None:
+    case.store.put_part(KEY, 0, b"ab")  # type: ignore[attr-defined]
+    case.store.put_part(KEY, 0, b"abcd")  # type: ignore[attr-defined]  # a retry after a put that had landed
+    assert case.reader.read_live(KEY, 0) == LogSlice(b"abcd", 4, 4)
+    assert list(case.objects()) == [part_name(LIVE, 0)]
+
+
+def test_the_held_note_is_told_where_the_live_log_stops(case: StoreCase) -> None:
+    case.store.put_part(KEY, 0, b"head")  # type: ignore[attr-defined]
+    case.store.put_part(KEY, 4, "the rest comes at the end".encode(), held=True)  # type: ignore[attr-defined]
+    assert case.reader.read_live(KEY, 0) == LogSlice(b"head", 4, 4, "the rest comes at the end")
+    assert case.reader.read_live(KEY, 4).note == "the rest comes at the end"
+    assert sorted(case.objects()) == [part_name(LIVE, 0), part_name(LIVE, 4, held=True)]
+
+
+def test_once_the_whole_log_is_stored_the_parts_go_and_the_offset_holds(case: StoreCase) -> None:
+    case.store.put_part(KEY, 0, b"line 1\n")  # type: ignore[attr-defined]
+    case.store.put_part(KEY, 7, b"line 2\n")  # type: ignore[attr-defined]
+    case.store.put_part(KEY, 14, b"note", held=True)  # type: ignore[attr-defined]
+    uri = case.store.put(KEY, b"line 1\nline 2\nline 3\n", b"r")
+    case.store.delete_parts(KEY, [(0, False), (7, False), (14, True), (99, False)])  # type: ignore[attr-defined]
+    assert sorted(case.objects()) == [KEY.relpath() + ".log", KEY.relpath() + ".result"]
+    assert case.reader.read_at(uri, 14) == (LogSlice(b"line 3\n", 21, 21), b"r")  # the follower goes on from there
+    assert case.reader.read_live(KEY, 14) == LogSlice(b"", 0, 14)
+
+
+def test_a_stored_log_reads_from_an_offset_in_windows(case: StoreCase) -> None:
+    data = b"0123456789" * 3
+    uri = case.store.put(KEY, data, b"r")
+    case.reader.max_bytes = 12
+    whole, result = case.reader.read_at(uri, 0)  # from the start, over the limit: head + note + tail
+    assert whole.data.startswith(b"012345\n... [18 bytes of a 30-byte log") and whole.data.endswith(b"456789")
+    assert (whole.size, whole.next_offset, result) == (30, 30, b"r")
+    got, offset = b"", 5
+    while offset < 30:
+        piece, _ = case.reader.read_at(uri, offset)
+        assert len(piece.data) <= 12 and piece.size == 30
+        got, offset = got + piece.data, piece.next_offset
+    assert got == data[5:]
+    assert case.reader.read_at(uri, 30)[0] == LogSlice(b"", 30, 30)
+
+
+def test_an_executor_ships_live_output_and_then_stores_the_whole_log(case: StoreCase) -> None:
+    case.store.check()
+    ex, api = executor(case.store)
+    assert ex._live is not None
+    ctx = TaskContext()
+    ex._live.watch(TASK, ctx.log)
+    quiet = case.requests()
+    for _ in range(3):
+        ex._live.tick()
+    assert case.requests() == quiet and case.is_empty()  # nothing written: nothing shipped
+    ctx.log.write(b"first line\n")
+    assert ex._live.tick() == 11
+    assert case.reader.read_live(TASK_KEY, 0).data == b"first line\n"
+    ctx.log.write(b"last line\n")
+    ex._finish(_Held(TASK, ctx, 30.0), True, b"done", "")
+    uri = api.completions[0][3]
+    assert case.reader.read_at(uri, 11)[0].data == b"last line\n"
+    assert sorted(case.objects()) == [TASK_KEY.relpath() + ".log", TASK_KEY.relpath() + ".result"]  # no parts left
 
 
 # ---------------------------------------------------------------------------- the reader, whatever the store

@@ -24,6 +24,7 @@ import pytest
 from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
+from tests.follow import Follow
 from tests.helpers import shell_spec, wait_for
 from tests.moto_server import BUCKET, REGION, MotoServer
 
@@ -163,6 +164,30 @@ def test_follow_shows_the_status_then_the_log_once_uploaded(s3: MotoServer, s3_c
     text = err.decode()
     assert "PENDING, attempt 0" in text and "LEASED, attempt 1 on ex-follow" in text and "SUCCEEDED, attempt 1" in text, text
     assert text.index("LEASED") < text.index("SUCCEEDED")
+
+
+def test_follow_shows_live_output_from_s3_while_the_run_goes(s3: MotoServer, s3_cluster: LocalCluster, client: Client) -> None:
+    root = s3_cluster.root
+    # the nodes' own prefix ("raftsched"): they find a running attempt's live parts from its lease alone
+    proc = start_executor(root, "ex-live-s3", "--cluster", ",".join(s3_cluster.addresses), "--queue", "s3-live", *s3_flags(s3))
+    follow = None
+    try:
+        job = client.create_job(shell_spec("s3-live", "for i in 1 2 3 4; do echo line-$i; sleep 1; done", queue="s3-live"))
+        (run,) = wait_for(lambda: client.list_runs(job_id=job.job_id), 10, "the run to be fired")
+        follow = Follow(s3_cluster.addresses, run.run_id)
+        follow.wait_out(b"line-1\n", 20)
+        assert client.get_run(run.run_id).status == pb.RUN_STATUS_LEASED, "line-1 must arrive while the run still runs"
+        code, out, err = follow.finish(60)
+        assert code == 0, err
+        assert out == b'line-1\nline-2\nline-3\nline-4\n--- result ---\n{"exit_code": 0}\n', (out, err)
+        done = client.get_run(run.run_id)
+        listed = s3.client().list_objects_v2(Bucket=BUCKET, Prefix=f"raftsched/{job.job_id}/{run.run_id}/")
+        name = f"raftsched/{job.job_id}/{run.run_id}/attempt-1-token-{done.fencing_token}"
+        assert sorted(o["Key"] for o in listed.get("Contents", [])) == [f"{name}.log", f"{name}.result"]  # no parts left
+    finally:
+        if follow is not None:
+            follow.stop()
+        stop(proc)
 
 
 def test_a_50_mb_log_is_uploaded_in_parts_with_bounded_memory(s3: MotoServer, s3_cluster: LocalCluster, client: Client) -> None:

@@ -340,28 +340,40 @@ class CancelRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class GetRunOutputRequest(_message.Message):
-    __slots__ = ("run_id", "attempt")
+    __slots__ = ("run_id", "attempt", "offset")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     attempt: int
-    def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    offset: int
+    def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class RunOutput(_message.Message):
-    __slots__ = ("run_id", "attempt", "log", "result", "log_uri", "missing_reason")
+    __slots__ = ("run_id", "attempt", "log", "result", "log_uri", "missing_reason", "live", "next_offset", "size", "fencing_token", "note")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     LOG_URI_FIELD_NUMBER: _ClassVar[int]
     MISSING_REASON_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     attempt: int
     log: bytes
     result: bytes
     log_uri: str
     missing_reason: str
-    def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log: _Optional[bytes] = ..., result: _Optional[bytes] = ..., log_uri: _Optional[str] = ..., missing_reason: _Optional[str] = ...) -> None: ...
+    live: bool
+    next_offset: int
+    size: int
+    fencing_token: int
+    note: str
+    def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log: _Optional[bytes] = ..., result: _Optional[bytes] = ..., log_uri: _Optional[str] = ..., missing_reason: _Optional[str] = ..., live: _Optional[bool] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., fencing_token: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class WatchRunsRequest(_message.Message):
     __slots__ = ("job_id", "queue", "include_existing", "kinds")
