@@ -4,8 +4,12 @@ Contract (the hashicorp/raft FSM boundary):
 
 * ``apply(data, index, pos)`` decodes one committed command and applies it.
   It is deterministic (same log, same state, on every node), never raises for
-  any input (a malformed entry is a ``Rejected`` result), and returns an
-  ``Ok``/``Rejected`` result to the proposer. ``index`` is the entry's Raft
+  a malformed entry (a ``Rejected`` result), and returns an ``Ok``/``Rejected``
+  result to the proposer. The one exception: an entry this code does not
+  understand (a newer command format, an unknown op) raises
+  ``UnsupportedCommand``, which stops the node before it applies anything
+  else (``raft.adapter``) instead of letting its replica diverge. A command
+  newer than the cluster's format is refused (``MembershipRules.format_gate``). ``index`` is the entry's Raft
   log index and ``pos`` the command's position in it (an entry may carry a
   group-committed batch): together they name manual runs and fencing tokens.
 * Time only comes in commands. ``now_ms`` is the largest ``now`` seen so far,
@@ -30,6 +34,7 @@ from cluster.domain import snapshot_codec
 from cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.domain.keylist import KeyList
 from cluster.domain.lease_rules import LeaseRules
+from cluster.domain.membership_rules import MembershipRules
 from cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     ConcurrencyPolicy,
@@ -59,7 +64,7 @@ from cluster.domain.state_base import RunEvent
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
 
-class JobStateMachine(LeaseRules, RetentionRules):
+class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
     # ------------------------------------------------------------ apply
@@ -68,6 +73,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
         """Apply one committed command (command ``pos`` of entry ``index``). Never raises."""
         try:
             cmd = c.decode(data)
+        except c.UnsupportedCommand as exc:
+            raise c.UnsupportedCommand(f"entry {index}: {exc}", exc.command_format, exc.op) from exc
         except c.CommandFormatError as exc:
             return InvalidArgument(f"entry {index} was not applied: {exc}")
         return self.apply_command(cmd, index, pos)
@@ -78,6 +85,9 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self._pos = pos
         if cmd.now_ms > self.now_ms:
             self.now_ms = cmd.now_ms
+        refused = self.format_gate(cmd)
+        if refused is not None:
+            return refused
         handler = c.HANDLERS[type(cmd)]
         try:
             result: Result = handler(self, cmd, index)
@@ -342,6 +352,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
     @c.handles(c.NodeInfo)
     def _node_info(self, cmd: c.NodeInfo, index: int) -> Result:
         self.members[cmd.node_id] = (cmd.version, cmd.command_format)
+        if cmd.raft:
+            self.member_rafts[cmd.node_id] = cmd.raft
         return Ok(None)
 
     @c.handles(c.Barrier)
@@ -402,15 +414,25 @@ class JobStateMachine(LeaseRules, RetentionRules):
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
+        membership = snapshot_codec.Membership(
+            list(self.roster.values()), self.member_change, list(self.removed_members.values()), self.cluster_format,
+            dict(self.member_rafts),
+        )  # fmt: skip
         return snapshot_codec.encode(
-            self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency, self.members
+            self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency, self.members, membership
         )
 
     def restore(self, data: bytes) -> None:
-        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot."""
-        now_ms, applied, jobs, runs, idempotency, members = snapshot_codec.decode(data)
+        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot
+        (or one whose cluster uses a command format this code does not understand)."""
+        now_ms, applied, jobs, runs, idempotency, members, membership = snapshot_codec.decode(data)
         self.__init__()  # type: ignore[misc]
         self.now_ms, self.applied_index, self.idempotency, self.members = now_ms, applied, idempotency, members
+        self.roster = {m.node_id: m for m in membership.roster}
+        self.member_change, self.cluster_format = membership.change, membership.cluster_format
+        self.removed_members = {m.node_id: m for m in membership.removed}
+        self.member_rafts = dict(membership.rafts)
+        self.check_snapshot_format()
         self.jobs = SortedDict((j.job_id, j) for j in jobs)
         self.due = SortedList(
             (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
