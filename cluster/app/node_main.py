@@ -154,7 +154,7 @@ class Node:
         reader = output_reader(cfg.logs, location)
         self.service = JobService(self.store, self.clock, limits, reader, page_tokens(first_cfg, secret))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes, location, quotas.max_long_polls)
-        self.membership = MembershipService(self.store, self.clock, node_id)
+        self.membership = MembershipService(self.store, self.clock, node_id, tuple(n.id for n in cfg.nodes))
         self.keeper = MembershipKeeper(
             self.store, self.raft.membership, self.raft, self.clock, node_id, boot.seed, lambda: self.leader.leading,
             lambda members: record_membership(node_dir, members), self._removed,

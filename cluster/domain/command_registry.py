@@ -41,10 +41,12 @@ class UnsupportedCommand(CommandFormatError):
 
     stops_replica = True
 
-    def __init__(self, message: str, command_format: int, op: str) -> None:
+    def __init__(self, message: str, command_format: int, op: str, known: int | None = None) -> None:
         super().__init__(message)
         self.command_format = command_format
         self.op = op
+        #: the newest format this node understands
+        self.known = FORMAT_VERSION if known is None else known
 
 
 C = TypeVar("C")

@@ -49,6 +49,16 @@ class MembershipRules(StateBase):
     def _members_text(self) -> str:
         return ", ".join(sorted(self.roster)) or "(none recorded yet)"
 
+    def change_in_flight(self, action: str, node_id: str) -> Rejected | None:
+        """The refusal a change of ``node_id`` would get now for another change in flight, or None (read by
+        a proposer first: with no quorum the state machine could not answer it)."""
+        member = self.roster.get(node_id)
+        change = self.member_change
+        if change is not None and change.action == action and change.member.node_id == node_id:
+            return None
+        busy = self._change_in_flight(None if member is None else MemberChange(action, member, 0))
+        return busy if isinstance(busy, Rejected) else None
+
     def _change_in_flight(self, wanted: MemberChange | None) -> Result | None:
         """None when no change is in flight; Ok when ``wanted`` is that change (a retry); else the refusal."""
         change = self.member_change

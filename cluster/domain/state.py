@@ -74,7 +74,11 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         try:
             cmd = c.decode(data)
         except c.UnsupportedCommand as exc:
-            raise c.UnsupportedCommand(f"entry {index}: {exc}", exc.command_format, exc.op) from exc
+            newer = sorted(
+                f"{node} runs {ver} (command format {fmt})" for node, (ver, fmt) in self.members.items() if fmt > exc.known
+            )
+            told = f" ({'; '.join(newer)})" if newer else ""
+            raise c.UnsupportedCommand(f"entry {index}: {exc}{told}", exc.command_format, exc.op, exc.known) from exc
         except c.CommandFormatError as exc:
             return InvalidArgument(f"entry {index} was not applied: {exc}")
         return self.apply_command(cmd, index, pos)

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cluster.domain import commands as c
-from cluster.domain.errors import Unavailable
+from cluster.domain.errors import RejectedError, Unavailable
 from cluster.domain.model import Member, MemberChange
+from cluster.domain.results import FailedPrecondition
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import validate_member, validate_node_id
 from cluster.node.clock import Clock
@@ -70,10 +71,12 @@ def read_view(m: JobStateMachine) -> MembershipView:
 class MembershipService:
     """AddNode and RemoveNode: begin the change with a committed command, then wait until it is finished."""
 
-    def __init__(self, store: ReplicatedState, clock: Clock, self_id: str) -> None:
+    def __init__(self, store: ReplicatedState, clock: Clock, self_id: str, first_members: tuple[str, ...] = ()) -> None:
         self._store = store
         self._clock = clock
         self._self_id = self_id
+        #: the members this node started with (who should have reported a version before any is recorded)
+        self._first_members = first_members
         #: set when this node found itself removed (it answers its own RemoveNode, then stops)
         self.removed = threading.Event()
 
@@ -82,14 +85,37 @@ class MembershipService:
         return self._store.read(read_view, barrier=False)
 
     def _recorded(self, wait_s: float) -> None:
-        """A cluster just started records its first membership within a moment: wait for it, not refuse."""
+        """A cluster just started records its first membership within a moment: wait for it, not refuse;
+        refuse, naming them, while members have not reported a version that understands membership."""
         deadline = self._clock.monotonic() + min(wait_s, 10.0)
         while not self.view().roster and self._clock.monotonic() < deadline:
             self.removed.wait(POLL_S)
+        view = self.view()
+        needed = c.format_of(c.AddMember)
+        if view.cluster_format >= needed:
+            return
+        members = [m.node_id for m in view.roster] or list(self._first_members)
+        behind = [n for n in members if view.versions.get(n, ("", 0))[1] < needed]
+        raise RejectedError(
+            FailedPrecondition(
+                f"membership changes need command format {needed}, and the cluster still uses format {view.cluster_format}: "
+                f"{', '.join(behind) or 'some members'} have not reported running a raftsched that understands it. Start "
+                "them with this version (a member that is gone for good: start a new machine in its place with its id, "
+                "addresses and an empty data dir, once, so it reports), then retry"
+            )
+        )
+
+    def _not_busy(self, action: str, node_id: str) -> None:
+        """FAILED_PRECONDITION at once while another change is in flight (as the state machine would answer,
+        and also when the cluster cannot commit anything, e.g. an addition still waiting for its member)."""
+        refused = self._store.read(lambda m: m.change_in_flight(action, node_id), barrier=False)
+        if refused is not None:
+            raise RejectedError(refused)
 
     def add(self, member: Member, wait_s: float) -> MembershipView:
         validate_member(member)
         self._recorded(wait_s)
+        self._not_busy("add", member.node_id)
         self._store.execute(c.AddMember(self._clock.now_ms(), member))
         return self._wait(
             lambda v: v.member(member.node_id) == member and not _in_flight(v, member.node_id), wait_s, "adding", member
@@ -98,6 +124,7 @@ class MembershipService:
     def remove(self, node_id: str, wait_s: float) -> MembershipView:
         validate_node_id(node_id)
         self._recorded(wait_s)
+        self._not_busy("remove", node_id)
         change = self._store.execute(c.RemoveMember(self._clock.now_ms(), node_id))
         member = change.member if isinstance(change, MemberChange) else Member(node_id, "", "")
         if node_id == self._self_id:
