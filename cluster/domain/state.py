@@ -17,7 +17,9 @@ Contract (the hashicorp/raft FSM boundary):
 * ``snapshot()`` returns bytes that ``restore()`` turns back into the same
   state (derived indexes are rebuilt).
 * Exactly-once firing: each job keeps a ``cursor``; every instant at or
-  before it was fired or skipped. A ``Fire`` item applies only while the
+  before it was fired or skipped. Cron instants follow the rules of the
+  cluster's command format (``cluster.domain.cron_legacy``), switched at the
+  same entry on every node. A ``Fire`` item applies only while the
   job's ``next_fire_ms`` still equals the proposer's expectation.
 
 Readers on other threads must hold the caller's lock (see ``cluster.node.replicated_state``).
@@ -31,6 +33,7 @@ from sortedcontainers import SortedDict, SortedList
 
 from cluster.domain import commands as c
 from cluster.domain import snapshot_codec
+from cluster.domain.cron_legacy import under_rules
 from cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.domain.keylist import KeyList
 from cluster.domain.lease_rules import LeaseRules
@@ -125,7 +128,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
                 "(deleted jobs count until purged): delete jobs or raise max_jobs"
             )
         anchor = self.now_ms
-        nxt = first_fire(cmd.spec.schedule, anchor)
+        nxt = first_fire(under_rules(cmd.spec.schedule, self.cluster_format), anchor)
         cursor = anchor if nxt is None else min(anchor, nxt - 1)
         status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
         job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
@@ -151,9 +154,10 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         self._unindex_job(job)
         if job.spec.schedule != cmd.spec.schedule:
             job.anchor_ms = self.now_ms
-            nxt = first_fire(cmd.spec.schedule, job.anchor_ms)
+            schedule = under_rules(cmd.spec.schedule, self.cluster_format)
+            nxt = first_fire(schedule, job.anchor_ms)
             if nxt is not None and nxt <= job.cursor_ms:
-                nxt = next_fire(cmd.spec.schedule, job.cursor_ms, job.anchor_ms)
+                nxt = next_fire(schedule, job.cursor_ms, job.anchor_ms)
             job.next_fire_ms = nxt
             if job.status is JobStatus.COMPLETED and nxt is not None:
                 job.status = JobStatus.ACTIVE
@@ -210,7 +214,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         first = job.next_fire_ms
         assert first is not None
         reason = "the job was paused when this instant came due"
-        skip, nxt = skip_through(job.spec.schedule, job.anchor_ms, first, self.now_ms, reason)
+        skip, nxt = skip_through(under_rules(job.spec.schedule, self.cluster_format), job.anchor_ms, first, self.now_ms, reason)
         self._record_skip(job, skip)
         job.cursor_ms = max(job.cursor_ms, skip.last_ms)
         job.next_fire_ms = nxt
@@ -299,7 +303,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
         assert job.next_fire_ms is not None
         self._unindex_job(job)
-        decisions, nxt = plan(spec.schedule, job.anchor_ms, job.next_fire_ms, window)
+        decisions, nxt = plan(under_rules(spec.schedule, self.cluster_format), job.anchor_ms, job.next_fire_ms, window)
         pending_skip: Skip | None = None
         skipped = 0
         for d in decisions:
