@@ -134,6 +134,7 @@ class MembershipRules(StateBase):
         if change.action == "remove":
             self.roster.pop(member.node_id, None)
             self.members.pop(member.node_id, None)
+            self.member_rafts.pop(member.node_id, None)  # a later member at its address reports for itself
             self.removed_members[member.node_id] = member
         else:
             self.removed_members.pop(member.node_id, None)

@@ -102,7 +102,7 @@ def test_remove_then_finish_and_a_retry_after_it() -> None:
     assert "n1" in log.m.roster and log.m.is_removing("n1") and not log.m.is_removing("n2")
     assert log.ok(c.FinishMemberChange(T0, "n1", "remove")) is True
     assert sorted(log.m.roster) == ["n2", "n3"] and log.m.removed_members == {"n1": N1}
-    assert "n1" not in log.m.members  # its version is no longer a member's
+    assert "n1" not in log.m.members and "n1" not in log.m.member_rafts  # its version is no longer a member's
     assert log.m.is_removing("n1")  # a node that finds itself removed stops
     assert log.ok(c.RemoveMember(T0, "n1")) is None  # a retried RemoveNode: already done
     assert log.m.member_change is None
