@@ -2,8 +2,8 @@
 
 A command is a small frozen dataclass of plain values. The proposer stamps
 ``now_ms`` (its clock) into every command before replication: the state
-machine never reads a clock. The wire form (``cluster.domain.command_registry``) is UTF-8 JSON
-``{"v": <format>, "op": <name>, ...fields}`` where ``v`` is the command
+machine never reads a clock. The wire form (``cluster.domain.command_registry``)
+is UTF-8 JSON ``{"v": <format>, "op": <name>, ...fields}`` where ``v`` is the command
 format that introduced the command (``since`` in ``@command``): entries of
 the commands an older node knows keep the format it knows.
 
@@ -11,12 +11,13 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
 
 * 1 — every job, run and lease command, ``barrier`` and ``node_info``.
 * 2 — membership (``member_seed``, ``member_add``, ``member_remove``,
-  ``member_done``) and ``cluster_format`` (``cluster.domain.member_commands``).
+  ``member_done``) and ``cluster_format`` (``cluster.domain.member_commands``);
+  with it, issue 17's cron rules (``cluster.domain.cron_legacy``).
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and
-``CommandFormatError`` for a malformed one (a rejected result). A newer format is only proposed
-once the cluster switched to it (``SetClusterFormat``, committed by the
+``CommandFormatError`` for a malformed one (a rejected result). A newer
+format is only proposed once the cluster switched to it (``SetClusterFormat``, committed by the
 leader once every member reported, through ``NodeInfo``, that it understands
 it), and the state machine refuses a command newer than the cluster's format.
 
@@ -24,9 +25,13 @@ One Raft entry may carry many fires (``Fire.items``): batching is how the
 leader keeps up with thousands of due instants per second.
 
 Adding a command is one place here — the class with ``@command(op, to_plain,
-from_plain)`` beside it — plus its handler in the state machine, registered
-with ``@handles(TheCommand)`` (a unit test checks every command has one).
-``op`` and the plain keys are the log's wire format: never rename them.
+from_plain, since)`` beside it — plus its handler in the state machine,
+registered with ``@handles(TheCommand)`` (a unit test checks every command has
+one). A new command is a new format: ``since`` = ``FORMAT_VERSION + 1``, raise
+``command_registry.FORMAT_VERSION`` and add its line above; the leader starts
+using it once every member understands it. ``op`` and the plain keys are the
+log's wire format: never rename them (an optional key with a default in
+``from_plain`` keeps old entries readable and needs no new format).
 """
 
 from __future__ import annotations
