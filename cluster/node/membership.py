@@ -13,7 +13,7 @@ member is committed. A retried call is the same change, never a second one.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from cluster.domain import commands as c
@@ -128,7 +128,10 @@ class MembershipService:
         change = self._store.execute(c.RemoveMember(self._clock.now_ms(), node_id))
         member = change.member if isinstance(change, MemberChange) else Member(node_id, "", "")
         if node_id == self._self_id:
-            return self._wait(lambda v: self.removed.is_set() or v.member(node_id) is None, wait_s, "removing", member)
+            # this node never hears the change finish (the leader drops it first): it answers once it is out,
+            # with the membership as it now is without it
+            view = self._wait(lambda v: self.removed.is_set() or v.member(node_id) is None, wait_s, "removing", member)
+            return replace(view, roster=tuple(m for m in view.roster if m.node_id != node_id), change=None)
         return self._wait(lambda v: v.member(node_id) is None, wait_s, "removing", member)
 
     def _wait(self, done: Callable[[MembershipView], bool], wait_s: float, verb: str, member: Member) -> MembershipView:
