@@ -25,6 +25,15 @@ its source):
   with an error (to a follower, as an ``apply_command_response``): a
   proposal the log has no room for is refused there (``LOG_FULL``) instead
   of failing later inside the tick, where its caller would never hear back.
+* ``dynamicMembershipChange=True``: membership changes travel in the log
+  (``raft.membership``); the cluster in a snapshot is handed back to
+  pysyncobj as ``TCPNode`` objects, which it compares with its own node when
+  it loads the snapshot (plain address strings would make it count itself as
+  a peer).
+* A state machine that raises an exception marked ``stops_replica = True``
+  (a command this code does not understand) stops the process with
+  ``EXIT_UNSUPPORTED_COMMAND`` before anything after it is applied: skipping
+  the entry would let this replica diverge from the others.
 * The rest of what we change in pysyncobj is in ``raft.pysyncobj_patches``,
   installed explicitly when a node is built.
 """
@@ -41,10 +50,12 @@ from typing import Any, Callable, Protocol
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
+from pysyncobj.node import TCPNode
 
 from raft import batching, pysyncobj_patches
 from raft.errors import RaftError
 from raft.lmdb_journal import MAP_SIZE, LmdbJournal
+from raft.membership import RaftMembership
 from raft.snapshot_file import SnapshotFile, read_snapshot
 from raft.snapshotter import Snapshotter
 
@@ -52,6 +63,8 @@ log = logging.getLogger("raftsched.raft")
 
 #: process exit code when a snapshot (local or streamed from the leader) cannot be loaded
 EXIT_BAD_SNAPSHOT = 74
+#: process exit code when the log holds a command this code does not understand (a newer version's)
+EXIT_UNSUPPORTED_COMMAND = 76
 
 
 class StateMachine(Protocol):
@@ -158,6 +171,7 @@ def build_conf(
         connectionRetryTime=s.connection_retry_time,
         connectionTimeout=max(s.connection_timeout, s.raft_max_timeout),
         commandsWaitLeader=False,
+        dynamicMembershipChange=True,
         logCompactionMinEntries=s.log_compaction_min_entries,
         logCompactionMinTime=s.log_compaction_min_time,
         journalFile=journal if journal is not None else s.journal_file,
@@ -186,6 +200,18 @@ def log_full_message(map_size: int) -> str:
         "has no room for this command on this node or on the leader; nothing was written. Raise [raft] max_log_bytes "
         "on every node and restart them one at a time (or snapshot sooner: [raft] snapshot_min_entries)"
     )
+
+
+def _stop_unsupported(index: int, exc: Exception) -> None:
+    """An entry this code does not understand: stop now, applying nothing after it (the process exits)."""
+    log.critical(
+        "stopping this node: %s. Nothing from entry %d on was applied; upgrade this node to a version that "
+        "understands it and start it again (its data dir is kept as it is)",
+        exc,
+        index,
+    )
+    logging.shutdown()
+    os._exit(EXIT_UNSUPPORTED_COMMAND)
 
 
 def _file_id(path: str) -> tuple[int, int, int]:
@@ -260,6 +286,8 @@ class RaftNode:
         )
         self._replica = _Replica(self, settings, conf)
         self._batcher = batching.GroupCommitter(self.propose_async)
+        #: pysyncobj's dynamic membership, leadership transfer and election hold (``raft.membership``)
+        self.membership = RaftMembership(self._replica, settings.raft_min_timeout)
 
     # ---------------------------------------------------------- snapshots
 
@@ -293,7 +321,7 @@ class RaftNode:
             time.monotonic() - started,
             read_s,
         )
-        return (snap.entries[0], snap.entries[1], snap.cluster)
+        return (snap.entries[0], snap.entries[1], [TCPNode(address) for address in snap.cluster])
 
     # ---------------------------------------------------------- apply path
 
@@ -318,7 +346,9 @@ class RaftNode:
     def _apply_one(self, data: bytes, index: int, pos: int) -> Any:
         try:
             return self._machine.apply(data, index, pos)
-        except Exception:  # never let pysyncobj retry an entry forever
+        except Exception as exc:  # never let pysyncobj retry an entry forever
+            if getattr(exc, "stops_replica", False):
+                _stop_unsupported(index, exc)
             log.exception("state machine raised on entry %d (command %d); the command is skipped", index, pos)
             return None
 
@@ -409,6 +439,11 @@ class RaftNode:
 
     def force_snapshot(self) -> None:
         self._replica.forceLogCompaction()
+
+    @property
+    def snapshot_path(self) -> str | None:
+        """The snapshot file (``None`` without one): read it through an open descriptor, it is replaced whole."""
+        return self.settings.dump_file
 
     def stop(self) -> None:
         self._replica.destroy()

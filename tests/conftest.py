@@ -50,12 +50,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @contextlib.contextmanager
-def running_cluster(root: str, extra_config: str = "") -> Iterator[LocalCluster]:
-    """A 3-node cluster that is SIGKILLed (and its data removed) at the end, whatever a test did to it."""
+def running_cluster(root: str, extra_config: str = "", start: bool = True) -> Iterator[LocalCluster]:
+    """A 3-node cluster that is SIGKILLed (and its data removed) at the end, whatever a test did to it
+    (``start=False``: created, not started; the test starts it)."""
     c = LocalCluster.create(root, 3, extra_config=extra_config)
-    c.start_all()
     try:
-        c.wait_leader(30)
+        if start:
+            c.start_all()
+            c.wait_leader(30)
         yield c
     finally:
         for node_id in c.nodes:

@@ -209,8 +209,17 @@ def add_client_commands(sub: Any) -> None:
         help="only this kind of change (repeatable): fired, skipped, leased, retry_scheduled, cancel_requested, finished, pruned",
     )
 
-    cluster = sub.add_parser("cluster", help="cluster status").add_subparsers(dest="action", required=True)
+    cluster = sub.add_parser("cluster", help="cluster status, membership, backup").add_subparsers(dest="action", required=True)
     cluster.add_parser("status", parents=[common])
+    add = cluster.add_parser("add-node", parents=[common], help="add a member (then start it with raftsched node --join)")
+    add.add_argument("--id", required=True, help="the new member's node id")
+    add.add_argument("--raft", required=True, help="host:port of its Raft endpoint")
+    add.add_argument("--grpc", required=True, help="host:port of its gRPC endpoint")
+    add.add_argument("--http", default="", help="host:port of its HTTP endpoint (optional)")
+    rm = cluster.add_parser("remove-node", parents=[common], help="remove a member (the leader included)")
+    rm.add_argument("--id", required=True, help="the member's node id")
+    backup = cluster.add_parser("backup", parents=[common], help="save a consistent copy of the state to FILE")
+    backup.add_argument("file")
 
 
 def _connect(a: argparse.Namespace) -> Client:
@@ -363,20 +372,48 @@ def _follow_logs(a: argparse.Namespace, client: Client) -> None:
             time.sleep(max(0.05, a.interval))
 
 
+#: membership changes and backups may take a while (a leadership hand-over, a snapshot of a large state)
+ADMIN_TIMEOUT_S = 120.0
+
+
 def _cluster_cmd(a: argparse.Namespace, client: Client) -> None:
-    s = client.cluster_status()
+    if a.action == "backup":
+        from cluster.app.backup_restore import save_backup
+
+        index, size = save_backup(client.backup(ADMIN_TIMEOUT_S), a.file)
+        print(f"backup of the state at index {index} ({size} bytes) written to {a.file}")
+        return
+    if a.action == "add-node":
+        req = pb.AddNodeRequest(id=a.id, raft_address=a.raft, grpc_address=a.grpc, http_address=a.http)
+        s = client.cluster("AddNode", req, timeout=ADMIN_TIMEOUT_S)
+    elif a.action == "remove-node":
+        s = client.cluster("RemoveNode", pb.RemoveNodeRequest(id=a.id), timeout=ADMIN_TIMEOUT_S)
+    else:
+        s = client.cluster_status()
     rows = [
         [m.id, pb.MemberRole.Name(m.role)[12:], m.raft_address, m.grpc_address, "yes" if m.reachable else "no", m.version or "?"]
+        + ([m.http_address or "-"] if any(x.http_address for x in s.members) else [])
         for m in s.members
     ]
     head = f"leader: {s.leader_id or '(none)'}  term: {s.term}  commit: {s.commit_index}  applied: {s.applied_index}  (answered by {s.self_id})"
+    head += f"\ncommand format: {s.command_format or '?'}" + (
+        f"  membership change in flight: {s.membership_change}" if s.membership_change else ""
+    )
     runs = ", ".join(f"{f.name.replace('_', ' ')} {v}" for f, v in s.runs.ListFields()) or "none"
     counts = f"jobs: {s.jobs}  runs: {runs}"
     if s.pending_by_queue:
         deepest = sorted(s.pending_by_queue.items(), key=lambda kv: (-kv[1], kv[0]))
         more = f", ... {len(deepest) - 10} more" if len(deepest) > 10 else ""
         counts += "\npending by queue: " + ", ".join(f"{q} {n}" for q, n in deepest[:10]) + more
-    _print(a, s, head + "\n" + counts + "\n" + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE", "VERSION"], rows))
+    _print(
+        a,
+        s,
+        head
+        + "\n"
+        + counts
+        + "\n"
+        + _table(["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE", "VERSION", "HTTP"][: len(rows[0]) if rows else 6], rows),
+    )
 
 
 def run(a: argparse.Namespace) -> int:

@@ -167,15 +167,31 @@ class LocalCluster:
 
         return load_config(self.config_path).output_dir()
 
-    def start(self, node_id: str) -> NodeProcess:
+    def new_node(self, node_id: str) -> NodeProcess:
+        """A node that is not in the config's [[nodes]], on free loopback ports (add it with AddNode, then
+        ``start(node_id, join=...)``)."""
+        raft, grpc_port = free_ports(2)
+        node = NodeProcess(node_id, f"127.0.0.1:{grpc_port}", f"127.0.0.1:{raft}", os.path.join(self.root, f"{node_id}.log"))
+        self.nodes[node_id] = node
+        return node
+
+    def forget(self, node_id: str) -> None:
+        """No longer count ``node_id`` as one of the cluster's nodes (after RemoveNode); it is not stopped."""
+        del self.nodes[node_id]
+
+    def start(
+        self, node_id: str, join: list[str] | None = None, env: dict[str, str] | None = None, module: str = "cluster.app.main"
+    ) -> NodeProcess:
+        """Start ``node_id`` (``join``: with ``--join`` and these addresses; ``env``: extra environment;
+        ``module``: another entry point taking the same arguments, e.g. a test's)."""
         node = self.nodes[node_id]
         if node.alive():
             return node
         log = open(node.log_path, "ab")
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
+        env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+        extra = ["--join", ",".join(join)] if join else []
         node.proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster.app.main", "node", "--config", self.config_path, "--node-id", node_id],
+            [sys.executable, "-m", module, "node", "--config", self.config_path, "--node-id", node_id, *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.root,

@@ -30,9 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
-    node = sub.add_parser("node", help="run one scheduler node in the foreground")
+    node = sub.add_parser(
+        "node",
+        help="run one scheduler node in the foreground (or: node restore FILE, to seed a new cluster's data dir)",
+        description="raftsched node --config C --node-id ID [--join H:P,...]  |  raftsched node restore FILE --config C --node-id ID",
+    )
+    node.add_argument("action", nargs="?", choices=["restore"], help="restore: seed this node's empty data dir from a backup")
+    node.add_argument("file", nargs="?", help="the backup file (raftsched cluster backup FILE) for restore")
     node.add_argument("--config", required=True, help="path to cluster.toml")
-    node.add_argument("--node-id", required=True, help="this node's id in [[nodes]]")
+    node.add_argument("--node-id", required=True, help="this node's id (in [[nodes]], or added with cluster add-node)")
+    node.add_argument(
+        "--join",
+        default="",
+        help="H:P[,H:P...]: gRPC addresses of members to ask for the membership (a node added with cluster add-node); "
+        "ignored once the data dir records the membership",
+    )
+    add_security_args(node)
     add_log_args(node)
     execu = sub.add_parser("executor", help="run an executor that leases and runs jobs")
     execu.add_argument("--config", help="path to cluster.toml")
@@ -60,12 +73,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     _no_grpc_fork_handlers()
     from cluster.app import client_cli
+    from cluster.app.client_security import security_from_args
 
     args = build_parser().parse_args(argv)
     if args.command == "node":
-        from cluster.app.node_main import run_node
+        from cluster.app.node_main import restore_node, run_node
 
-        return run_node(args.config, args.node_id, args.log_format, args.log_level)
+        if args.action == "restore":
+            return restore_node(args.file, args.config, args.node_id)
+        if args.file:
+            print(
+                f"raftsched node: unexpected argument {args.file!r} (did you mean: raftsched node restore FILE ...?)",
+                file=sys.stderr,
+            )
+            return 2
+        join = [a.strip() for a in args.join.split(",") if a.strip()]
+        return run_node(
+            args.config, args.node_id, join, lambda cfg: security_from_args(args, cfg), args.log_format, args.log_level
+        )
     if args.command == "executor":
         from cluster.app.executor_main import run_executor
 

@@ -2,39 +2,47 @@
 
 ``run_node`` runs it in the foreground until SIGTERM/SIGINT (graceful: stop
 firing, drain RPCs, stop Raft) — or SIGKILL, after which the journal and
-snapshot in ``data_dir/<node id>`` bring it back.
+snapshot in ``data_dir/<node id>`` bring it back — or until it finds itself
+removed from the cluster (it then retires its data dir and exits 0). The
+membership it starts with comes from ``cluster.app.node_boot`` (its data
+dir's record, ``--join``, or the config's ``[[nodes]]``).
 """
 
 from __future__ import annotations
 
 import faulthandler
 import gc
-import json
 import logging
 import os
+import sys
 from typing import Any, Callable
 
 import grpc
 
+from cluster.app.data_dir import ensure_identity, mark_removed, record_membership
 from cluster.app.log_setup import configure_logging
+from cluster.app.node_boot import Boot, prepare
 from cluster.app.observability import Observability
 from cluster.app.stop_signal import StopSignal
-from cluster.domain.commands import FORMAT_VERSION
+from cluster.domain import command_registry
 from cluster.domain.output_location import OutputLocation
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits
+from cluster.node.backup import open_backup
 from cluster.node.clock import Clock, SystemClock
 from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
 from cluster.node.event_hub import EventHub
 from cluster.node.job_service import JobService
 from cluster.node.leader_loop import LeaderLoop
 from cluster.node.lease_service import LeaseService
+from cluster.node.membership import MembershipService
+from cluster.node.membership_keeper import MembershipKeeper
 from cluster.node.page_tokens import PageTokens, derive_key
 from cluster.node.replicated_state import ReplicatedState
 from cluster.node.scope_lookup import ScopeReader
 from cluster.node.version import VersionReporter, raftsched_version
 from raft.adapter import RaftNode, RaftSettings
-from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
+from raft.durable_files import make_private_dir
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
 from rpc.server.auth import AuthInterceptor
@@ -49,42 +57,6 @@ from storage.reader import OutputReader
 from storage.s3_client import lazy_s3_client
 
 log = logging.getLogger("raftsched.node")
-
-IDENTITY_FILE = "NODE"
-
-
-def check_identity(node_dir: str, node_id: str, cfg: ClusterConfig) -> None:
-    """Refuse a data dir that belongs to another node id or another cluster."""
-    path = os.path.join(node_dir, IDENTITY_FILE)
-    members = sorted(n.raft for n in cfg.nodes)
-    if os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                ident = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path} is unreadable ({exc}); this data dir may be damaged or foreign") from exc
-        if ident.get("node_id") != node_id:
-            raise ConfigError(
-                f"data dir {node_dir} belongs to node {ident.get('node_id')!r}, not {node_id!r}: check --node-id and data_dir"
-            )
-        known = ident.get("members")
-        if known and sorted(known) != members:
-            raise ConfigError(
-                f"data dir {node_dir} belongs to a cluster of {', '.join(sorted(known))}, but {cfg.path} lists "
-                f"{', '.join(members)}: this is another cluster's data (or the config changed): "
-                "use that cluster's config, or move the data dir away"
-            )
-        return
-    if any(f.startswith("raft.") for f in os.listdir(node_dir)):
-        raise ConfigError(f"data dir {node_dir} holds Raft files but no {IDENTITY_FILE} file: it is not ours; move it away")
-    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with open(fd, "w", encoding="utf-8") as f:
-        json.dump({"node_id": node_id, "members": members}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(path + ".tmp", path)
-    fsync_dir(node_dir)
-
 
 #: gRPC server threads kept for unary calls beyond the long-lived ones ([limits] max_watch_streams,
 #: max_long_polls), so that no number of open streams and long polls can hold up a GetJob
@@ -137,16 +109,20 @@ def janitor_s3_client(logs: LogsConfig) -> Callable[[], Any] | None:
 
 
 class Node:
-    def __init__(self, cfg: ClusterConfig, node_id: str, clock: Clock | None = None) -> None:
+    def __init__(self, cfg: ClusterConfig, node_id: str, clock: Clock | None = None, boot: Boot | None = None) -> None:
+        boot = boot or prepare(cfg, node_id, [])
+        first_cfg, cfg = cfg, boot.cfg  # cfg.nodes: the membership this node starts with
         self.cfg = cfg
         self.node_id = node_id
         self.clock = clock or SystemClock()
         me = cfg.node(node_id)
         secret = cfg.read_secret()
         credentials, tokens = grpc_security(cfg, node_id)  # refuse before anything is created on disk
-        node_dir = cfg.node_dir(node_id)
+        node_dir = self.node_dir = cfg.node_dir(node_id)
         make_private_dir(node_dir)  # 0700, and so is data_dir when this creates it
-        check_identity(node_dir, node_id, cfg)
+        ensure_identity(node_dir, node_id, first_cfg, boot.joined)
+        #: called once this node found itself removed from the cluster (``run_node``: stop, exit 0)
+        self.on_removed: Callable[[], None] = lambda: None
         self.machine = JobStateMachine()
         self.hub = EventHub(self.clock.now_ms)
         self.store = ReplicatedState(self.machine, self.clock, self.hub, cfg.scheduler.request_timeout_s)
@@ -168,7 +144,7 @@ class Node:
             log_compaction_min_time=t.snapshot_interval_s,
         )
         version = raftsched_version()
-        self.version_reporter = VersionReporter(self.store, self.clock, node_id, version)
+        self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
         self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
@@ -179,26 +155,44 @@ class Node:
         self.store.on_applied.append(self.janitor.on_applied)
         limits = Limits(cfg.scheduler.max_payload_bytes, quotas.max_jobs, quotas.max_pending_runs)
         reader = output_reader(cfg.logs, location)
-        self.service = JobService(self.store, self.clock, limits, reader, page_tokens(cfg, secret))
+        self.service = JobService(self.store, self.clock, limits, reader, page_tokens(first_cfg, secret))
         self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes, location, quotas.max_long_polls)
+        self.membership = MembershipService(self.store, self.clock, node_id, tuple(n.id for n in cfg.nodes))
+        self.keeper = MembershipKeeper(
+            self.store, self.raft.membership, self.raft, self.clock, node_id, boot.seed, lambda: self.leader.leading,
+            lambda members: record_membership(node_dir, members), self._removed,
+            removed_after_s=2 * t.raft_max_timeout + 0.5, hold_until_index=boot.hold_until_index,
+        )  # fmt: skip
         # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
         interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))])
+        cluster = ClusterServicer(
+            self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {command_registry.FORMAT_VERSION})",
+            self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout),
+        )  # fmt: skip
         self.server = build_server(
             me.grpc_listen,
             JobServicer(self.service, self.hub, quotas.max_watch_streams),
             LeaseServicer(self.leases),
-            ClusterServicer(self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {FORMAT_VERSION})"),
+            cluster,
             workers=UNARY_WORKERS + quotas.max_watch_streams + quotas.max_long_polls,
             credentials=credentials,
             interceptors=interceptors,
             health=self.ops.grpc_health,
         )
 
+    def _removed(self, reason: str) -> None:
+        """The keeper found this node out of the cluster: retire the data dir, answer, then stop."""
+        mark_removed(self.node_dir, reason)
+        log.warning("%s: this node stops serving; its data dir %s is retired (a restart refuses it)", reason, self.node_dir)
+        self.membership.removed.set()
+        self.on_removed()
+
     def start(self) -> None:
         self.server.start()
         self.ops.start()
         self.leader.start()
         self.version_reporter.start()
+        self.keeper.start()
         me = self.cfg.node(self.node_id)
         log.info(
             "node %s serving gRPC on %s (advertised %s; %s, %s), Raft on %s (advertised %s); Raft log fsync %s",
@@ -216,25 +210,57 @@ class Node:
     def stop(self) -> None:
         log.info("node %s stopping", self.node_id)
         self.ops.stop()
+        self.keeper.stop()
         self.version_reporter.stop()
         self.leader.stop()
         self.server.stop(grace=2).wait(3)
         self.raft.stop()
 
 
-def run_node(config_path: str, node_id: str, log_format: str = "text", log_level: str = "INFO") -> int:
+def run_node(
+    config_path: str,
+    node_id: str,
+    join: list[str] | None = None,
+    security: Callable[[ClusterConfig], Any] | None = None,
+    log_format: str = "text",
+    log_level: str = "INFO",
+) -> int:
+    """``join``: addresses to ask for the membership (``--join``); ``security(cfg)``: the channel security to ask with."""
     gc.set_threshold(50_000, 20, 100)  # fewer collections of a large, mostly long-lived heap
     faulthandler.enable()  # a crash (of the node or of a snapshot child) leaves its Python stack in the log
     configure_logging(log_format, log_level, {"node": node_id}, f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # whatever this process creates is its owner's only (explicit modes are set as well)
     try:
         cfg = load_config(config_path)
-        node = Node(cfg, node_id)
+        boot = prepare(cfg, node_id, join or [], security(cfg) if security and join else None)
+        node = Node(cfg, node_id, boot=boot)
     except (ConfigError, SnapshotError, JournalError, OSError) as exc:
         log.error("cannot start node %s: %s", node_id, exc)
         return 2
     stop = StopSignal()
+    node.on_removed = stop.stop
     node.start()
     stop.wait()
     node.stop()
+    return 0
+
+
+def restore_node(backup: str | None, config_path: str, node_id: str) -> int:
+    """``raftsched node restore FILE``: seed ``node_id``'s empty data dir of a new cluster from a backup."""
+    from cluster.app.backup_restore import restore_data_dir
+
+    if not backup:
+        print(
+            "raftsched node restore: give the backup file: raftsched node restore FILE --config C --node-id ID", file=sys.stderr
+        )
+        return 2
+    os.umask(0o077)
+    try:
+        node_dir, index = restore_data_dir(backup, load_config(config_path), node_id)
+    except (ConfigError, OSError) as exc:
+        print(f"raftsched node restore: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"restored {backup} (state at index {index}) into {node_dir}; restore every node of the new cluster the same way, then start them"
+    )
     return 0

@@ -28,6 +28,10 @@ class StopSignal:
     def _on_signal(self, signum: int, frame: object) -> None:
         self._event.set()
 
+    def stop(self) -> None:
+        """Stop as a signal would (a node removed from its cluster stops itself)."""
+        self._event.set()
+
     def wait(self) -> None:
         while not self._event.wait(POLL_S):
             pass

@@ -2,80 +2,78 @@
 
 A command is a small frozen dataclass of plain values. The proposer stamps
 ``now_ms`` (its clock) into every command before replication: the state
-machine never reads a clock. The wire form is UTF-8 JSON
-``{"v": FORMAT_VERSION, "op": <name>, ...fields}``; ``decode`` rejects an
-unknown version or op with ``CommandFormatError`` (the state machine turns
-that into a rejected result: ``apply`` never raises).
+machine never reads a clock. The wire form (``cluster.domain.command_registry``)
+is UTF-8 JSON ``{"v": <format>, "op": <name>, ...fields}`` where ``v`` is the command
+format that introduced the command (``since`` in ``@command``): entries of
+the commands an older node knows keep the format it knows.
+
+Formats (``FORMAT_VERSION`` is the newest this code understands):
+
+* 1 — every job, run and lease command, ``barrier`` and ``node_info``.
+* 2 — membership (``member_seed``, ``member_add``, ``member_remove``,
+  ``member_done``) and ``cluster_format`` (``cluster.domain.member_commands``);
+  with it, issue 17's cron rules (``cluster.domain.cron_legacy``).
+
+``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
+understand, which stops the node rather than let its replica diverge, and
+``CommandFormatError`` for a malformed one (a rejected result). A newer
+format is only proposed once the cluster switched to it (``SetClusterFormat``, committed by the
+leader once every member reported, through ``NodeInfo``, that it understands
+it), and the state machine refuses a command newer than the cluster's format.
 
 One Raft entry may carry many fires (``Fire.items``): batching is how the
 leader keeps up with thousands of due instants per second.
 
 Adding a command is one place here — the class with ``@command(op, to_plain,
-from_plain)`` beside it — plus its handler in the state machine, registered
-with ``@handles(TheCommand)`` (a unit test checks every command has one).
-``op`` and the plain keys are the log's wire format: never rename them.
+from_plain, since)`` beside it — plus its handler in the state machine,
+registered with ``@handles(TheCommand)`` (a unit test checks every command has
+one). A new command is a new format: ``since`` = ``FORMAT_VERSION + 1``, raise
+``command_registry.FORMAT_VERSION`` and add its line above; the leader starts
+using it once every member understands it. ``op`` and the plain keys are the
+log's wire format: never rename them (an optional key with a default in
+``from_plain`` keeps old entries readable and needs no new format).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Union
 
-from cluster.domain.errors import RaftschedError
+from cluster.domain import command_registry as _registry
+from cluster.domain.command_registry import (  # re-exported: the one module callers import
+    FORMAT_VERSION,
+    HANDLERS,
+    CommandFormatError,
+    UnsupportedCommand,
+    command,
+    encode,
+    format_of,
+    handles,
+    registered_commands,
+)
+from cluster.domain.command_registry import seq as _seq
+from cluster.domain.member_commands import AddMember, FinishMemberChange, RemoveMember, SeedMembers, SetClusterFormat
 from cluster.domain.model import JobSpec
 from cluster.domain.spec_codec import Plain, b64, spec_from_plain, spec_to_plain, unb64
 
-FORMAT_VERSION = 1
-
-
-class CommandFormatError(RaftschedError, ValueError):
-    """The bytes are not a command this version understands."""
-
-
-C = TypeVar("C")
-#: how a command becomes the plain values of its log entry (without "op", "v", "now"), and back
-ToPlain = Callable[[Any], Plain]
-FromPlain = Callable[[Plain, int], Any]
-
-_ENCODERS: dict[type, tuple[str, ToPlain]] = {}
-_DECODERS: dict[str, FromPlain] = {}
-#: the state machine's handler of each command type (filled by ``handles``)
-HANDLERS: dict[type, Callable[..., Any]] = {}
-
-
-def command(op: str, to_plain: ToPlain, from_plain: FromPlain) -> Callable[[type[C]], type[C]]:
-    """Register a command class under its wire name ``op`` with its plain-value codec."""
-
-    def register(cls: type[C]) -> type[C]:
-        if op in _DECODERS:
-            raise ValueError(f"command op {op!r} is registered twice")
-        _ENCODERS[cls] = (op, to_plain)
-        _DECODERS[op] = from_plain
-        return cls
-
-    return register
-
-
-def handles(cmd_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a state-machine method ``fn(machine, cmd, index) -> Result`` as the handler of ``cmd_type``."""
-
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        HANDLERS[cmd_type] = fn
-        return fn
-
-    return register
-
-
-def registered_commands() -> list[type]:
-    return list(_ENCODERS)
-
-
-def _seq(value: Any) -> list[Any]:
-    """A JSON array, or TypeError: a string must not pass as a list of one-letter items."""
-    if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {type(value).__name__}")
-    return value
+__all__ = [
+    "FORMAT_VERSION",
+    "HANDLERS",
+    "AddMember",
+    "Command",
+    "CommandFormatError",
+    "FinishMemberChange",
+    "RemoveMember",
+    "SeedMembers",
+    "SetClusterFormat",
+    "UnsupportedCommand",
+    "command",
+    "decode",
+    "encode",
+    "format_of",
+    "handles",
+    "registered_commands",
+]
 
 
 def _job_id(cmd: Any) -> Plain:
@@ -328,22 +326,29 @@ class Barrier:
 
 @command(
     "node_info",
-    lambda c: {"node": c.node_id, "ver": c.version, "fmt": c.command_format},
-    lambda p, now: NodeInfo(now, str(p["node"]), str(p["ver"]), int(p["fmt"])),
+    lambda c: {"node": c.node_id, "ver": c.version, "fmt": c.command_format, **({"raft": c.raft} if c.raft else {})},
+    lambda p, now: NodeInfo(now, str(p["node"]), str(p["ver"]), int(p["fmt"]), str(p.get("raft", ""))),
 )
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     """Proposed by each node once it runs: which raftsched version it is and which command format it
-    understands (kept in the state, shown by GetClusterStatus, checked before a format change)."""
+    understands (kept in the state, shown by GetClusterStatus, checked before a format change), and
+    the Raft address it answers on (absent in entries from before it was sent)."""
 
     now_ms: int
     node_id: str
     version: str
     command_format: int
+    raft: str = ""
 
 
 Command = Union[
     NodeInfo,
+    SeedMembers,
+    AddMember,
+    RemoveMember,
+    FinishMemberChange,
+    SetClusterFormat,
     CreateJob,
     UpdateJob,
     PauseJob,
@@ -362,32 +367,7 @@ Command = Union[
 ]
 
 
-def encode(cmd: Command) -> bytes:
-    entry = _ENCODERS.get(type(cmd))
-    if entry is None:
-        raise TypeError(f"not a command: {cmd!r}")
-    op, to_plain = entry
-    plain = {"op": op, **to_plain(cmd), "v": FORMAT_VERSION, "now": cmd.now_ms}
-    return json.dumps(plain, separators=(",", ":")).encode("utf-8")
-
-
 def decode(data: bytes) -> Command:
-    try:
-        plain: Any = json.loads(data)
-    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        raise CommandFormatError(f"command is not valid JSON: {exc}") from exc
-    if not isinstance(plain, dict):
-        raise CommandFormatError("command is not a JSON object")
-    version = plain.get("v")
-    if type(version) is not int or version != FORMAT_VERSION:  # not True, not 1.0
-        raise CommandFormatError(
-            f"command format version {version!r} is not supported (this node understands {FORMAT_VERSION}); upgrade this node"
-        )
-    decoder = _DECODERS.get(str(plain.get("op")))
-    if decoder is None:
-        raise CommandFormatError(f"unknown command {plain.get('op')!r}; upgrade this node")
-    try:
-        cmd: Command = decoder(plain, int(plain["now"]))
-        return cmd
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(1e999)
-        raise CommandFormatError(f"malformed {plain.get('op')} command: {exc!r}") from exc
+    """The command in ``data``; ``UnsupportedCommand`` or ``CommandFormatError`` (see ``command_registry``)."""
+    cmd: Command = _registry.decode(data)
+    return cmd

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cluster.domain.model import Every, MisfirePolicy, Schedule
-from cluster.domain.schedule import next_fire
+from cluster.domain.model import Every, MisfirePolicy
+from cluster.domain.schedule import AnySchedule, next_fire
 
 #: how many decisions one item of one Fire command may produce; the rest
 #: continue in the leader's next Fire command.
@@ -64,7 +64,7 @@ def _too_old_ms(w: Window) -> int:
     return max(w.catchup_window_ms, w.misfire_threshold_ms)
 
 
-def skip_through(schedule: Schedule, anchor_ms: int, first_ms: int, until_ms: int, reason: str) -> tuple[Skip, int | None]:
+def skip_through(schedule: AnySchedule, anchor_ms: int, first_ms: int, until_ms: int, reason: str) -> tuple[Skip, int | None]:
     """One record for every instant from ``first_ms`` (an instant) through ``until_ms``, and the next instant.
 
     ``Every`` instants are counted arithmetically, however many; others one by
@@ -85,14 +85,14 @@ def skip_through(schedule: Schedule, anchor_ms: int, first_ms: int, until_ms: in
     return Skip(first_ms, last, count, reason), nxt
 
 
-def _skip_too_old(schedule: Schedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[Skip, int | None]:
+def _skip_too_old(schedule: AnySchedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[Skip, int | None]:
     """Skip every instant older than the catchup window, in one record."""
     edge = w.now_ms - _too_old_ms(w)  # instants < edge are too old
     reason = f"missed by more than the catchup window ({w.catchup_window_ms} ms)"
     return skip_through(schedule, anchor_ms, first_ms, edge - 1, reason)
 
 
-def _missed(schedule: Schedule, anchor_ms: int, i: int, w: Window) -> Decision:
+def _missed(schedule: AnySchedule, anchor_ms: int, i: int, w: Window) -> Decision:
     late = w.now_ms - i
     if w.policy is MisfirePolicy.FIRE_ALL:
         return FireAt(i)
@@ -104,7 +104,7 @@ def _missed(schedule: Schedule, anchor_ms: int, i: int, w: Window) -> Decision:
     return Skip(i, i, 1, f"missed by {late} ms (more than the misfire threshold); misfire policy SKIP")
 
 
-def plan(schedule: Schedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[list[Decision], int | None]:
+def plan(schedule: AnySchedule, anchor_ms: int, first_ms: int, w: Window) -> tuple[list[Decision], int | None]:
     """Decide the due instants from ``first_ms`` on; return them and the next undecided instant."""
     decisions: list[Decision] = []
     i: int | None = first_ms

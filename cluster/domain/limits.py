@@ -34,6 +34,8 @@ MAX_ERROR_CHARS = 16_384  # CompleteRun.error: longer text is cut to this (with 
 MAX_LOG_URI_CHARS = 2048
 MAX_PAGE_TOKEN_CHARS = 1024
 MAX_EVENT_KIND_CHARS = 32
+MAX_NODE_ID_CHARS = 64  # AddNode/RemoveNode id: also a directory name under data_dir
+MAX_ADDRESS_CHARS = 255  # AddNode raft, grpc and http addresses (host:port)
 
 # ----------------------------------------------------------------- bytes (defaults; [scheduler] sets them)
 
@@ -100,6 +102,8 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("PENDING runs", "[limits] max_pending_runs (default 10,000,000)", "RESOURCE_EXHAUSTED (TriggerJob); a due instant is recorded SKIPPED"),
     ("open WatchRuns streams per node", "[limits] max_watch_streams (default 256)", "RESOURCE_EXHAUSTED"),
     ("waiting AcquireLease long polls per node", "[limits] max_long_polls (default 512)", "RESOURCE_EXHAUSTED"),
+    ("AddNode/RemoveNode id", f"{MAX_NODE_ID_CHARS} characters of A-Z a-z 0-9 _ . -", "INVALID_ARGUMENT"),
+    ("AddNode raft_address, grpc_address, http_address", f"{MAX_ADDRESS_CHARS} characters, host:port", "INVALID_ARGUMENT"),
 )  # fmt: skip
 
 

@@ -245,3 +245,27 @@ def run_id_for(job_id: str, scheduled_ms: int) -> str:
 def manual_run_id(job_id: str, index: int, pos: int = 0) -> str:
     """The run id of a manual trigger committed as command ``pos`` of the Raft entry at ``index``."""
     return f"{job_id}@manual-{index}" if pos == 0 else f"{job_id}@manual-{index}.{pos}"
+
+
+# ----------------------------------------------------------------- membership
+
+
+class Member(NamedTuple):
+    """A cluster member as the replicated state knows it: its id and the addresses it advertises."""
+
+    node_id: str
+    raft: str
+    grpc: str
+    http: str = ""
+
+
+class MemberChange(NamedTuple):
+    """The membership change in flight: ``action`` ("add" or "remove") of ``member``, begun at entry ``begun_at``."""
+
+    action: str
+    member: Member
+    begun_at: int
+
+    def describe(self) -> str:
+        verb = "adding" if self.action == "add" else "removing"
+        return f"{verb} {self.member.node_id} (raft {self.member.raft}), begun at entry {self.begun_at}"

@@ -43,14 +43,17 @@ from __future__ import annotations
 
 import functools
 from datetime import date, datetime
+from typing import Union
 from zoneinfo import ZoneInfo
 
 from cluster.domain import cron_notes, tz
 from cluster.domain.cron_dst import clock_next, once_next
 from cluster.domain.cron_fields import CronFields, ScheduleError, parse_cron
+from cluster.domain.cron_legacy import LegacyCron, legacy_next
 from cluster.domain.model import After, At, Cron, Every, Schedule
 
 __all__ = [
+    "AnySchedule",
     "MIN_EVERY_MS",
     "ScheduleError",
     "explain_instant",
@@ -61,6 +64,9 @@ __all__ = [
 ]
 
 MIN_EVERY_MS = 100
+#: what the next-instant functions take: a schedule, or a cron schedule under the rules of command
+#: format 1 (``cluster.domain.cron_legacy``: what the state machine passes while the cluster is on format 1)
+AnySchedule = Union[Schedule, LegacyCron]
 
 #: one cron search gives up after this many years without a match. Every expression
 #: without a year field that matches at all matches within any 50 years (the longest
@@ -133,7 +139,7 @@ def _fields(expression: str) -> CronFields:
 # -------------------------------------------------------------- next instants
 
 
-def first_fire(schedule: Schedule, anchor_ms: int) -> int | None:
+def first_fire(schedule: AnySchedule, anchor_ms: int) -> int | None:
     """The first instant the job fires; ``anchor_ms`` is its creation (or last reschedule) time."""
     if isinstance(schedule, At):
         return schedule.at_ms
@@ -144,7 +150,7 @@ def first_fire(schedule: Schedule, anchor_ms: int) -> int | None:
     return next_fire(schedule, anchor_ms, anchor_ms)
 
 
-def next_fire(schedule: Schedule, after_ms: int, anchor_ms: int) -> int | None:
+def next_fire(schedule: AnySchedule, after_ms: int, anchor_ms: int) -> int | None:
     """The first scheduled instant strictly greater than ``after_ms``, or ``None``."""
     if isinstance(schedule, At):
         return schedule.at_ms if schedule.at_ms > after_ms else None
@@ -157,6 +163,8 @@ def next_fire(schedule: Schedule, after_ms: int, anchor_ms: int) -> int | None:
         return anchor_ms + k * every
     if isinstance(schedule, Cron):
         return _next_cron(schedule, after_ms)
+    if isinstance(schedule, LegacyCron):
+        return legacy_next(schedule, after_ms)
     raise ScheduleError(f"unknown schedule {schedule!r}: use At, After, Every or Cron")
 
 

@@ -11,7 +11,7 @@ policies are interned while decoding (most jobs share a handful).
 from __future__ import annotations
 
 import marshal
-from typing import Any
+from typing import Any, NamedTuple
 
 from cluster.domain.model import (
     After,
@@ -22,6 +22,8 @@ from cluster.domain.model import (
     Job,
     JobSpec,
     JobStatus,
+    Member,
+    MemberChange,
     MisfirePolicy,
     RetryPolicy,
     Run,
@@ -29,9 +31,9 @@ from cluster.domain.model import (
     Schedule,
 )
 
-FORMAT = 3
-#: formats this code reads: 2 (before members' versions were kept) and 3
-READABLE_FORMATS = (2, 3)
+FORMAT = 4
+#: formats this code reads: 2 (before members' versions were kept), 3 (before the membership) and 4
+READABLE_FORMATS = (2, 3, 4)
 #: version 2: no back-references, so equal states always encode to equal bytes
 MARSHAL_VERSION = 2
 
@@ -121,8 +123,43 @@ def run_from_tuple(t: tuple[Any, ...]) -> Run:
 Members = dict[str, tuple[str, int]]
 
 
+class Membership(NamedTuple):
+    """The membership part of the state (``cluster.domain.membership_rules``); format 4 on."""
+
+    roster: list[Member]
+    change: MemberChange | None
+    removed: list[Member]
+    cluster_format: int
+    #: node id -> the Raft address it reported with its NodeInfo
+    rafts: dict[str, str]
+
+
+#: what a snapshot from before format 4 holds: no members recorded, command format 1
+NO_MEMBERSHIP = Membership([], None, [], 1, {})
+
+
+def _membership_to(m: Membership) -> tuple[Any, ...]:
+    change = None if m.change is None else (m.change.action, tuple(m.change.member), m.change.begun_at)
+    return (
+        sorted(tuple(x) for x in m.roster), change, sorted(tuple(x) for x in m.removed), m.cluster_format,
+        sorted(m.rafts.items()),
+    )  # fmt: skip
+
+
+def _membership_from(t: tuple[Any, ...]) -> Membership:
+    roster, change, removed, fmt, rafts = t
+    ch = None if change is None else MemberChange(change[0], Member(*change[1]), change[2])
+    return Membership([Member(*x) for x in roster], ch, [Member(*x) for x in removed], fmt, dict(rafts))
+
+
 def encode(
-    now_ms: int, applied: int, jobs: Any, runs: Any, idempotency: dict[str, tuple[str, str]], members: Members | None = None
+    now_ms: int,
+    applied: int,
+    jobs: Any,
+    runs: Any,
+    idempotency: dict[str, tuple[str, str]],
+    members: Members | None = None,
+    membership: Membership = NO_MEMBERSHIP,
 ) -> bytes:
     body = (
         FORMAT,
@@ -132,11 +169,12 @@ def encode(
         [run_to_tuple(r) for r in runs],
         [(k, v[0], v[1]) for k, v in idempotency.items()],
         sorted((node, ver, fmt) for node, (ver, fmt) in (members or {}).items()),
+        _membership_to(membership),
     )
     return marshal.dumps(body, MARSHAL_VERSION)
 
 
-def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple[str, str]], Members]:
+def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple[str, str]], Members, Membership]:
     try:
         body = marshal.loads(data)
     except (EOFError, ValueError, TypeError) as exc:
@@ -148,6 +186,7 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
         )
     _, now_ms, applied, jobs, runs, idem, *rest = body
     members = {node: (ver, fmt) for node, ver, fmt in rest[0]} if rest else {}
+    membership = _membership_from(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
     dec = _Decoder()
     return (
         now_ms,
@@ -156,4 +195,5 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
         [run_from_tuple(t) for t in runs],
         {k: (j, fp) for k, j, fp in idem},
         members,
+        membership,
     )

@@ -4,8 +4,12 @@ Contract (the hashicorp/raft FSM boundary):
 
 * ``apply(data, index, pos)`` decodes one committed command and applies it.
   It is deterministic (same log, same state, on every node), never raises for
-  any input (a malformed entry is a ``Rejected`` result), and returns an
-  ``Ok``/``Rejected`` result to the proposer. ``index`` is the entry's Raft
+  a malformed entry (a ``Rejected`` result), and returns an ``Ok``/``Rejected``
+  result to the proposer. The one exception: an entry this code does not
+  understand (a newer command format, an unknown op) raises
+  ``UnsupportedCommand``, which stops the node before it applies anything
+  else (``raft.adapter``) instead of letting its replica diverge. A command
+  newer than the cluster's format is refused (``MembershipRules.format_gate``). ``index`` is the entry's Raft
   log index and ``pos`` the command's position in it (an entry may carry a
   group-committed batch): together they name manual runs and fencing tokens.
 * Time only comes in commands. ``now_ms`` is the largest ``now`` seen so far,
@@ -13,7 +17,9 @@ Contract (the hashicorp/raft FSM boundary):
 * ``snapshot()`` returns bytes that ``restore()`` turns back into the same
   state (derived indexes are rebuilt).
 * Exactly-once firing: each job keeps a ``cursor``; every instant at or
-  before it was fired or skipped. A ``Fire`` item applies only while the
+  before it was fired or skipped. Cron instants follow the rules of the
+  cluster's command format (``cluster.domain.cron_legacy``), switched at the
+  same entry on every node. A ``Fire`` item applies only while the
   job's ``next_fire_ms`` still equals the proposer's expectation.
 
 Readers on other threads must hold the caller's lock (see ``cluster.node.replicated_state``).
@@ -27,9 +33,11 @@ from sortedcontainers import SortedDict, SortedList
 
 from cluster.domain import commands as c
 from cluster.domain import snapshot_codec
+from cluster.domain.cron_legacy import under_rules
 from cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
 from cluster.domain.keylist import KeyList
 from cluster.domain.lease_rules import LeaseRules
+from cluster.domain.membership_rules import MembershipRules
 from cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     ConcurrencyPolicy,
@@ -59,7 +67,7 @@ from cluster.domain.state_base import RunEvent
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
 
-class JobStateMachine(LeaseRules, RetentionRules):
+class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
     # ------------------------------------------------------------ apply
@@ -68,6 +76,12 @@ class JobStateMachine(LeaseRules, RetentionRules):
         """Apply one committed command (command ``pos`` of entry ``index``). Never raises."""
         try:
             cmd = c.decode(data)
+        except c.UnsupportedCommand as exc:
+            newer = sorted(
+                f"{node} runs {ver} (command format {fmt})" for node, (ver, fmt) in self.members.items() if fmt > exc.known
+            )
+            told = f" ({'; '.join(newer)})" if newer else ""
+            raise c.UnsupportedCommand(f"entry {index}: {exc}{told}", exc.command_format, exc.op, exc.known) from exc
         except c.CommandFormatError as exc:
             return InvalidArgument(f"entry {index} was not applied: {exc}")
         return self.apply_command(cmd, index, pos)
@@ -78,6 +92,9 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self._pos = pos
         if cmd.now_ms > self.now_ms:
             self.now_ms = cmd.now_ms
+        refused = self.format_gate(cmd)
+        if refused is not None:
+            return refused
         handler = c.HANDLERS[type(cmd)]
         try:
             result: Result = handler(self, cmd, index)
@@ -111,7 +128,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
                 "(deleted jobs count until purged): delete jobs or raise max_jobs"
             )
         anchor = self.now_ms
-        nxt = first_fire(cmd.spec.schedule, anchor)
+        nxt = first_fire(under_rules(cmd.spec.schedule, self.cluster_format), anchor)
         cursor = anchor if nxt is None else min(anchor, nxt - 1)
         status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
         job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
@@ -138,9 +155,10 @@ class JobStateMachine(LeaseRules, RetentionRules):
         self._unindex_job(job)
         if job.spec.schedule != cmd.spec.schedule:
             job.anchor_ms = self.now_ms
-            nxt = first_fire(cmd.spec.schedule, job.anchor_ms)
+            schedule = under_rules(cmd.spec.schedule, self.cluster_format)
+            nxt = first_fire(schedule, job.anchor_ms)
             if nxt is not None and nxt <= job.cursor_ms:
-                nxt = next_fire(cmd.spec.schedule, job.cursor_ms, job.anchor_ms)
+                nxt = next_fire(schedule, job.cursor_ms, job.anchor_ms)
             job.next_fire_ms = nxt
             if job.status is JobStatus.COMPLETED and nxt is not None:
                 self._set_job_status(job, JobStatus.ACTIVE)
@@ -197,7 +215,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         first = job.next_fire_ms
         assert first is not None
         reason = "the job was paused when this instant came due"
-        skip, nxt = skip_through(job.spec.schedule, job.anchor_ms, first, self.now_ms, reason)
+        skip, nxt = skip_through(under_rules(job.spec.schedule, self.cluster_format), job.anchor_ms, first, self.now_ms, reason)
         self._record_skip(job, skip)
         job.cursor_ms = max(job.cursor_ms, skip.last_ms)
         job.next_fire_ms = nxt
@@ -286,7 +304,7 @@ class JobStateMachine(LeaseRules, RetentionRules):
         window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
         assert job.next_fire_ms is not None
         self._unindex_job(job)
-        decisions, nxt = plan(spec.schedule, job.anchor_ms, job.next_fire_ms, window)
+        decisions, nxt = plan(under_rules(spec.schedule, self.cluster_format), job.anchor_ms, job.next_fire_ms, window)
         pending_skip: Skip | None = None
         skipped = 0
         for d in decisions:
@@ -343,6 +361,8 @@ class JobStateMachine(LeaseRules, RetentionRules):
     @c.handles(c.NodeInfo)
     def _node_info(self, cmd: c.NodeInfo, index: int) -> Result:
         self.members[cmd.node_id] = (cmd.version, cmd.command_format)
+        if cmd.raft:
+            self.member_rafts[cmd.node_id] = cmd.raft
         return Ok(None)
 
     @c.handles(c.Barrier)
@@ -403,15 +423,25 @@ class JobStateMachine(LeaseRules, RetentionRules):
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
+        membership = snapshot_codec.Membership(
+            list(self.roster.values()), self.member_change, list(self.removed_members.values()), self.cluster_format,
+            dict(self.member_rafts),
+        )  # fmt: skip
         return snapshot_codec.encode(
-            self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency, self.members
+            self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency, self.members, membership
         )
 
     def restore(self, data: bytes) -> None:
-        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot."""
-        now_ms, applied, jobs, runs, idempotency, members = snapshot_codec.decode(data)
+        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot
+        (or one whose cluster uses a command format this code does not understand)."""
+        now_ms, applied, jobs, runs, idempotency, members, membership = snapshot_codec.decode(data)
         self.__init__()  # type: ignore[misc]
         self.now_ms, self.applied_index, self.idempotency, self.members = now_ms, applied, idempotency, members
+        self.roster = {m.node_id: m for m in membership.roster}
+        self.member_change, self.cluster_format = membership.change, membership.cluster_format
+        self.removed_members = {m.node_id: m for m in membership.removed}
+        self.member_rafts = dict(membership.rafts)
+        self.check_snapshot_format()
         self.jobs = SortedDict((j.job_id, j) for j in jobs)
         for job in jobs:
             self.job_counts[job.status] += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 from sortedcontainers import SortedDict, SortedList
 
 from cluster.domain.keylist import KeyList
-from cluster.domain.model import Job, JobStatus, Run, RunStatus
+from cluster.domain.model import Job, JobStatus, Member, MemberChange, Run, RunStatus
 
 #: (kind, run) pairs describing what an apply changed, for WatchRuns (``cluster.node.event_hub``) and
 #: the metrics; ``lease_expired`` (an ExpireLeases entry expired the run's lease: its retry or end
@@ -36,6 +36,15 @@ class StateBase:
         self.idempotency: dict[str, tuple[str, str]] = {}
         #: node id -> (raftsched version, command format) as each node last reported it (``NodeInfo``)
         self.members: dict[str, tuple[str, int]] = {}
+        #: node id -> Raft address each node reported with its ``NodeInfo`` (for the format switch)
+        self.member_rafts: dict[str, str] = {}
+        #: the cluster's members, their ids and addresses; the change in flight; members removed
+        #: (``cluster.domain.membership_rules``)
+        self.roster: dict[str, Member] = {}
+        self.member_change: MemberChange | None = None
+        self.removed_members: dict[str, Member] = {}
+        #: the command format the cluster uses (``SetClusterFormat``); 1 for a state from before formats
+        self.cluster_format = 1
         self._reset_indexes()
         self.events: list[RunEvent] = []
         #: the entry being applied and how many fencing tokens it handed out so far (not state:

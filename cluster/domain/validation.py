@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
-from cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy, Schedule
+from cluster.domain.model import After, At, Cron, Every, JobSpec, Member, RetryPolicy, Schedule
 from cluster.domain.payloads import validate_payload
 from cluster.domain.schedule import ScheduleError, validate_schedule
 
@@ -24,6 +24,7 @@ DEFAULT_MAX_JOBS = 10_000_000
 DEFAULT_MAX_PENDING_RUNS = 10_000_000
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _TYPE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+_NODE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MIN_LEASE_TTL_MS = 100
 MAX_ATTEMPTS = 1000
 
@@ -143,3 +144,26 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
     validate_retry(spec.retry)
     _validate_spans(spec)
     validate_payload(spec.type, spec.payload)  # last: a spec with no schedule is told that first
+
+
+def validate_node_id(node_id: str) -> None:
+    """A member id: it names the node's directory under data_dir, so plain characters only."""
+    lim.check_chars("id", node_id, lim.MAX_NODE_ID_CHARS)
+    if not _NODE_ID_RE.match(node_id) or node_id in (".", ".."):
+        raise ValidationError(f"node id {lim.shown(node_id)} is not valid: use 1-64 characters of A-Z a-z 0-9 _ . -")
+
+
+def validate_member(member: Member) -> None:
+    """An AddNode request: its id and addresses (``host:port``; ``http`` may be empty)."""
+    validate_node_id(member.node_id)
+    for field, address, required in (
+        ("raft_address", member.raft, True),
+        ("grpc_address", member.grpc, True),
+        ("http_address", member.http, False),
+    ):
+        if not address and not required:
+            continue
+        lim.check_chars(field, address, lim.MAX_ADDRESS_CHARS)
+        host, _, port = address.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValidationError(f"{field} {lim.shown(address)} is not host:port (e.g. 10.0.0.4:7001)")

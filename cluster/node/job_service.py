@@ -15,8 +15,9 @@ from typing import Callable, Iterator, TypeVar
 
 from cluster.domain import commands as c
 from cluster.domain import limits as lim
+from cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.model import Job, JobSpec, JobStatus, Run, RunStatus, Schedule
+from cluster.domain.model import Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
 from cluster.domain.results import NotFound, ResourceExhausted
 from cluster.domain.schedule import explain_instant, upcoming
 from cluster.domain.spec_codec import spec_fingerprint
@@ -78,9 +79,23 @@ class JobService:
 
     # -------------------------------------------------------------- writes
 
+    def _check_rules(self, schedule: Schedule) -> None:
+        """While the cluster is on command format 1 (a rolling upgrade from the release before issue 17
+        is not finished), every node applies the old cron rules: refuse what only the new ones can read."""
+        if not isinstance(schedule, Cron) or self._store.read(lambda m: m.cluster_format, barrier=False) >= NEW_RULES_FORMAT:
+            return
+        why = check_legacy(schedule.expression)
+        if why is not None:
+            raise ValidationError(
+                f"cron expression {schedule.expression!r} needs the cron rules of command format {NEW_RULES_FORMAT} "
+                f"({why}), and the cluster still uses format 1 (a rolling upgrade is not finished): retry once every "
+                "node runs this version (raftsched cluster status shows the command format)"
+            )
+
     def _create_command(self, spec: JobSpec, idempotency_key: str, now: int) -> c.CreateJob:
         lim.check_chars("idempotency_key", idempotency_key, lim.MAX_IDEMPOTENCY_KEY_CHARS)
         validate_spec(spec, self._limits)
+        self._check_rules(spec.schedule)
         return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec), self._limits.max_jobs)
 
     def _check_quota(self, count: Callable[[JobStateMachine], int], limit: int, message: str) -> None:
@@ -118,6 +133,7 @@ class JobService:
     def update_job(self, job_id: str, spec: JobSpec) -> Job:
         _require_id("job_id", job_id)
         validate_spec(spec, self._limits)
+        self._check_rules(spec.schedule)
         return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec))
 
     def _job_write(self, cmd: c.Command) -> Job:

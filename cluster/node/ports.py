@@ -8,6 +8,10 @@
 * ``OutputReader`` — reads a run's stored output back by its ``log_uri``
   (``storage.OutputReader``), from a byte offset, and a running attempt's
   live output by its key; raises ``OutputMissing`` and nothing else.
+* ``RaftMembership`` — pysyncobj's configuration and its changes, leadership
+  transfer and a hold on elections (``raft.membership.RaftMembership``).
+* ``Snapshots`` — this replica's snapshot file, and a way to ask for a new
+  one (``raft.RaftNode``): what a backup streams.
 """
 
 from __future__ import annotations
@@ -65,3 +69,41 @@ class OutputReader(Protocol):
     def read_live(self, key: OutputKey, offset: int) -> LogSlice:
         """What the running attempt ``key`` has shipped so far, from ``offset``; raises ``OutputMissing``."""
         ...
+
+
+class RaftMembership(Protocol):
+    def members(self) -> list[str]:
+        """The Raft addresses of the configuration this replica uses now (itself first)."""
+        ...
+
+    def change(self, add: bool, address: str, callback: Callable[[bool, str], None]) -> None:
+        """Propose Raft's own change adding (removing) ``address``; ``callback(ok, reason)`` once committed or refused."""
+        ...
+
+    def transfer_leadership(self) -> None:
+        """On the leader: ask the most caught-up follower to take over (best effort)."""
+        ...
+
+    def hold_elections(self, hold: bool) -> None:
+        """While held, this replica never starts an election (it still votes)."""
+        ...
+
+    def quiet_for(self) -> float:
+        """While elections are held: seconds since a leader was last heard (0 when not held or leading)."""
+        ...
+
+    def match_index(self, address: str) -> int:
+        """On the leader: how far ``address``'s log is known to match (0: unknown)."""
+        ...
+
+
+class Snapshots(Protocol):
+    def force_snapshot(self) -> None:
+        """Ask for a snapshot of what is applied now (written in the background)."""
+        ...
+
+    @property
+    def last_snapshot_index(self) -> int: ...
+
+    @property
+    def snapshot_path(self) -> str | None: ...

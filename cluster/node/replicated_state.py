@@ -10,6 +10,9 @@ servicers (nobody else touches the machine, its lock or the replicator):
   quorum, lost forward: the outcome is then unknown, so commands are
   idempotent). Concurrent proposals are group-committed: several commands
   share one Raft entry. ``execute_each`` does the same for a batch call.
+* A command newer than the cluster's command format (``SetClusterFormat``)
+  is never proposed: it is refused here, as the state machine would refuse
+  it, since a member that does not understand it would stop on meeting it.
 * ``propose_async(cmd, done)`` proposes without waiting (the leader's
   pipelined fires and expiries); ``done(result, fail_reason)`` runs on the
   Raft thread.
@@ -155,14 +158,33 @@ class ReplicatedState:
 
     def propose_async(self, cmd: c.Command, done: ProposalCallback) -> None:
         """Propose without waiting; ``done(result, fail_reason)`` runs on the Raft thread (keep it short)."""
+        refused = self._too_new(cmd)
+        if refused is not None:
+            done(refused, 0)
+            return
         self._replicator().propose_async(c.encode(cmd), done)
+
+    def _too_new(self, cmd: Any) -> Rejected | None:
+        """The refusal of a command newer than the cluster's command format, before it is proposed: a node
+        that does not understand it would have to stop on meeting it. (The cluster's format only grows, and
+        this node's applied state is at most behind the leader's: never a command the cluster refuses.)"""
+        if c.format_of(type(cmd)) == 1:
+            return None
+        return self._machine.format_gate(cmd)  # one int read: no lock needed
 
     def _propose(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable]:
         """Propose several commands together (they share Raft entries); a result or ``Unavailable`` each."""
+        refused = [self._too_new(cmd) for cmd in cmds]
+        send = [cmd for cmd, no in zip(cmds, refused) if no is None]
         # a grant's weight keeps one entry's fencing tokens in range (see cluster.domain.lease_rules)
-        proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in cmds]
+        proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in send]
+        answers = iter(self._replicator().propose_many(proposals, timeout or self.request_timeout_s) if proposals else [])
         out: list[Result | Unavailable] = []
-        for answer in self._replicator().propose_many(proposals, timeout or self.request_timeout_s):
+        for no in refused:
+            if no is not None:
+                out.append(no)
+                continue
+            answer = next(answers)
             if isinstance(answer, Exception):
                 out.append(Unavailable(str(answer)))
             elif answer is None:

@@ -1,9 +1,10 @@
 """Which raftsched this node runs, and its report of it to the cluster.
 
 Each node proposes one ``NodeInfo`` command once it runs (retrying until it
-commits), so every replica knows every member's version and command format:
-``GetClusterStatus`` shows them, and a format change can be checked against
-them first.
+commits), so every replica knows every member's version, command format and
+Raft address: ``GetClusterStatus`` shows them, and the leader switches the
+cluster to a newer command format only once every member of the Raft
+configuration reported it (``cluster.node.membership_keeper``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib.metadata
 import logging
 import threading
 
+from cluster.domain import command_registry
 from cluster.domain import commands as c
 from cluster.domain.errors import RaftschedError
 from cluster.node.clock import Clock
@@ -31,7 +33,7 @@ def raftsched_version() -> str:
 
 def version_text() -> str:
     """What ``raftsched --version`` prints."""
-    parts = [f"raftsched {raftsched_version()}", f"command format {c.FORMAT_VERSION}"]
+    parts = [f"raftsched {raftsched_version()}", f"command format {command_registry.FORMAT_VERSION}"]
     for dist in ("pysyncobj", "grpcio", "croniter", "tzdata"):
         try:
             parts.append(f"{dist} {importlib.metadata.version(dist)}")
@@ -43,11 +45,12 @@ def version_text() -> str:
 class VersionReporter:
     """Proposes this node's ``NodeInfo`` until it commits (in a thread; ``stop`` ends it)."""
 
-    def __init__(self, store: ReplicatedState, clock: Clock, node_id: str, version: str) -> None:
+    def __init__(self, store: ReplicatedState, clock: Clock, node_id: str, version: str, raft: str = "") -> None:
         self._store = store
         self._clock = clock
         self._node_id = node_id
         self._version = version
+        self._raft = raft
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="version-report", daemon=True)
 
@@ -60,10 +63,11 @@ class VersionReporter:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            cmd = c.NodeInfo(self._clock.now_ms(), self._node_id, self._version, c.FORMAT_VERSION)
+            fmt = command_registry.FORMAT_VERSION
+            cmd = c.NodeInfo(self._clock.now_ms(), self._node_id, self._version, fmt, self._raft)
             try:
                 self._store.execute(cmd)
-                log.info("node %s reported version %s (command format %d)", self._node_id, self._version, c.FORMAT_VERSION)
+                log.info("node %s reported version %s (command format %d)", self._node_id, self._version, fmt)
                 return
             except RaftschedError as exc:
                 log.debug("version report not committed yet (%s); retrying", exc)

@@ -164,6 +164,10 @@ class Client:
     def cluster_status(self) -> pb.ClusterStatus:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
+    def backup(self, timeout: float = 120.0) -> Iterator[pb.BackupChunk]:
+        """The snapshot stream of ``Backup`` (admin) from the node calls go to."""
+        return iter(self._cluster[self._current].Backup(pb.BackupRequest(), timeout=timeout))
+
     def watch_runs(
         self, job_id: str = "", queue: str = "", include_existing: bool = False, kinds: list[str] | None = None
     ) -> Iterator[pb.RunEvent]:

@@ -137,6 +137,7 @@ def base_requests(known: dict[str, list[Any]]) -> dict[str, Any]:
         "GetClusterStatus": pb.GetClusterStatusRequest(),
         "AddNode": pb.AddNodeRequest(),
         "RemoveNode": pb.RemoveNodeRequest(),
+        "Backup": pb.BackupRequest(),
     }
 
 
@@ -184,8 +185,8 @@ def prepare(stubs: dict[str, Any]) -> dict[str, list[Any]]:
 def call(stubs: dict[str, Any], service: str, method: str, req: Any) -> grpc.StatusCode:
     fn = getattr(stubs[service], method)
     try:
-        if method == "WatchRuns":
-            stream = fn(req, timeout=1.0)
+        if method in ("WatchRuns", "Backup"):  # server streams: read them to their end (or the timeout)
+            stream = fn(req, timeout=1.0 if method == "WatchRuns" else 8.0)
             for _ in stream:
                 pass
         else:

@@ -17,6 +17,7 @@ from cluster.domain.model import (
     Cron,
     Every,
     JobSpec,
+    Member,
     MisfirePolicy,
     RetryPolicy,
 )
@@ -70,6 +71,12 @@ commands = st.one_of(
     st.builds(c.ExpireLeases, ms, st.lists(st.tuples(text, ms, finite), max_size=5).map(tuple)),
     st.builds(c.GraceLeases, ms, ms),
     st.builds(c.PruneHistory, ms, st.integers(0, 10**6)),
+    st.builds(c.NodeInfo, ms, text, text, st.integers(1, 2), text),
+    st.builds(c.SeedMembers, ms, st.lists(st.builds(Member, text, text, text, text), max_size=5).map(tuple)),
+    st.builds(c.AddMember, ms, st.builds(Member, text, text, text, text)),
+    st.builds(c.RemoveMember, ms, text),
+    st.builds(c.FinishMemberChange, ms, text, st.sampled_from(["add", "remove"])),
+    st.builds(c.SetClusterFormat, ms, st.integers(1, c.FORMAT_VERSION)),
 )
 
 
@@ -108,6 +115,12 @@ EXAMPLES: list[c.Command] = [
     c.Fire(T0, ()),
     c.Barrier(T0),
     c.NodeInfo(T0, "n1", "0.1.0", 1),
+    c.NodeInfo(T0, "n1", "0.2.0", 2, "10.0.0.1:7001"),
+    c.SeedMembers(T0, (Member("n1", "10.0.0.1:7001", "10.0.0.1:50051", "10.0.0.1:8081"), Member("n2", "b:1", "b:2"))),
+    c.AddMember(T0, Member("n4", "10.0.0.4:7001", "10.0.0.4:50051")),
+    c.RemoveMember(T0, "n1"),
+    c.FinishMemberChange(T0, "n4", "add"),
+    c.SetClusterFormat(T0, 2),
     c.AcquireLeases(T0, "ex-1", ("default", "q2"), 10),
     c.RenewLeases(T0, "ex-1", (("L5001", 5001),)),
     c.CompleteRun(T0, "L5001", 5001, True, b"\x00result", "", "s3://b/k", 0.25),
@@ -129,13 +142,56 @@ def test_the_examples_cover_every_command_type() -> None:
 
 def test_wire_format_is_versioned_plain_json() -> None:
     plain = json.loads(c.encode(c.PauseJob(T0, "j1")))
-    assert plain == {"v": c.FORMAT_VERSION, "op": "pause_job", "now": T0, "job_id": "j1"}
+    assert plain == {"v": 1, "op": "pause_job", "now": T0, "job_id": "j1"}  # format 1: readable by a format-1 node
     fire = json.loads(c.encode(c.Fire(T0, (("a", 1),), 100, 5_000)))
     assert fire == {"v": 1, "op": "fire", "now": T0, "items": [["a", 1]], "look": 100, "mis": 5_000}
     create = json.loads(c.encode(c.CreateJob(T0, "j1", JobSpec("n", Every(1_000), payload=b"hi"), "k")))
     assert create["op"] == "create_job" and create["idem"] == "k"
     assert create["spec"]["sched"] == {"k": "every", "ms": 1_000}
     assert create["spec"]["payload"] == "aGk="  # bytes travel as base64, never pickled
+
+
+def _raw(**fields: object) -> bytes:
+    return json.dumps(fields).encode()
+
+
+def _raw_v(v: int, **fields: object) -> bytes:
+    return json.dumps({"v": v, **fields}).encode()
+
+
+def test_each_entry_carries_the_format_that_introduced_its_command() -> None:
+    format_1 = [c.PauseJob(T0, "j1"), c.Barrier(T0), c.NodeInfo(T0, "n1", "0.2.0", 2, "a:1")]
+    format_2 = [c.RemoveMember(T0, "n1"), c.SetClusterFormat(T0, 2), c.AddMember(T0, Member("n4", "a:1", "a:2"))]
+    assert [json.loads(c.encode(cmd))["v"] for cmd in format_1] == [1, 1, 1]
+    assert [json.loads(c.encode(cmd))["v"] for cmd in format_2] == [2, 2, 2]
+    assert max(c.format_of(t) for t in c.registered_commands()) == c.FORMAT_VERSION
+    # a node_info without the Raft address (entries from before it was sent) still decodes
+    old = c.decode(_raw(v=1, op="node_info", now=T0, node="n1", ver="0.1.0", fmt=1))
+    assert old == c.NodeInfo(T0, "n1", "0.1.0", 1, "")
+
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        (_raw_v(c.FORMAT_VERSION + 1, op="barrier", now=T0), f"format version {c.FORMAT_VERSION + 1}"),
+        (_raw_v(99, op="barrier", now=T0), "up to 2"),
+        (_raw_v(1, op="compact_everything", now=T0), "unknown command 'compact_everything'"),
+        (_raw_v(2, op="teleport", now=T0), "unknown command 'teleport'"),
+        (_raw_v(2, op="cluster_format", now=T0, fmt=c.FORMAT_VERSION + 1), f"command format {c.FORMAT_VERSION + 1}"),
+    ],
+)
+def test_what_this_node_cannot_understand_is_unsupported_and_names_both_formats(data: bytes, match: str) -> None:
+    with pytest.raises(c.UnsupportedCommand, match=match) as err:
+        c.decode(data)
+    assert err.value.stops_replica is True
+    assert f"up to {c.FORMAT_VERSION}" in str(err.value)
+    assert err.value.command_format > c.FORMAT_VERSION or err.value.op in ("compact_everything", "teleport")
+
+
+def test_a_format_2_command_tagged_format_1_is_malformed_not_unsupported() -> None:
+    with pytest.raises(c.CommandFormatError, match="came with format 2") as err:
+        c.decode(_raw_v(1, op="member_remove", now=T0, node="n1"))
+    assert not isinstance(err.value, c.UnsupportedCommand)
 
 
 def test_encode_refuses_what_is_not_a_command() -> None:
@@ -153,10 +209,6 @@ def test_create_without_idempotency_key_field_decodes_to_empty_key() -> None:
 # ------------------------------------------------------------------ refusals
 
 
-def _raw(**fields: object) -> bytes:
-    return json.dumps(fields).encode()
-
-
 _SPEC = spec_to_plain(JobSpec("n", Every(1_000)))
 
 
@@ -171,7 +223,7 @@ _SPEC = spec_to_plain(JobSpec("n", Every(1_000)))
         (b'"barrier"', "not a JSON object"),
         (b"null", "not a JSON object"),
         (_raw(op="barrier", now=T0), "version None"),
-        (_raw(v=2, op="barrier", now=T0), "version 2 is not supported"),
+        (_raw(v=c.FORMAT_VERSION + 1, op="barrier", now=T0), f"version {c.FORMAT_VERSION + 1}, which is not supported"),
         (_raw(v=0, op="barrier", now=T0), "version 0"),
         (_raw(v="1", op="barrier", now=T0), "version '1'"),
         (_raw(v=True, op="barrier", now=T0), "version True"),

@@ -5,9 +5,10 @@ follows the clock. A job keeps the next instant it computed before the upgrade (
 snapshot); the instants after it follow the new rule, and the job's cursor with the ``Fire`` command's
 expected next instant keep any instant from firing twice.
 
-The old rule is reproduced by making the parsed fields say "specific hours" for every job, which is what
-the old evaluator did. State crosses the upgrade the way a node carries it: a snapshot restored into a
-new machine.
+Before the switch the state machine itself applies the old rules (a cluster on command format 1:
+``cluster.domain.cron_legacy``); the old rule is also reproduced by making the parsed fields say "specific
+hours" for every job, which is what the old evaluator did. State crosses the upgrade the way a node
+carries it: a snapshot restored into a new machine, then the committed switch to command format 2.
 """
 
 from __future__ import annotations
@@ -59,10 +60,14 @@ class Node:
         return [r.scheduled_ms for r in self.m.iter_job_runs(job_id)]
 
     def upgraded(self) -> Node:
-        """A node of the new version, restored from this one's snapshot."""
+        """A node of the new version, restored from this one's snapshot, in a cluster that has switched to
+        command format 2 (whose cron rules are the new ones: ``cluster.domain.cron_legacy``)."""
         m = JobStateMachine()
         m.restore(self.m.snapshot())
-        return Node(m, self.index)
+        node = Node(m, self.index)
+        assert m.cluster_format == 1
+        node.apply(c.SetClusterFormat(m.now_ms, 2))
+        return node
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ EXPECTED_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
         "GetClusterStatus": ("GetClusterStatusRequest", "ClusterStatus", False),
         "AddNode": ("AddNodeRequest", "ClusterStatus", False),
         "RemoveNode": ("RemoveNodeRequest", "ClusterStatus", False),
+        "Backup": ("BackupRequest", "BackupChunk", True),
     },
 }
 
@@ -97,6 +98,7 @@ def test_services_have_exactly_the_contract_rpcs() -> None:
         "GetClusterStatus",
         "AddNode",
         "RemoveNode",
+        "Backup",  # admin: the snapshot `raftsched cluster backup FILE` saves
     }
 
     # And their signatures.

@@ -120,6 +120,7 @@ def dump(m: JobStateMachine) -> dict[str, Any]:
         "leases": dict(m.leases),
         "lease_deadlines": list(m.lease_deadlines),
         "members": dict(m.members),
+        "membership": (dict(m.roster), m.member_change, dict(m.removed_members), m.cluster_format, dict(m.member_rafts)),
     }
 
 
@@ -854,11 +855,11 @@ def _raw(**fields: Any) -> bytes:
         b"{}",
         b"[" * 100_000,
         _raw(op="barrier", now=T0),
-        _raw(v=2, op="barrier", now=T0),
+        _raw(v=0, op="barrier", now=T0),
         _raw(v="1", op="barrier", now=T0),
         _raw(v=True, op="barrier", now=T0),
-        _raw(v=1, op="explode", now=T0),
         _raw(v=1, now=T0),
+        _raw(v=1, op="member_remove", now=T0, node="n1"),
         _raw(v=1, op="barrier"),
         _raw(v=1, op="barrier", now="soon"),
         _raw(v=1, op="barrier", now=None),
@@ -885,6 +886,26 @@ def test_malformed_entries_are_rejected_and_change_nothing(data: bytes) -> None:
     result = h.m.apply(data, 2)
     assert isinstance(result, InvalidArgument), result
     assert "entry 2" in result.message
+    assert dump(h.m) == before
+
+
+@pytest.mark.parametrize(
+    "data, needle",
+    [
+        (_raw(v=c.FORMAT_VERSION + 1, op="barrier", now=T0), f"command format version {c.FORMAT_VERSION + 1}"),
+        (_raw(v=1, op="explode", now=T0), "unknown command 'explode'"),
+        (_raw(v=2, op="cluster_format", now=T0, fmt=c.FORMAT_VERSION + 1), f"command format {c.FORMAT_VERSION + 1}"),
+    ],
+)
+def test_an_entry_this_node_does_not_understand_stops_it_and_changes_nothing(data: bytes, needle: str) -> None:
+    h = Harness()
+    h.create("j1", Every(SEC))
+    before = dump(h.m)
+    with pytest.raises(c.UnsupportedCommand) as err:
+        h.m.apply(data, 2)
+    message = str(err.value)
+    assert "entry 2" in message and needle in message and f"up to {c.FORMAT_VERSION}" in message
+    assert err.value.stops_replica
     assert dump(h.m) == before
 
 
@@ -1000,12 +1021,16 @@ def test_members_versions_are_kept_and_a_format_2_snapshot_still_loads() -> None
     h = _rich_history()
     assert h.m.members == {"n1": ("0.1.0", 1), "n2": ("0.2.0", 2)}
     body = marshal.loads(h.m.snapshot())
-    assert body[0] == 3 and body[6] == [("n1", "0.1.0", 1), ("n2", "0.2.0", 2)]
+    assert body[0] == 4 and body[6] == [("n1", "0.1.0", 1), ("n2", "0.2.0", 2)]
     older = marshal.dumps((2, *body[1:6]), 2)  # what a node before members' versions wrote
     fresh = JobStateMachine()
     fresh.restore(older)
     assert fresh.members == {}
-    assert dump(fresh) == {**dump(h.m), "members": {}}
+    no_membership = ({}, None, {}, 1, {})
+    assert dump(fresh) == {**dump(h.m), "members": {}, "membership": no_membership}
+    format_3 = marshal.dumps((3, *body[1:7]), 2)  # what a node before the membership wrote
+    fresh.restore(format_3)
+    assert dump(fresh) == {**dump(h.m), "membership": no_membership}
 
 
 def test_restore_discards_the_old_state() -> None:

@@ -538,23 +538,25 @@ class GetClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable", "version")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable", "version", "http_address")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    HTTP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
     role: MemberRole
     reachable: bool
     version: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
+    http_address: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ..., version: _Optional[str] = ..., http_address: _Optional[str] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs", "pending_by_queue")
+    __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs", "pending_by_queue", "command_format", "membership_change")
     class PendingByQueueEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -573,6 +575,8 @@ class ClusterStatus(_message.Message):
     RUNS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     PENDING_BY_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_CHANGE_FIELD_NUMBER: _ClassVar[int]
     self_id: str
     leader_id: str
     members: _containers.RepeatedCompositeFieldContainer[Member]
@@ -584,7 +588,9 @@ class ClusterStatus(_message.Message):
     runs: RunCounts
     jobs: int
     pending_by_queue: _containers.ScalarMap[str, int]
-    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., runs: _Optional[_Union[RunCounts, _Mapping]] = ..., jobs: _Optional[int] = ..., pending_by_queue: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    command_format: int
+    membership_change: str
+    def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., runs: _Optional[_Union[RunCounts, _Mapping]] = ..., jobs: _Optional[int] = ..., pending_by_queue: _Optional[_Mapping[str, int]] = ..., command_format: _Optional[int] = ..., membership_change: _Optional[str] = ...) -> None: ...
 
 class RunCounts(_message.Message):
     __slots__ = ("pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped")
@@ -605,17 +611,33 @@ class RunCounts(_message.Message):
     def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_letter: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class AddNodeRequest(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address")
+    __slots__ = ("id", "raft_address", "grpc_address", "http_address")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    HTTP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ...) -> None: ...
+    http_address: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., http_address: _Optional[str] = ...) -> None: ...
 
 class RemoveNodeRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BackupChunk(_message.Message):
+    __slots__ = ("data", "index", "size")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    index: int
+    size: int
+    def __init__(self, data: _Optional[bytes] = ..., index: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...

@@ -971,6 +971,11 @@ class ClusterServiceStub:
                 request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.SerializeToString,
                 response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_stream(
+                '/raftsched.v1.ClusterService/Backup',
+                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
+                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -986,14 +991,23 @@ class ClusterServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AddNode(self, request, context):
-        """Add a member. ALREADY_EXISTS; INVALID_ARGUMENT; UNAVAILABLE.
+        """Add a member; answers once the change is committed. ALREADY_EXISTS;
+        INVALID_ARGUMENT; FAILED_PRECONDITION; UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RemoveNode(self, request, context):
-        """Remove a member. NOT_FOUND; UNAVAILABLE.
+        """Remove a member. NOT_FOUND; FAILED_PRECONDITION; UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Backup(self, request, context):
+        """Stream a snapshot of the state at a committed index (admin): what
+        `raftsched cluster backup FILE` saves and `raftsched node restore` reads.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1016,6 +1030,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.RemoveNode,
                     request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.FromString,
                     response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
+            ),
+            'Backup': grpc.unary_stream_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.FromString,
+                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1100,6 +1119,33 @@ class ClusterService:
             '/raftsched.v1.ClusterService/RemoveNode',
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.SerializeToString,
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raftsched.v1.ClusterService/Backup',
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
             options,
             channel_credentials,
             insecure,
