@@ -31,22 +31,36 @@ its source):
   it loads the snapshot (plain address strings would make it count itself as
   a peer).
 * A state machine that raises an exception marked ``stops_replica = True``
-  (a command this code does not understand) stops the process with
-  ``EXIT_UNSUPPORTED_COMMAND`` before anything after it is applied: skipping
-  the entry would let this replica diverge from the others.
+  (a command this code does not understand; a state store that cannot
+  write) stops the process with its ``exit_code`` (default
+  ``EXIT_UNSUPPORTED_COMMAND``) before anything after it is applied:
+  skipping the entry would let this replica diverge from the others.
+* The state machine keeps its state in a store of its own and commits each
+  entry there with the entry's index (``commit``): an entry at or below its
+  ``committed_index`` is already in it (a restart replays the log from the
+  snapshot on, and the machine skips what it holds). Every entry is
+  committed before pysyncobj calls back its proposer (and a read barrier's),
+  so a reader who heard of an entry sees it.
+* Snapshots (``raft.snapshotter``) are copies of that state at the applied
+  index, written in a background thread, in a file pysyncobj streams to a
+  follower that fell behind. At start, a state behind the snapshot (none
+  yet, or one set aside) is installed from it, and a format-2 snapshot (the
+  state as one blob, from before the state moved into LMDB) is converted
+  (``restore``); a snapshot received from the leader replaces the state
+  (``install``), after which this node's election timer starts afresh (an
+  install of gigabytes must not make it campaign).
 * The rest of what we change in pysyncobj is in ``raft.pysyncobj_patches``,
   installed explicitly when a node is built.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, BinaryIO, Callable, Protocol
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import Journal
@@ -56,8 +70,8 @@ from raft import batching, pysyncobj_patches
 from raft.errors import RaftError
 from raft.lmdb_journal import MAP_SIZE, LmdbJournal
 from raft.membership import RaftMembership
-from raft.snapshot_file import SnapshotFile, read_snapshot
-from raft.snapshotter import Snapshotter
+from raft.snapshot_file import SnapshotFile, check_body, open_body, read_snapshot
+from raft.snapshotter import Snapshotter, StateCopy
 
 log = logging.getLogger("raftsched.raft")
 
@@ -68,16 +82,38 @@ EXIT_UNSUPPORTED_COMMAND = 76
 
 
 class StateMachine(Protocol):
-    """What the adapter replicates. ``apply`` must be deterministic and never raise;
-    ``restore(snapshot())`` must give back the same state. ``pos`` is the
-    command's position in its entry (entries may carry a batch of commands:
-    see ``raft.batching``), so ``(index, pos)`` names a command uniquely."""
+    """What the adapter replicates (see the module docstring).
+
+    * ``apply`` is deterministic and raises only to stop the replica;
+      ``pos`` is the command's position in its entry (entries may carry a
+      batch: ``raft.batching``), so ``(index, pos)`` names a command; an
+      entry at or below ``committed_index`` is skipped (answer None).
+    * ``commit()`` after the last command of an entry: the entry and its
+      index are one unit in the machine's store.
+    * ``open_copy()`` (tick thread, between entries): the state at
+      ``committed_index``, to be written by another thread.
+    * ``install(source, size)``: replace the state with ``size`` bytes of a
+      copy read from ``source``; ``restore(blob)``: with a format-2 state blob.
+    * ``has_room()`` (any thread): False while a proposal could fill the
+      store (``full_message()`` says what to raise).
+    """
+
+    @property
+    def committed_index(self) -> int: ...
 
     def apply(self, data: bytes, index: int, pos: int) -> Any: ...
 
-    def snapshot(self) -> bytes: ...
+    def commit(self) -> None: ...
+
+    def open_copy(self) -> StateCopy: ...
+
+    def install(self, source: BinaryIO, size: int) -> None: ...
 
     def restore(self, data: bytes) -> None: ...
+
+    def has_room(self) -> bool: ...
+
+    def full_message(self) -> str: ...
 
 
 class ProposalError(RaftError):
@@ -88,10 +124,12 @@ class ProposalError(RaftError):
         self.reason = reason
 
 
-#: our own fail reason: the Raft log (LMDB map) of this node or of the leader has no room
+#: our own fail reasons: the Raft log (LMDB map) of this node or of the leader has no room; the state has none
 LOG_FULL = 100
+STATE_FULL = 101
 _REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
 _REASONS[LOG_FULL] = "LOG_FULL"
+_REASONS[STATE_FULL] = "STATE_FULL"
 
 _MESSAGES = {
     "MISSING_LEADER": "no Raft leader is known right now (an election may be under way); retry shortly",
@@ -125,8 +163,6 @@ class RaftSettings:
     #: the log's LMDB map size: the most the log may hold
     journal_map_size: int = MAP_SIZE
     dump_file: str | None = None
-    #: write snapshots in a forked child so the tick thread only pauses for the fork
-    snapshot_fork: bool = True
     password: str | None = None
     #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
     append_entries_period: float = 0.01
@@ -202,16 +238,21 @@ def log_full_message(map_size: int) -> str:
     )
 
 
-def _stop_unsupported(index: int, exc: Exception) -> None:
-    """An entry this code does not understand: stop now, applying nothing after it (the process exits)."""
-    log.critical(
-        "stopping this node: %s. Nothing from entry %d on was applied; upgrade this node to a version that "
-        "understands it and start it again (its data dir is kept as it is)",
-        exc,
-        index,
-    )
+def _stop_replica(index: int, exc: Exception) -> None:
+    """The state machine cannot go on (an entry it does not understand, a store that cannot write): stop now,
+    applying nothing after entry ``index`` (the process exits with the exception's ``exit_code``)."""
+    code = int(getattr(exc, "exit_code", EXIT_UNSUPPORTED_COMMAND))
+    if code == EXIT_UNSUPPORTED_COMMAND:
+        log.critical(
+            "stopping this node: %s. Nothing from entry %d on was applied; upgrade this node to a version that "
+            "understands it and start it again (its data dir is kept as it is)",
+            exc,
+            index,
+        )
+    else:
+        log.critical("stopping this node: %s. Nothing from entry %d on was applied (its data dir is kept as it is)", exc, index)
     logging.shutdown()
-    os._exit(EXIT_UNSUPPORTED_COMMAND)
+    os._exit(code)
 
 
 def _file_id(path: str) -> tuple[int, int, int]:
@@ -229,19 +270,22 @@ class _Replica(SyncObj):
         return self._owner._apply(data, self.raftLastApplied + 1)
 
     def _applyCommand(self, command: bytes, callback: Any, commandType: Any = None) -> None:
-        journal = self._owner._journal
+        owner = self._owner
+        journal = owner._journal
         if journal is not None and not journal.has_room(len(command)):
-            now = time.monotonic()
-            if now - self._owner._log_full_logged > 5.0:  # loud, but not a line per refused proposal
-                self._owner._log_full_logged = now
-                log.error("refusing proposals: %s", log_full_message(journal.map_size))
+            owner._refuse_loudly(log_full_message(journal.map_size))
             self._SyncObj__callErrCallback(LOG_FULL, callback)
+            return
+        if not owner._machine.has_room():
+            owner._refuse_loudly(owner._machine.full_message())
+            self._SyncObj__callErrCallback(STATE_FULL, callback)
             return
         super()._applyCommand(command, callback, commandType)
 
 
 class RaftNode:
-    """One replica. ``lock`` is held while the state machine applies, so readers holding it see whole entries."""
+    """One replica. ``lock`` is held while the state machine applies and commits an entry, so readers holding it
+    see whole entries."""
 
     def __init__(
         self,
@@ -257,24 +301,21 @@ class RaftNode:
         self._after_apply = after_apply
         self._on_role_change = on_role_change
         self._loaded_snapshot_index = 0
-        self._checked: tuple[tuple[int, int, int], SnapshotFile] | None = None
+        self._startup: tuple[tuple[int, int, int], SnapshotFile] | None = None
+        self._refused_logged = 0.0
         keep_from = None
         if settings.dump_file is not None and os.path.exists(settings.dump_file):
             snap = read_snapshot(settings.dump_file)  # fail fast on a bad file
+            self._catch_up(settings.dump_file, snap)
             self._loaded_snapshot_index = snap.index
-            self._checked = (_file_id(settings.dump_file), snap)  # read once: pysyncobj loads it next
+            self._startup = (_file_id(settings.dump_file), snap)  # pysyncobj loads it next: only its metadata
             keep_from = snap.entries[1][1]  # the log must start at the snapshot's previous entry
         pysyncobj_patches.install()
         journal = None
         if settings.journal_file is not None:
             journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from, settings.journal_map_size)
         self._journal = journal
-        self._log_full_logged = 0.0
-        # the machine is read without the lock: snapshots run on the tick thread (no apply can run)
-        # or in a forked child (where a lock held by another thread at fork time would never be released)
-        self._snapshotter = (
-            Snapshotter(settings.dump_file, machine.snapshot, settings.snapshot_fork) if settings.dump_file else None
-        )
+        self._snapshotter = Snapshotter(settings.dump_file, machine.open_copy) if settings.dump_file else None
         serializer, deserializer = (self._snapshotter.serialize, self._deserialize) if self._snapshotter else (None, None)
         conf = build_conf(
             settings,
@@ -289,6 +330,12 @@ class RaftNode:
         #: pysyncobj's dynamic membership, leadership transfer and election hold (``raft.membership``)
         self.membership = RaftMembership(self._replica, settings.raft_min_timeout)
 
+    def _refuse_loudly(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._refused_logged > 5.0:  # loud, but not a line per refused proposal
+            self._refused_logged = now
+            log.error("refusing proposals: %s", message)
+
     # ---------------------------------------------------------- snapshots
 
     @property
@@ -297,30 +344,44 @@ class RaftNode:
             return self._snapshotter.last_index
         return self._loaded_snapshot_index
 
+    def _catch_up(self, path: str, snap: SnapshotFile) -> None:
+        """At start: a state behind this node's snapshot (none yet, set aside, or in the format-2 blob of an older
+        version) is loaded from it; a state at or past it is kept as it is (the log after it replays)."""
+        held = self._machine.committed_index
+        if held < snap.index:
+            self._load(path, snap)
+            log.info("the state (at index %d) was behind snapshot %s: loaded it (index %d)", held, path, snap.index)
+
+    def _load(self, path: str, snap: SnapshotFile) -> None:
+        """Replace the state with the snapshot's (raises ``SnapshotError`` for a damaged one, loading nothing)."""
+        started = time.monotonic()
+        with self._lock:
+            if snap.state is not None:  # format 2: the whole state as one blob, from an older version
+                self._machine.restore(snap.state)
+            else:
+                check_body(path, snap)
+                with open_body(path, snap) as body:
+                    self._machine.install(body, snap.body_size)
+        log.info("loaded the state of snapshot %s (index %d) in %.2f s", path, snap.index, time.monotonic() - started)
+
     def _deserialize(self, path: str) -> Any:
+        """pysyncobj's deserializer (tick thread): at start, the snapshot's metadata (``_catch_up`` already made the
+        state cover it); a snapshot received from the leader replaces the state."""
+        startup, self._startup = self._startup, None
         try:
-            started = time.monotonic()
-            checked, self._checked = self._checked, None
-            snap = checked[1] if checked and checked[0] == _file_id(path) else read_snapshot(path)
-            read_s = time.monotonic() - started
-            gc.disable()  # a restore makes millions of objects: no collections while it runs
-            try:
-                with self._lock:
-                    self._machine.restore(snap.state)
-            finally:
-                gc.enable()
-            gc.freeze()  # the restored state is long-lived: keep it out of future collections
+            if startup is not None and startup[0] == _file_id(path):
+                snap = startup[1]
+            else:
+                snap = read_snapshot(path)
+                if self._snapshotter is not None:
+                    self._snapshotter.abandon()  # it would describe a state this node no longer has
+                self._load(path, snap)
+                self.membership.restart_election_timer()
         except Exception as exc:  # pysyncobj would swallow this and run on with a wrong state
             log.critical("cannot load snapshot %s: %s; stopping this node", path, exc)
+            logging.shutdown()
             os._exit(EXIT_BAD_SNAPSHOT)
         self._loaded_snapshot_index = snap.index
-        log.info(
-            "restored the snapshot at index %d (%.1f MB) in %.2f s (reading and checking it %.2f s)",
-            snap.index,
-            len(snap.state) / 1e6,
-            time.monotonic() - started,
-            read_s,
-        )
         return (snap.entries[0], snap.entries[1], [TCPNode(address) for address in snap.cluster])
 
     # ---------------------------------------------------------- apply path
@@ -333,9 +394,13 @@ class RaftNode:
                 except batching.BatchFormatError as exc:
                     log.error("entry %d is a damaged batch (%s); it is skipped", index, exc)
                     commands = []
-                result = [self._apply_one(cmd, index, pos) for pos, cmd in enumerate(commands)]
+                result: Any = [self._apply_one(cmd, index, pos) for pos, cmd in enumerate(commands)]
             else:
                 result = self._apply_one(data, index, 0)
+            try:
+                self._machine.commit()
+            except Exception as exc:  # the entry is not in the store: nothing may follow it
+                _stop_replica(index, exc)
         if self._after_apply is not None:
             try:
                 self._after_apply()
@@ -348,7 +413,7 @@ class RaftNode:
             return self._machine.apply(data, index, pos)
         except Exception as exc:  # never let pysyncobj retry an entry forever
             if getattr(exc, "stops_replica", False):
-                _stop_unsupported(index, exc)
+                _stop_replica(index, exc)
             log.exception("state machine raised on entry %d (command %d); the command is skipped", index, pos)
             return None
 
@@ -385,6 +450,8 @@ class RaftNode:
                 reason = _REASONS.get(error, "NOT_SENT" if error == -1 else str(error))
                 if reason == "LOG_FULL":
                     message = log_full_message(self.settings.journal_map_size)
+                elif reason == "STATE_FULL":
+                    message = self._machine.full_message()
                 else:
                     message = _MESSAGES.get(reason, f"the command failed: {reason}")
                 out.append(ProposalError(reason, message))
@@ -446,4 +513,10 @@ class RaftNode:
         return self.settings.dump_file
 
     def stop(self) -> None:
+        """Stop Raft and wait for its tick thread (and a snapshot being written): the state is then left alone."""
         self._replica.destroy()
+        thread = getattr(self._replica, "_SyncObj__thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+        if self._snapshotter is not None:
+            self._snapshotter.abandon()

@@ -28,7 +28,8 @@ What it relies on in pysyncobj 0.3.17 (read from its source; re-check on an upgr
   passes, and pysyncobj moves it to ``now + [min, max] timeout`` on every
   AppendEntries from its leader. ``hold_elections`` pushes it to ``now +
   min timeout`` on every tick, so a node that is leaving (or a new member
-  still catching up) never campaigns; it still votes. While held, a deadline
+  still catching up) never campaigns; it still votes. ``restart_election_timer``
+  pushes it once (after a snapshot install stalled the tick thread). While held, a deadline
   found beyond the one we set means a leader was heard (``quiet_for``).
 * ``otherNodes``, ``selfNode`` and ``getStatus()['match_idx_server_<address>']``
   (a leader's view of how far each follower's log matches).
@@ -120,6 +121,13 @@ class RaftMembership:
         if hold and not self._hold:
             self._heard = time.monotonic()
         self._hold = hold
+
+    def restart_election_timer(self) -> None:
+        """Tick thread: this follower waits a whole election timeout from now before it may campaign (after a
+        long stall of its own, such as installing a snapshot, its leader is still there)."""
+        deadline = time.monotonic() + self._timeout
+        if self._replica._SyncObj__raftElectionDeadline < deadline:
+            self._replica._SyncObj__raftElectionDeadline = deadline
 
     def quiet_for(self) -> float:
         """While elections are held: seconds since a leader was last heard (0 when not held or leading)."""

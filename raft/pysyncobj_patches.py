@@ -12,7 +12,11 @@ each on a pysyncobj upgrade:
   ``raft.connection.RaftConnection`` (per-connection keys, bounded reads).
 * ``serializer.atomicReplace``: ``durable_replace``, so a snapshot received
   from the leader (written to ``<dump>.1.tmp``, then renamed) is fsynced,
-  ``0600``, and its directory fsynced before it replaces anything.
+  ``0600``, and its directory fsynced before it replaces anything. A
+  snapshot this node writes is written in the background
+  (``raft.snapshotter``) and leaves no ``<dump>.tmp``: with none, pysyncobj's
+  rename right after the serializer returns does nothing (the checker puts
+  the snapshot in place once it is written).
 * ``TCPTransport.send``: the journal's open transaction is committed (with
   fsync by default) before any Raft message leaves the node, except
   forwarded commands and their index replies, which promise nothing about
@@ -83,6 +87,12 @@ def _commit(transport: Any, bind: bool = False) -> None:
         os._exit(EXIT_LOG_WRITE_FAILED)
 
 
+def _atomic_replace(src: str, dst: str) -> None:
+    if src == dst + ".tmp" and not os.path.lexists(src):
+        return  # a snapshot written in the background: raft.snapshotter renames it when it is done
+    durable_replace(src, dst)
+
+
 def _send(self: Any, node: Any, message: Any) -> bool:
     if not (isinstance(message, dict) and message.get("type") in _NO_COMMIT_NEEDED):
         _commit(self)
@@ -103,7 +113,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
     (_syncobj_module, "getEncryptor", cipher_factory),
     (_transport_module, "TcpConnection", RaftConnection),
     (_tcp_server_module, "TcpConnection", RaftConnection),
-    (_serializer_module, "atomicReplace", durable_replace),
+    (_serializer_module, "atomicReplace", _atomic_replace),
     (socket, "inet_ntop", _socket.inet_ntop),
     (_transport_module.TCPTransport, "send", _send),
     (_transport_module.TCPTransport, "_onTick", _on_tick),

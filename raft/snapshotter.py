@@ -1,127 +1,141 @@
-"""Snapshots written in the background through pysyncobj's serializer hooks.
+"""Snapshots written in a background thread through pysyncobj's serializer hooks: a copy of the state, no fork.
 
-pysyncobj calls ``serialize(tmp, raft_data)`` on its tick thread and renames
-``tmp`` onto the dump file as soon as it returns; with a ``serializeChecker``
-it waits for SUCCESS before it compacts the log. We use that to keep the tick
-thread free:
+pysyncobj calls ``serialize(tmp, raft_data)`` on its tick thread when the
+log is long enough; with a ``serializeChecker`` it waits for SUCCESS before
+it compacts the log. We use that to keep the tick thread free:
 
-1. ``serialize`` forks. The child owns a copy-on-write image of the state at
-   exactly ``raft_data``'s index, encodes it and writes ``<dump>.next`` with
-   fsync, then exits. The parent makes ``tmp`` a hard link of the current
-   dump, so pysyncobj's rename changes nothing, and returns at once: the
-   tick thread pauses only for the fork.
-2. ``check`` (the checker) reaps the child; on success it renames
-   ``<dump>.next`` onto the dump and answers SUCCESS, and only then does
-   pysyncobj drop the log it covers.
+1. ``serialize`` asks the state machine to pin its state as committed now
+   (``open_copy``: for the LMDB state, a read transaction at exactly
+   ``raft_data``'s index — every entry is committed before the next one is
+   applied, and serialize runs between entries), starts a thread that writes
+   ``<dump>.next`` (``raft.snapshot_file``: the header, then the copy, then
+   fsync) and returns at once. It leaves no ``tmp`` file: the patched rename
+   (``raft.pysyncobj_patches``) then has nothing to move.
+2. ``check`` (the checker, tick thread) answers SERIALIZING while the thread
+   runs; then renames ``<dump>.next`` onto the dump (durably) and answers
+   SUCCESS, and only then does pysyncobj drop the log it covers.
 
-The child runs at the lowest CPU priority: every node reaches the snapshot
-threshold at about the same index, and three children encoding a large state
-at full priority would starve the nodes' Raft threads on a small machine.
-
-A crash at any point leaves a valid dump plus the log after it (the LMDB
-log trims itself to the dump on open). The first snapshot of a node, with no
-dump to link yet, is written synchronously. The child touches no lock, no
-socket and no logging, and it never collects garbage: it closes every inherited
-descriptor (a SIGKILLed node's child must not keep its ports), asks the kernel
-to kill it with its parent, encodes, writes and ``os._exit``s.
+The writer thread runs at the lowest CPU priority (every node reaches the
+threshold at about the same index; three copies at full priority would
+starve the Raft threads of a small machine), and LMDB's copy releases the
+GIL. A crash at any point leaves a valid dump plus the log after it (the
+LMDB log trims itself to the dump on open); a ``.next`` left behind is
+removed at the next snapshot. ``abandon`` (before a snapshot from the leader
+is installed) waits for a writer and drops what it wrote: it would describe a
+state the node no longer has.
 """
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import logging
 import os
-import signal
+import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from pysyncobj.config import SERIALIZER_STATE
 
-from raft.durable_files import fsync_dir
-from raft.snapshot_file import write_snapshot
+from raft.durable_files import durable_replace
+from raft.snapshot_file import write_snapshot_file
 
 log = logging.getLogger("raftsched.raft")
 
 
+class StateCopy(Protocol):
+    """The state as committed at one moment: ``write_to`` writes it to a descriptor (any thread), once."""
+
+    def write_to(self, fd: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class BytesCopy:
+    """A ``StateCopy`` of bytes already in hand (a small state machine's whole state)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def write_to(self, fd: int) -> None:
+        view = memoryview(self._data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+    def close(self) -> None:
+        self._data = b""
+
+
 class Snapshotter:
-    def __init__(self, dump_file: str, encode_state: Callable[[], bytes], fork: bool = True) -> None:
+    def __init__(self, dump_file: str, open_copy: Callable[[], StateCopy]) -> None:
         self.dump_file = dump_file
-        self._encode = encode_state
-        self.fork = fork and hasattr(os, "fork")
-        self._pid: int | None = None
-        self._pending: tuple[int, float] | None = None
-        self._sync_done = False
+        self._open_copy = open_copy
+        self._thread: threading.Thread | None = None
+        self._pending: tuple[int, float] = (0, 0.0)
+        self._failed: str | None = None
+        self._abandoned = False
         self.last_index = 0
         self.last_seconds = 0.0
         self.last_pause_seconds = 0.0
         self.max_pause_seconds = 0.0
-        #: called on the tick thread with (index, seconds) after each snapshot is written (the metrics)
+        #: called on the tick thread with (index, seconds) after each snapshot is in place (the metrics)
         self.on_written: Callable[[int, float], None] | None = None
 
+    @property
+    def next_path(self) -> str:
+        return self.dump_file + ".next"
+
     def serialize(self, tmp_path: str, raft_data: Any) -> None:
-        """pysyncobj's serializer hook (tick thread)."""
+        """pysyncobj's serializer hook (tick thread): pin the state and write it in the background."""
         started = time.monotonic()
-        index = int(raft_data[0][1])
-        if not self.fork or not os.path.exists(self.dump_file):
-            write_snapshot(tmp_path, raft_data, self._encode())
-            self._sync_done = True
-            self._finished(index, started, time.monotonic() - started)
+        if self._thread is not None:  # pysyncobj asks only after the last one finished; never two writers
             return
-        if os.path.lexists(tmp_path):
-            os.unlink(tmp_path)
-        os.link(self.dump_file, tmp_path)  # pysyncobj's rename of tmp onto the dump is then a no-op
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the child: a frozen image of the state at `index`
-            code = 1
-            try:
-                # No garbage collection here: a collection would finalize garbage the parent left,
-                # gRPC objects among it, whose C code would run without the threads it expects.
-                gc.disable()
-                _die_with(parent)
-                # Let go of every inherited descriptor (the gRPC and Raft listening sockets among
-                # them): a node SIGKILLed while its child writes must be able to bind them again.
-                os.closerange(3, _max_fd())
-                os.nice(19)  # on a small machine the node, not its snapshot, gets the CPU
-                write_snapshot(self.dump_file + ".next", raft_data, self._encode())
-                code = 0
-            finally:
-                os._exit(code)
-        self._pid = pid
+        index = int(raft_data[0][1])
+        copy = self._open_copy()
+        self._failed, self._abandoned = None, False
         self._pending = (index, started)
-        self._note_pause(time.monotonic() - started)
-
-    def check(self) -> int:
-        """pysyncobj's serializeChecker (tick thread)."""
-        if self._sync_done:
-            self._sync_done = False
-            return SERIALIZER_STATE.SUCCESS
-        if self._pid is None:
-            return SERIALIZER_STATE.NOT_SERIALIZING
-        pid, status = os.waitpid(self._pid, os.WNOHANG)
-        if pid == 0:
-            return SERIALIZER_STATE.SERIALIZING
-        self._pid = None
-        index, started = self._pending or (0, time.monotonic())
-        if status != 0:
-            why = f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit status {os.WEXITSTATUS(status)}"
-            log.error("background snapshot at index %d failed (%s); the log is kept", index, why)
-            return SERIALIZER_STATE.FAILED
-        os.replace(self.dump_file + ".next", self.dump_file)
-        fsync_dir(os.path.dirname(self.dump_file) or ".")
-        self._finished(index, started, 0.0)
-        return SERIALIZER_STATE.SUCCESS
-
-    def _note_pause(self, pause: float) -> None:
+        self._thread = threading.Thread(target=self._write, args=(copy, raft_data), name="snapshot-writer", daemon=True)
+        self._thread.start()
+        pause = time.monotonic() - started
         self.last_pause_seconds = pause
         self.max_pause_seconds = max(self.max_pause_seconds, pause)
 
-    def _finished(self, index: int, started: float, pause: float) -> None:
+    def _write(self, copy: StateCopy, raft_data: Any) -> None:
+        try:
+            _lowest_priority()
+            write_snapshot_file(self.next_path, raft_data, copy.write_to)
+        except Exception as exc:  # reported by check() on the tick thread
+            self._failed = f"{type(exc).__name__}: {exc}"
+        finally:
+            copy.close()
+
+    def check(self) -> int:
+        """pysyncobj's serializeChecker (tick thread)."""
+        thread = self._thread
+        if thread is None:
+            return SERIALIZER_STATE.NOT_SERIALIZING
+        if thread.is_alive():
+            return SERIALIZER_STATE.SERIALIZING
+        self._thread = None
+        index, started = self._pending
+        if self._failed or self._abandoned:
+            if self._failed:
+                log.error("snapshot at index %d failed (%s); the log is kept", index, self._failed)
+            _remove(self.next_path)
+            return SERIALIZER_STATE.FAILED
+        durable_replace(self.next_path, self.dump_file)
+        self._finished(index, started)
+        return SERIALIZER_STATE.SUCCESS
+
+    def abandon(self) -> None:
+        """Wait for a snapshot being written and drop it (``check`` then answers FAILED)."""
+        thread = self._thread
+        if thread is not None:
+            self._abandoned = True
+            thread.join()
+            _remove(self.next_path)
+
+    def _finished(self, index: int, started: float) -> None:
         self.last_index = index
         self.last_seconds = time.monotonic() - started
-        if pause:
-            self._note_pause(pause)
         log.info(
             "snapshot at index %d written in %.3f s (tick thread paused %.3f s)",
             index,
@@ -135,23 +149,16 @@ class Snapshotter:
                 log.exception("snapshot hook failed")
 
 
-def _die_with(parent: int) -> None:
-    """Have the kernel SIGKILL this child when its parent dies (Linux), and leave now if it already has:
-    a snapshot nobody will rename is wasted work, and the child must not outlive its node."""
+def _remove(path: str) -> None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _lowest_priority() -> None:
+    """This thread (and the copy thread LMDB starts from it) at the lowest CPU priority (Linux: per thread)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _max_fd() -> int:
-    try:
-        return int(os.sysconf("SC_OPEN_MAX"))
-    except (OSError, ValueError):
-        return 65536
-
-
-PR_SET_PDEATHSIG = 1

@@ -21,24 +21,40 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from raft.snapshotter import BytesCopy
 
 
 class _Counter:
     def __init__(self) -> None:
         self.n = 0
 
+    committed_index = 0
+
     def apply(self, data: bytes, index: int, pos: int) -> int:
         self.n += 1
         return self.n
 
-    def snapshot(self) -> bytes:
-        return b""
+    def commit(self) -> None:
+        pass
+
+    def open_copy(self) -> BytesCopy:
+        return BytesCopy(b"")
+
+    def install(self, source: BinaryIO, size: int) -> None:
+        source.read(size)
 
     def restore(self, data: bytes) -> None:
         pass
+
+    def has_room(self) -> bool:
+        return True
+
+    def full_message(self) -> str:
+        return ""
 
 
 def _node(addr: str, peers: list[str], root: str, fsync: bool, seconds: float, results: Any, stop: Any) -> None:

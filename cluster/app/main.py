@@ -9,10 +9,10 @@ import sys
 
 
 def _no_grpc_fork_handlers() -> None:
-    """Before gRPC loads: no gRPC fork handlers. A node forks to write each snapshot, and the child
-    only encodes and writes; with fork support on, gRPC sometimes quiesced the parent's gRPC
-    around the fork and restarted its threads in the child, and snapshot children died of SIGSEGV
-    in plain Python code (8 of 65 in the million-job runs). Executors' shell jobs fork too."""
+    """Before gRPC loads: no gRPC fork handlers. Executors' shell jobs fork (and nodes did, to write
+    snapshots, before their state moved into LMDB); with fork support on, gRPC sometimes quiesced the
+    parent's gRPC around a fork and restarted its threads in the child, where children then died of
+    SIGSEGV in plain Python code (8 of 65 snapshot children in the million-job runs)."""
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 

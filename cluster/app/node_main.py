@@ -1,8 +1,9 @@
 """One scheduler node: the composition root that wires state machine, Raft, leader loop and gRPC.
 
 ``run_node`` runs it in the foreground until SIGTERM/SIGINT (graceful: stop
-firing, drain RPCs, stop Raft) — or SIGKILL, after which the journal and
-snapshot in ``data_dir/<node id>`` bring it back — or until it finds itself
+firing, drain RPCs, stop Raft, close the state) — or SIGKILL, after which the
+state environment, journal and snapshot in ``data_dir/<node id>`` bring it
+back (the log after the state's applied index replays) — or until it finds itself
 removed from the cluster (it then retires its data dir and exits 0). The
 membership it starts with comes from ``cluster.app.node_boot`` (its data
 dir's record, ``--join``, or the config's ``[[nodes]]``).
@@ -23,10 +24,10 @@ from cluster.app.data_dir import ensure_identity, mark_removed, record_membershi
 from cluster.app.log_setup import configure_logging
 from cluster.app.node_boot import Boot, prepare
 from cluster.app.observability import Observability
+from cluster.app.replica_state import ReplicaState, open_state
 from cluster.app.stop_signal import StopSignal
 from cluster.domain import command_registry
 from cluster.domain.output_location import OutputLocation
-from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits
 from cluster.node.backup import open_backup
 from cluster.node.clock import Clock, SystemClock
@@ -123,7 +124,9 @@ class Node:
         ensure_identity(node_dir, node_id, first_cfg, boot.joined)
         #: called once this node found itself removed from the cluster (``run_node``: stop, exit 0)
         self.on_removed: Callable[[], None] = lambda: None
-        self.machine = JobStateMachine()
+        self.machine, self.state_store = open_state(cfg, node_dir)
+        if self.state_store.set_aside:
+            log.warning("%s; the state is rebuilt from the snapshot and the Raft log", self.state_store.set_aside)
         self.hub = EventHub(self.clock.now_ms)
         self.store = ReplicatedState(self.machine, self.clock, self.hub, cfg.scheduler.request_timeout_s)
         t = cfg.raft
@@ -147,7 +150,8 @@ class Node:
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
-        self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
+        replica = ReplicaState(self.machine, self.state_store)
+        self.raft = RaftNode(settings, replica, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
         self.ops = Observability(cfg, node_id, self.store, self.raft, self.clock, tokens)  # health, metrics, HTTP
         location = output_location(cfg)
@@ -215,6 +219,7 @@ class Node:
         self.leader.stop()
         self.server.stop(grace=2).wait(3)
         self.raft.stop()
+        self.state_store.close()
 
 
 def run_node(

@@ -69,18 +69,30 @@ def lease_id_for(token: int) -> str:
     return f"L{token}"
 
 
+def token_of(lease_id: str) -> int:
+    """The fencing token a lease id was made from (``lease_id_for``)."""
+    return int(lease_id[1:])
+
+
 class LeaseRules(StateBase):
     """Mixed into ``JobStateMachine``: the lease commands and queries."""
 
     # ------------------------------------------------------------ helpers
 
+    def _indexed_run(self, run_id: str) -> Run:
+        """A run an index names (it exists: the indexes follow the records)."""
+        run = self.uow.run(run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} is indexed but not stored")
+        return run
+
     def _lease_check(self, lease_id: str, token: int) -> Run | FailedPrecondition:
         run_id = self.leases.get(lease_id)
-        if run_id is None:
+        run = None if run_id is None else self.uow.run(run_id)
+        if run is None:
             return FailedPrecondition(
                 f"lease {lease_id} is not held: it expired, was completed, cancelled or superseded, or never existed"
             )
-        run = self.runs[run_id]
         if run.fencing_token != token:
             return FailedPrecondition(
                 f"stale fencing token {token} for lease {lease_id} of run {run.run_id} (current token {run.fencing_token})"
@@ -118,16 +130,16 @@ class LeaseRules(StateBase):
         if run.cancel_requested:
             self._finish(run, RunStatus.CANCELLED, error or "cancelled by request")
             return
-        job = self.jobs.get(run.job_id)
+        job = self.uow.job(run.job_id)
         retry = job.spec.retry if job is not None else RetryPolicy(max_attempts=1)
         if run.attempt >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
             self._finish(run, RunStatus.DEAD_LETTER, f"attempt {run.attempt} of {retry.max_attempts} failed: {error}")
             return
-        self._deactivate(run)  # leaves the active set; re-added below as PENDING
+        self._unindex_live(run)  # stays active: only its live indexes change, to PENDING's
         self._set_status(run, RunStatus.PENDING)
         run.not_before_ms = self.now_ms + backoff_ms(retry, run.attempt, draw)
         run.lease_expires_ms = 0
-        self._activate(run)
+        self._index_live(run)
         self.events.append(("retry_scheduled", run))
 
     # ------------------------------------------------------------ commands
@@ -169,9 +181,10 @@ class LeaseRules(StateBase):
         candidates = self._typed_candidates(cmd, budget) if cmd.types else self._any_type_candidates(cmd)
         grants: list[Grant] = []
         for k, (_, run_id) in enumerate(candidates[:budget], start=self._tokens_used + 1):
-            run = self.runs[run_id]
-            job = self.jobs[run.job_id]
-            self._deactivate(run)
+            run = self._indexed_run(run_id)
+            job = self.uow.job(run.job_id)
+            assert job is not None, run
+            self._unindex_live(run)  # stays active: PENDING's live indexes, then LEASED's
             token = index * TOKENS_PER_ENTRY + k
             self._set_status(run, RunStatus.LEASED)
             run.attempt += 1
@@ -180,7 +193,7 @@ class LeaseRules(StateBase):
             run.fencing_token = token
             run.lease_expires_ms = now + job.spec.lease_ttl_ms
             run.started_ms = now
-            self._activate(run)
+            self._index_live(run)
             self.events.append(("leased", run))
             grants.append(Grant(run, job.spec))
         self._tokens_used += len(grants)
@@ -194,7 +207,9 @@ class LeaseRules(StateBase):
             if isinstance(run, FailedPrecondition):
                 out.append(Renewal(lease_id, False, 0, False, run.message))
                 continue
-            ttl = self.jobs[run.job_id].spec.lease_ttl_ms
+            job = self.uow.job(run.job_id)
+            assert job is not None, run
+            ttl = job.spec.lease_ttl_ms
             self._set_deadline(run, max(run.lease_expires_ms, self.now_ms + ttl))
             out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
         return Ok(out)
@@ -220,7 +235,7 @@ class LeaseRules(StateBase):
             run_id = self.leases.get(lease_id)
             if run_id is None:
                 continue
-            run = self.runs[run_id]
+            run = self._indexed_run(run_id)
             if run.fencing_token != token or run.lease_expires_ms >= self.now_ms:
                 continue  # renewed since the leader looked, or re-leased: not expired
             expired += 1
@@ -233,7 +248,7 @@ class LeaseRules(StateBase):
         floor = self.now_ms + cmd.grace_ms
         extended = 0
         for run_id in list(self.leases.values()):
-            run = self.runs[run_id]
+            run = self._indexed_run(run_id)
             if run.lease_expires_ms < floor:
                 self._set_deadline(run, floor)
                 extended += 1
@@ -242,9 +257,11 @@ class LeaseRules(StateBase):
     # ------------------------------------------------------------ queries
 
     def expired_leases(self, now_ms: int, limit: int) -> list[tuple[str, int]]:
+        """(lease_id, fencing token) of live leases whose deadline is before ``now_ms``: the token is the one
+        in the lease's id (``lease_id_for``), so nothing but the in-memory index is read."""
         out: list[tuple[str, int]] = []
         for _, lease_id in self.lease_deadlines.irange(maximum=(now_ms, ""), inclusive=(True, False)):
-            out.append((lease_id, self.runs[self.leases[lease_id]].fencing_token))
+            out.append((lease_id, token_of(lease_id)))
             if len(out) >= limit:
                 break
         return out

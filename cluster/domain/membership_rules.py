@@ -147,6 +147,13 @@ class MembershipRules(StateBase):
             self.cluster_format = cmd.format
         return Ok(self.cluster_format)
 
+    def forget_membership(self) -> None:
+        """A restore into a new cluster: the old cluster's members, their versions and a change in flight go (the
+        new cluster records its own); its command format stays. Not a command: a tool does it before any node
+        of the new cluster starts (``cluster.app.backup_restore``)."""
+        self.roster, self.member_change, self.removed_members = {}, None, {}
+        self.members, self.member_rafts = {}, {}
+
     # ------------------------------------------------------------ queries
 
     def is_removing(self, node_id: str) -> bool:
@@ -156,10 +163,13 @@ class MembershipRules(StateBase):
             node_id in self.removed_members and node_id not in self.roster
         )
 
-    def check_snapshot_format(self) -> None:
-        """Raise ValueError if a restored state uses a command format newer than this code understands."""
-        if self.cluster_format > command_registry.FORMAT_VERSION:
+    def check_format_number(self, cluster_format: int, what: str = "state") -> None:
+        """Raise ValueError if a state (a snapshot) uses a command format newer than this code understands."""
+        if cluster_format > command_registry.FORMAT_VERSION:
             raise ValueError(
-                f"the snapshot's cluster uses command format {self.cluster_format}, but this node understands command "
+                f"the {what}'s cluster uses command format {cluster_format}, but this node understands command "
                 f"formats up to {command_registry.FORMAT_VERSION}: upgrade this node"
             )
+
+    def _check_format(self) -> None:
+        self.check_format_number(self.cluster_format)

@@ -18,9 +18,11 @@ reported as a ("pruned", run) event so the node can remove its stored output.
 from __future__ import annotations
 
 from cluster.domain import commands as c
+from cluster.domain import record_codec as rc
 from cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run
 from cluster.domain.results import Ok, Result
 from cluster.domain.state_base import StateBase
+from cluster.domain.state_store import Table
 
 #: how long a deleted job whose runs are still active waits before it is looked at again
 RECHECK_MS = 60_000
@@ -29,100 +31,103 @@ RECHECK_MS = 60_000
 class RetentionRules(StateBase):
     """Mixed into ``JobStateMachine``."""
 
+    def _ttl(self, job_id: str) -> int:
+        job = self.uow.job(job_id)
+        return job.spec.history_ttl_ms if job is not None else 0
+
+    def _finished_count(self, job_id: str) -> int:
+        return rc.decode_int(self.store.get(Table.FINISHED, rc.id_key(job_id)))
+
+    def _set_finished_count(self, job_id: str, count: int) -> None:
+        if count > 0:
+            self.store.put(Table.FINISHED, rc.id_key(job_id), rc.encode_int(count))
+        else:
+            self.store.delete(Table.FINISHED, rc.id_key(job_id))
+
     def _retain(self, run: Run) -> None:
         """A run just became terminal: index its expiry and enforce the job's count limit."""
-        job = self.jobs.get(run.job_id)
+        job = self.uow.job(run.job_id)
         ttl = job.spec.history_ttl_ms if job is not None else 0
-        self.expiry.add((run.finished_ms + ttl, run.run_id))
-        count = self.finished_count.get(run.job_id, 0) + 1
-        self.finished_count[run.job_id] = count
+        self.store.put(Table.EXPIRY, rc.timed_key(run.finished_ms + ttl, run.run_id), b"")
+        count = self._finished_count(run.job_id) + 1
+        self._set_finished_count(run.job_id, count)
         limit = job.spec.history_limit if job is not None else 0
         if job is not None and count > limit:
             self._drop_oldest_finished(job, count - limit)
 
     def _drop_oldest_finished(self, job: Job, how_many: int) -> None:
-        keys = self.runs_by_job.get(job.job_id)
-        if not keys:
-            return
-        victims = []
-        for _, run_id in keys:
-            run = self.runs[run_id]
-            if run.status in TERMINAL_RUN_STATUSES:
-                victims.append(run)
-                if len(victims) >= how_many:
-                    break
+        victims: list[Run] = []
+        after: tuple[int, str] | None = None
+        while len(victims) < how_many:
+            keys = self._job_run_keys(job.job_id, after, 256)
+            for _, run_id in keys:
+                run = self.uow.run(run_id)
+                if run is not None and run.status in TERMINAL_RUN_STATUSES:
+                    victims.append(run)
+                    if len(victims) >= how_many:
+                        break
+            if len(keys) < 256:
+                break
+            after = keys[-1]
         for run in victims:
             self._drop_run(run)
 
     def _drop_run(self, run: Run) -> None:
-        del self.runs[run.run_id]
+        self.uow.runs.drop(run.run_id)
         self.run_counts[run.status] -= 1
-        keys = self.runs_by_job.get(run.job_id)
-        if keys is not None:
-            keys.discard((run.scheduled_ms, run.run_id))
-            if not keys:
-                del self.runs_by_job[run.job_id]
-        job = self.jobs.get(run.job_id)
-        ttl = job.spec.history_ttl_ms if job is not None else 0
-        self.expiry.discard((run.finished_ms + ttl, run.run_id))
-        left = self.finished_count.get(run.job_id, 1) - 1
-        if left > 0:
-            self.finished_count[run.job_id] = left
-        else:
-            self.finished_count.pop(run.job_id, None)
+        self._job_runs_discard(run)
+        self.store.delete(Table.EXPIRY, rc.timed_key(run.finished_ms + self._ttl(run.job_id), run.run_id))
+        self._set_finished_count(run.job_id, self._finished_count(run.job_id) - 1)
         self.events.append(("pruned", run))
 
     def _schedule_purge(self, job: Job, at_ms: int) -> None:
-        self.purge.add((at_ms, job.job_id))
+        self.store.put(Table.PURGE, rc.timed_key(at_ms, job.job_id), b"")
 
     def _purge_job(self, job: Job) -> None:
-        del self.jobs[job.job_id]
+        self.uow.jobs.drop(job.job_id)
         self.job_counts[job.status] -= 1
-        if job.idempotency_key and self.idempotency.get(job.idempotency_key, ("",))[0] == job.job_id:
-            del self.idempotency[job.idempotency_key]
+        key = job.idempotency_key
+        if key and (self.idempotency.get(key) or ("",))[0] == job.job_id:
+            self.store.delete(Table.IDEMPOTENCY, rc.idem_key(key))
+
+    def _head(self, table: Table) -> tuple[bytes, int, str] | None:
+        rows = self.store.scan(table, limit=1)
+        if not rows:
+            return None
+        when, ident = rc.timed_from(rows[0][0])
+        return rows[0][0], when, ident
 
     @c.handles(c.PruneHistory)
     def _prune(self, cmd: c.PruneHistory, index: int) -> Result:
         now, dropped, purged = self.now_ms, 0, 0
-        while self.expiry and dropped < cmd.limit:
-            expires, run_id = self.expiry[0]
-            if expires > now:
+        while dropped < cmd.limit:
+            head = self._head(Table.EXPIRY)
+            if head is None or head[1] > now:
                 break
-            run = self.runs.get(run_id)
+            key, _, run_id = head
+            run = self.uow.run(run_id)
             if run is None or run.status not in TERMINAL_RUN_STATUSES:  # a stale key (the TTL changed)
-                self.expiry.pop(0)
+                self.store.delete(Table.EXPIRY, key)
                 continue
             self._drop_run(run)
-            if self.expiry and self.expiry[0] == (expires, run_id):  # dropped under another TTL's key
-                self.expiry.pop(0)
+            self.store.delete(Table.EXPIRY, key)  # dropped under another TTL's key: this one goes too
             dropped += 1
-        while self.purge and purged < cmd.limit:
-            at, job_id = self.purge[0]
-            if at > now:
+        while purged < cmd.limit:
+            head = self._head(Table.PURGE)
+            if head is None or head[1] > now:
                 break
-            self.purge.pop(0)
-            job = self.jobs.get(job_id)
+            key, _, job_id = head
+            self.store.delete(Table.PURGE, key)
+            job = self.uow.job(job_id)
             if job is None or job.status is not JobStatus.DELETED:
                 continue
-            if self.runs_by_job.get(job_id):
-                self.purge.add((now + RECHECK_MS, job_id))
+            if self._job_run_keys(job_id, None, 1):
+                self._schedule_purge(job, now + RECHECK_MS)
                 continue
             self._purge_job(job)
             purged += 1
         return Ok((dropped, purged))
 
     def next_prune_ms(self) -> int | None:
-        heads = [idx[0][0] for idx in (self.expiry, self.purge) if idx]
+        heads = [head[1] for head in (self._head(Table.EXPIRY), self._head(Table.PURGE)) if head is not None]
         return min(heads) if heads else None
-
-    def _rebuild_retention(self) -> None:
-        """After a restore: the retention indexes are derived from the records."""
-        for run in self.runs.values():
-            if run.status in TERMINAL_RUN_STATUSES:
-                job = self.jobs.get(run.job_id)
-                ttl = job.spec.history_ttl_ms if job is not None else 0
-                self.expiry.add((run.finished_ms + ttl, run.run_id))
-                self.finished_count[run.job_id] = self.finished_count.get(run.job_id, 0) + 1
-        for job in self.jobs.values():
-            if job.status is JobStatus.DELETED:
-                self.purge.add((job.updated_ms + job.spec.history_ttl_ms, job.job_id))

@@ -78,7 +78,7 @@ def job_to_tuple(j: Job) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-class _Decoder:
+class Decoder:
     """Interns the small values many records share."""
 
     def __init__(self) -> None:
@@ -138,7 +138,7 @@ class Membership(NamedTuple):
 NO_MEMBERSHIP = Membership([], None, [], 1, {})
 
 
-def _membership_to(m: Membership) -> tuple[Any, ...]:
+def membership_to_plain(m: Membership) -> tuple[Any, ...]:
     change = None if m.change is None else (m.change.action, tuple(m.change.member), m.change.begun_at)
     return (
         sorted(tuple(x) for x in m.roster), change, sorted(tuple(x) for x in m.removed), m.cluster_format,
@@ -146,7 +146,7 @@ def _membership_to(m: Membership) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _membership_from(t: tuple[Any, ...]) -> Membership:
+def membership_from_plain(t: tuple[Any, ...]) -> Membership:
     roster, change, removed, fmt, rafts = t
     ch = None if change is None else MemberChange(change[0], Member(*change[1]), change[2])
     return Membership([Member(*x) for x in roster], ch, [Member(*x) for x in removed], fmt, dict(rafts))
@@ -169,7 +169,7 @@ def encode(
         [run_to_tuple(r) for r in runs],
         [(k, v[0], v[1]) for k, v in idempotency.items()],
         sorted((node, ver, fmt) for node, (ver, fmt) in (members or {}).items()),
-        _membership_to(membership),
+        membership_to_plain(membership),
     )
     return marshal.dumps(body, MARSHAL_VERSION)
 
@@ -186,8 +186,8 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
         )
     _, now_ms, applied, jobs, runs, idem, *rest = body
     members = {node: (ver, fmt) for node, ver, fmt in rest[0]} if rest else {}
-    membership = _membership_from(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
-    dec = _Decoder()
+    membership = membership_from_plain(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
+    dec = Decoder()
     return (
         now_ms,
         applied,

@@ -14,32 +14,38 @@ Contract (the hashicorp/raft FSM boundary):
   group-committed batch): together they name manual runs and fencing tokens.
 * Time only comes in commands. ``now_ms`` is the largest ``now`` seen so far,
   so a new leader whose clock lags can never move time backwards.
-* ``snapshot()`` returns bytes that ``restore()`` turns back into the same
-  state (derived indexes are rebuilt).
+* Records and indexes live in a ``StateStore`` (``state_base``): a unit of
+  work per command writes back what it changed, ``commit()`` ends a Raft
+  entry (one store transaction with the applied index), and an entry at or
+  below the store's committed index is skipped (``None``): a restart replays
+  only the log after it.
+* ``snapshot()`` returns every record as bytes (``snapshot_codec``, for
+  tools and tests) that ``restore()`` turns back into the same state in the
+  store; a node's snapshots are copies of its store (``raft.snapshotter``).
 * Exactly-once firing: each job keeps a ``cursor``; every instant at or
   before it was fired or skipped. Cron instants follow the rules of the
   cluster's command format (``cluster.domain.cron_legacy``), switched at the
   same entry on every node. A ``Fire`` item applies only while the
   job's ``next_fire_ms`` still equals the proposer's expectation.
 
-Readers on other threads must hold the caller's lock (see ``cluster.node.replicated_state``).
+Readers on other threads read committed records through ``view`` inside ``reading()``; the in-memory
+indexes (and the queries here that read them) only under the caller's lock (``cluster.node.replicated_state``).
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from sortedcontainers import SortedDict, SortedList
-
 from cluster.domain import commands as c
+from cluster.domain import record_codec as rc
 from cluster.domain import snapshot_codec
 from cluster.domain.cron_legacy import under_rules
 from cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
-from cluster.domain.keylist import KeyList
 from cluster.domain.lease_rules import LeaseRules
 from cluster.domain.membership_rules import MembershipRules
 from cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
+    TERMINAL_RUN_STATUSES,
     ConcurrencyPolicy,
     Job,
     JobStatus,
@@ -63,6 +69,7 @@ from cluster.domain.retention_rules import RetentionRules
 from cluster.domain.schedule import first_fire, next_fire
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state_base import RunEvent
+from cluster.domain.state_store import StateStore, StoreFailure, Table, iter_table
 
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
@@ -70,10 +77,16 @@ SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
+    def __init__(self, store: StateStore | None = None) -> None:
+        super().__init__(store)
+
     # ------------------------------------------------------------ apply
 
-    def apply(self, data: bytes, index: int, pos: int = 0) -> Result:
-        """Apply one committed command (command ``pos`` of entry ``index``). Never raises."""
+    def apply(self, data: bytes, index: int, pos: int = 0) -> Result | None:
+        """Apply one committed command (command ``pos`` of entry ``index``); None for an entry the store
+        already holds. Raises only to stop the replica (``UnsupportedCommand``, ``StoreFailure``)."""
+        if index <= self.committed_index:
+            return None
         try:
             cmd = c.decode(data)
         except c.UnsupportedCommand as exc:
@@ -98,8 +111,11 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         handler = c.HANDLERS[type(cmd)]
         try:
             result: Result = handler(self, cmd, index)
+        except StoreFailure:
+            raise  # this replica cannot write: it stops rather than skip what the others apply
         except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
-            return Internal(f"entry {index} ({type(cmd).__name__}) failed to apply: {exc!r}")
+            result = Internal(f"entry {index} ({type(cmd).__name__}) failed to apply: {exc!r}")
+        self.uow.flush()
         return result
 
     # ------------------------------------------------------------ jobs
@@ -112,19 +128,20 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if known is not None:
                 known_id, known_fp = known
                 if known_fp == fingerprint:
-                    return Ok(self.jobs[known_id])
+                    return Ok(self.uow.job(known_id))
                 return AlreadyExists(
                     f"idempotency key {cmd.idempotency_key!r} was already used for job {known_id} with a "
                     "different spec; use a new key for a new job"
                 )
-        existing = self.jobs.get(cmd.job_id)
+        existing = self.uow.job(cmd.job_id)
         if existing is not None:  # the same proposal applied twice
             if spec_fingerprint(existing.spec) == fingerprint:
                 return Ok(existing)
             return AlreadyExists(f"job {cmd.job_id} already exists")
-        if cmd.max_jobs and len(self.jobs) >= cmd.max_jobs:
+        kept = sum(self.job_counts.values())
+        if cmd.max_jobs and kept >= cmd.max_jobs:
             return ResourceExhausted(
-                f"the cluster keeps {len(self.jobs)} jobs, its limit [limits] max_jobs = {cmd.max_jobs} "
+                f"the cluster keeps {kept} jobs, its limit [limits] max_jobs = {cmd.max_jobs} "
                 "(deleted jobs count until purged): delete jobs or raise max_jobs"
             )
         anchor = self.now_ms
@@ -132,15 +149,16 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         cursor = anchor if nxt is None else min(anchor, nxt - 1)
         status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
         job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
-        self.jobs[job.job_id] = job
+        self.uow.jobs.add(job.job_id, job)
         self.job_counts[job.status] += 1
         if cmd.idempotency_key:
-            self.idempotency[cmd.idempotency_key] = (job.job_id, fingerprint)
+            key = cmd.idempotency_key
+            self.store.put(Table.IDEMPOTENCY, rc.idem_key(key), rc.encode_idem(key, job.job_id, fingerprint))
         self._index_job(job)
         return Ok(job)
 
     def _get_job_for_change(self, job_id: str) -> Job | NotFound:
-        job = self.jobs.get(job_id)
+        job = self.uow.job(job_id)
         if job is None:
             return NotFound(f"job {job_id} not found")
         return job
@@ -175,8 +193,15 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         return Ok(job)
 
     def _pending_runs(self, job: Job) -> list[Run]:
-        runs = (self.runs[run_id] for run_id in self.active_by_job.get(job.job_id, ()))
+        runs = [self._run(run_id) for run_id in self._active_ids(job.job_id)]
         return [run for run in runs if run.status is RunStatus.PENDING]
+
+    def _run(self, run_id: str) -> Run:
+        """A run an index names (it exists: the indexes follow the records)."""
+        run = self.uow.run(run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} is indexed but not stored")
+        return run
 
     @c.handles(c.PauseJob)
     def _pause_job(self, cmd: c.PauseJob, index: int) -> Result:
@@ -231,8 +256,8 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         self._set_job_status(job, JobStatus.DELETED)
         job.updated_ms = self.now_ms
         self._schedule_purge(job, self.now_ms + job.spec.history_ttl_ms)
-        for run_id in list(self.active_by_job.get(job.job_id, ())):
-            run = self.runs[run_id]
+        for run_id in self._active_ids(job.job_id):
+            run = self._run(run_id)
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "the job was deleted")
             elif not run.cancel_requested:  # LEASED: its executor learns it at the next renewal
@@ -256,7 +281,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
 
     @c.handles(c.CancelRun)
     def _cancel_run(self, cmd: c.CancelRun, index: int) -> Result:
-        run = self.runs.get(cmd.run_id)
+        run = self.uow.run(cmd.run_id)
         if run is None:
             return NotFound(f"run {cmd.run_id} not found")
         if run.status is RunStatus.PENDING:
@@ -271,16 +296,16 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
 
     def _record_skip(self, job: Job, skip: Skip) -> None:
         run_id = run_id_for(job.job_id, skip.instant_ms)
-        if run_id in self.runs:
+        if self.uow.run(run_id) is not None:
             return
         run = Run(run_id, job.job_id, job.spec.queue, skip.instant_ms, self.now_ms, RunStatus.SKIPPED)
         run.error = skip.reason
         run.skipped_count = skip.count
         run.skipped_until_ms = skip.last_ms
         run.finished_ms = self.now_ms
-        self.runs[run_id] = run
+        self.uow.runs.add(run_id, run)
         self.run_counts[RunStatus.SKIPPED] += 1
-        self._job_runs(job.job_id).add((skip.instant_ms, run_id))
+        self._job_runs_add(run)
         self.events.append(("skipped", run))
         self._retain(run)
 
@@ -291,7 +316,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         created: list[str] = []
         skipped = stale = 0
         for job_id, expected in cmd.items:
-            job = self.jobs.get(job_id)
+            job = self.uow.job(job_id)
             if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
                 stale += 1
                 continue
@@ -308,7 +333,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         pending_skip: Skip | None = None
         skipped = 0
         for d in decisions:
-            if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and self.active_by_job.get(job.job_id):
+            if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and self._has_active(job.job_id):
                 d = Skip(d.instant_ms, d.instant_ms, 1, "the previous run is still active (concurrency FORBID)")
             if isinstance(d, FireAt) and self._pending_full(cmd.max_pending):
                 d = Skip(d.instant_ms, d.instant_ms, 1, self._pending_full_message(cmd.max_pending))
@@ -341,8 +366,8 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         return skipped
 
     def _replace_active(self, job: Job) -> None:
-        for run_id in list(self.active_by_job.get(job.job_id, ())):
-            run = self.runs[run_id]
+        for run_id in self._active_ids(job.job_id):
+            run = self._run(run_id)
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "replaced by a newer run (concurrency REPLACE)")
             elif not run.cancel_requested:
@@ -373,48 +398,46 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
 
     def _index_job(self, job: Job) -> None:
         if job.status is JobStatus.ACTIVE and job.next_fire_ms is not None:
-            self.due.add((job.next_fire_ms, job.job_id))
+            self.store.put(Table.DUE, rc.timed_key(job.next_fire_ms, job.job_id), b"")
 
     def _unindex_job(self, job: Job) -> None:
         if job.next_fire_ms is not None:
-            self.due.discard((job.next_fire_ms, job.job_id))
+            self.store.delete(Table.DUE, rc.timed_key(job.next_fire_ms, job.job_id))
 
     # ------------------------------------------------------------ queries
 
     def due_jobs(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
-        """(job_id, next_fire_ms) of ACTIVE jobs due at or before ``until_ms``, earliest first."""
-        out: list[tuple[str, int]] = []
-        for next_ms, job_id in self.due.irange(maximum=(until_ms + 1, ""), inclusive=(True, False)):
-            out.append((job_id, next_ms))
-            if len(out) >= limit:
-                break
-        return out
+        """(job_id, next_fire_ms) of ACTIVE jobs due at or before ``until_ms``, earliest first (a cursor over
+        the stored due index: never a scan of all jobs)."""
+        rows = self.store.scan(Table.DUE, b"", rc.ms_bytes(until_ms + 1), limit)
+        return [(job_id, ms) for ms, job_id in (rc.timed_from(key) for key, _ in rows)]
 
     def next_due_ms(self) -> int | None:
-        return self.due[0][0] if self.due else None
+        rows = self.store.scan(Table.DUE, limit=1)
+        return rc.ms_from(rows[0][0]) if rows else None
+
+    def due_keys(self) -> list[tuple[int, str]]:
+        """The whole due index, (next_fire_ms, job_id) in order (tests and tools)."""
+        return [rc.timed_from(key) for key, _ in iter_table(self.store, Table.DUE)]
 
     def iter_jobs(self, after_id: str = "") -> Iterator[Job]:
-        for job_id in self.jobs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.jobs:
-            yield self.jobs[job_id]
+        return self.view.iter_jobs(after_id)
 
     def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None) -> Iterator[Run]:
-        index = self.runs_by_job.get(job_id)
-        if index is None:
-            return
-        keys = index.after(after) if after else index
-        for _, run_id in keys:
-            yield self.runs[run_id]
+        return self.view.iter_job_runs(job_id, after)
 
     def active_runs(self, job_id: str = "") -> list[Run]:
         """PENDING and LEASED runs (of ``job_id``, or of every job), by scheduled time: from the
         index of active runs, never a scan of every run kept."""
-        by_job = self.active_by_job
-        ids = by_job.get(job_id, ()) if job_id else (i for ids in by_job.values() for i in ids)
-        return sorted((self.runs[run_id] for run_id in ids), key=lambda r: (r.scheduled_ms, r.run_id))
+        if job_id:
+            runs = [r for r in (self.view.run(run_id) for run_id in self._active_ids(job_id)) if r is not None]
+        else:
+            ids = (rc.job_run_from(key, key.index(b"\x00") + 1)[1] for key, _ in iter_table(self.store, Table.ACTIVE))
+            runs = [r for r in (self.view.run(run_id) for run_id in ids) if r is not None]
+        return sorted(runs, key=lambda r: (r.scheduled_ms, r.run_id))
 
     def iter_runs(self, after_id: str = "") -> Iterator[Run]:
-        for run_id in self.runs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.runs:
-            yield self.runs[run_id]
+        return self.view.iter_runs(after_id)
 
     def drain_events(self) -> list[RunEvent]:
         events, self.events = self.events, []
@@ -423,38 +446,53 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     # ------------------------------------------------------------ snapshots
 
     def snapshot(self) -> bytes:
+        """Every record as one blob (``snapshot_codec``): for tools and tests. A node's snapshots are copies
+        of its store."""
         membership = snapshot_codec.Membership(
             list(self.roster.values()), self.member_change, list(self.removed_members.values()), self.cluster_format,
             dict(self.member_rafts),
         )  # fmt: skip
         return snapshot_codec.encode(
-            self.now_ms, self.applied_index, self.jobs.values(), self.runs.values(), self.idempotency, self.members, membership
-        )
+            self.now_ms, self.applied_index, self.view.iter_jobs(), self.view.iter_runs(), dict(self.idempotency.items()),
+            self.members, membership,
+        )  # fmt: skip
 
     def restore(self, data: bytes) -> None:
-        """Discard all state and load ``data`` (from ``snapshot``). Raises ValueError on a bad snapshot
-        (or one whose cluster uses a command format this code does not understand)."""
+        """Discard all state and load ``data`` (from ``snapshot``, or a snapshot body of a version that kept
+        its state in memory), then commit it. Raises ValueError on a bad snapshot (or one whose cluster uses
+        a command format this code does not understand), before anything is changed."""
         now_ms, applied, jobs, runs, idempotency, members, membership = snapshot_codec.decode(data)
-        self.__init__()  # type: ignore[misc]
-        self.now_ms, self.applied_index, self.idempotency, self.members = now_ms, applied, idempotency, members
+        self.check_format_number(membership.cluster_format, "snapshot")
+        self.store.clear()
+        self._reset_memory()
+        self.now_ms, self.applied_index, self.members = now_ms, applied, members
         self.roster = {m.node_id: m for m in membership.roster}
         self.member_change, self.cluster_format = membership.change, membership.cluster_format
         self.removed_members = {m.node_id: m for m in membership.removed}
         self.member_rafts = dict(membership.rafts)
-        self.check_snapshot_format()
-        self.jobs = SortedDict((j.job_id, j) for j in jobs)
+        put = self.store.put
+        ttl: dict[str, int] = {}
         for job in jobs:
+            put(Table.JOBS, rc.id_key(job.job_id), rc.encode_job(job))
             self.job_counts[job.status] += 1
-        self.due = SortedList(
-            (j.next_fire_ms, j.job_id) for j in jobs if j.status is JobStatus.ACTIVE and j.next_fire_ms is not None
-        )
-        self.runs = SortedDict((r.run_id, r) for r in runs)
+            self._index_job(job)
+            ttl[job.job_id] = job.spec.history_ttl_ms
+            if job.status is JobStatus.DELETED:
+                self._schedule_purge(job, job.updated_ms + job.spec.history_ttl_ms)
+        for key, (job_id, fingerprint) in idempotency.items():
+            put(Table.IDEMPOTENCY, rc.idem_key(key), rc.encode_idem(key, job_id, fingerprint))
+        finished: dict[str, int] = {}
         for run in runs:
+            put(Table.RUNS, rc.id_key(run.run_id), rc.encode_run(run))
             self.run_counts[run.status] += 1
-        by_job: dict[str, list[tuple[int, str]]] = {}
-        for run in runs:
-            by_job.setdefault(run.job_id, []).append((run.scheduled_ms, run.run_id))
+            self._job_runs_add(run)
             if run.status in ACTIVE_RUN_STATUSES:
-                self._activate(run)
-        self.runs_by_job = {job_id: KeyList(keys) for job_id, keys in by_job.items()}
-        self._rebuild_retention()
+                put(Table.ACTIVE, rc.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
+            elif run.status in TERMINAL_RUN_STATUSES:
+                put(Table.EXPIRY, rc.timed_key(run.finished_ms + ttl.get(run.job_id, 0), run.run_id), b"")
+                finished[run.job_id] = finished.get(run.job_id, 0) + 1
+        for job_id, n in finished.items():
+            put(Table.FINISHED, rc.id_key(job_id), rc.encode_int(n))
+        self._saved = {}
+        self.commit()
+        self.load()

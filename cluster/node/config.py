@@ -112,6 +112,15 @@ class RaftTuning:
 
 
 @dataclass(frozen=True)
+class StateConfig:
+    """``[state]``: the jobs and runs in each node's LMDB environment (``<data_dir>/<node>/state.mdb``)."""
+
+    #: the most the state may hold (its LMDB map; the file grows as the state does). Proposals are refused with
+    #: a message naming this key when less than a sixteenth of it (at most 1 GiB) is left
+    max_bytes: int = 64 << 30
+
+
+@dataclass(frozen=True)
 class TlsConfig:
     """[tls]: nodes serve gRPC over TLS; clients verify the nodes against ``ca_file``.
 
@@ -154,6 +163,7 @@ class ClusterConfig:
     #: serve gRPC off loopback without [tls] or [auth] (logged as a warning at every start)
     allow_insecure_grpc: bool = False
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    state: StateConfig = field(default_factory=StateConfig)
 
     def output_dir(self) -> str:
         """Where local run output lives: ``[logs] dir`` (relative to the config file), else <data_dir>/outputs."""
@@ -351,6 +361,9 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
     raft = _section(path, raw, "raft", RaftTuning)
     if raft.max_log_bytes < 64 << 20:
         raise ConfigError(f"{path}: [raft] max_log_bytes must be at least 67108864 (64 MiB), got {raft.max_log_bytes}")
+    state = _section(path, raw, "state", StateConfig)
+    if state.max_bytes < 64 << 20:
+        raise ConfigError(f"{path}: [state] max_bytes must be at least 67108864 (64 MiB), got {state.max_bytes}")
     limits = _section(path, raw, "limits", LimitsConfig)
     bad = [k for k, v in vars(limits).items() if v <= 0]
     if bad:
@@ -367,6 +380,7 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         auth=_auth(path, raw, base),
         allow_insecure_grpc=bool(cluster.get("allow_insecure_grpc", False)),
         limits=limits,
+        state=state,
     )
 
 

@@ -1,8 +1,10 @@
 """The scheduler's use cases in domain terms: what JobService does, without protobuf.
 
 Each write validates its input, stamps ``now`` and proposes one command;
-each read runs after a read barrier. Results come back as copies of the
-records, so callers never hold live state. Refusals raise
+each read runs after a read barrier, lists and lookups of records in a read
+transaction of the store (``ReplicatedState.read_records``: no lock that Raft
+needs). Results come back as copies of the records, so callers never hold
+live state. Refusals raise
 ``RejectedError``/``ValidationError``/``Unavailable``; ``rpc.server.errors`` maps
 them to gRPC status codes.
 """
@@ -18,6 +20,7 @@ from cluster.domain import limits as lim
 from cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from cluster.domain.errors import RejectedError, ValidationError
 from cluster.domain.model import Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
+from cluster.domain.records import RecordReader
 from cluster.domain.results import NotFound, ResourceExhausted
 from cluster.domain.schedule import explain_instant, upcoming
 from cluster.domain.spec_codec import spec_fingerprint
@@ -34,7 +37,7 @@ DEFAULT_PAGE = 100
 MAX_PAGE = lim.MAX_PAGE_SIZE
 Item = TypeVar("Item")
 
-#: items a list call examines per hold of the state lock
+#: items a list call examines per read transaction
 SCAN_CHUNK = 2000
 MAX_PREVIEW = lim.MAX_PREVIEW_COUNT
 #: items in one CreateJobs call
@@ -107,7 +110,7 @@ class JobService:
     def _check_jobs_quota(self) -> None:
         limit = self._limits.max_jobs
         self._check_quota(
-            lambda m: len(m.jobs),
+            lambda m: sum(m.job_counts.values()),
             limit,
             f"the cluster keeps its limit of jobs, [limits] max_jobs = {limit}: delete jobs or raise it",
         )
@@ -175,14 +178,14 @@ class JobService:
 
     def get_job(self, job_id: str) -> Job:
         _require_id("job_id", job_id)
-        job = self._store.read(lambda m: m.jobs.get(job_id))
+        job = self._store.read_records(lambda r: r.job(job_id))
         if job is None:
             raise RejectedError(NotFound(f"job {job_id} not found"))
         return job
 
     def get_run(self, run_id: str) -> Run:
         _require_id("run_id", run_id)
-        run = self._store.read(lambda m: m.runs.get(run_id))
+        run = self._store.read_records(lambda r: r.run(run_id))
         if run is None:
             raise RejectedError(NotFound(f"run {run_id} not found"))
         return run
@@ -198,7 +201,7 @@ class JobService:
 
     def active_runs(self, job_id: str, accept: Callable[[Run], bool], limit: int) -> Iterator[Run]:
         """PENDING and LEASED runs (of ``job_id``, or all) that ``accept`` takes, at most ``limit``: by job,
-        then scheduled time, read in chunks so the state lock is never held for more than one."""
+        then scheduled time, read a chunk per read transaction."""
         if job_id:
             _require_id("job_id", job_id)
         return iter_active_runs(self._store, job_id, accept, limit, SCAN_CHUNK)
@@ -208,7 +211,7 @@ class JobService:
 
         def count(m: JobStateMachine) -> Counts:
             pending = {q: len(runs) for q, runs in m.pending.items() if runs}
-            return Counts(dict(m.run_counts), len(m.jobs), pending, dict(m.members))
+            return Counts(dict(m.run_counts), sum(m.job_counts.values()), pending, dict(m.members))
 
         return self._store.read(count, barrier=False)
 
@@ -228,7 +231,7 @@ class JobService:
                 and j.spec.name.startswith(name_prefix)
             )
 
-        page = self._scan(lambda m, after: m.iter_jobs(after), keep, size, lambda j: j.job_id, cursor)
+        page = self._scan(lambda r, after: r.iter_jobs(after), keep, size, lambda j: j.job_id, cursor)
         return Page(page.items, self._tokens.issue(query, page.next_token))
 
     def list_runs(self, job_id: str = "", status: RunStatus | None = None, page_size: int = 0, page_token: str = "") -> Page:
@@ -243,19 +246,19 @@ class JobService:
         if job_id:
             _parse_run_token(cursor)  # a bad cursor is INVALID_ARGUMENT before anything is read
 
-            def job_runs(m: JobStateMachine, after: str) -> Iterator[Run]:
-                if job_id not in m.jobs:
+            def job_runs(r: RecordReader, after: str) -> Iterator[Run]:
+                if not r.has_job(job_id):
                     raise RejectedError(NotFound(f"job {job_id} not found"))
-                return m.iter_job_runs(job_id, _parse_run_token(after))
+                return r.iter_job_runs(job_id, _parse_run_token(after))
 
             page = self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", cursor)
         else:
-            page = self._scan(lambda m, after: m.iter_runs(after), keep, size, lambda r: r.run_id, cursor)
+            page = self._scan(lambda r, after: r.iter_runs(after), keep, size, lambda r: r.run_id, cursor)
         return Page(page.items, self._tokens.issue(query, page.next_token))
 
     def _scan(
         self,
-        iterate: Callable[[JobStateMachine, str], Iterator[Item]],
+        iterate: Callable[[RecordReader, str], Iterator[Item]],
         keep: Callable[[Item], bool],
         size: int,
         key: Callable[[Item], str],
@@ -263,20 +266,20 @@ class JobService:
     ) -> Page:
         """One page of what ``iterate`` yields after ``page_token``, filtered by ``keep``.
 
-        The state lock is held for at most ``SCAN_CHUNK`` examined items at a time: a filter
-        that matches little in a million jobs must not hold up Raft's apply (the tick thread
-        waits for this lock; a leader whose tick stalls for its fallback timeout steps down).
-        The first chunk is read after a barrier; later ones continue on this node's state,
-        which is only newer. A page is then not one snapshot, as pages never were.
+        One read transaction examines at most ``SCAN_CHUNK`` items: it takes no lock Raft needs,
+        but a long one keeps the pages it reads from being reused (the state file would grow
+        while a filter that matches little walks a million jobs). The first chunk is read after
+        a barrier; later ones continue on this node's state, which is only newer. A page is then
+        not one snapshot, as pages never were.
         """
         out: list[Item] = []
         cursor, first = page_token, True
         while True:
 
-            def chunk(m: JobStateMachine, after: str = cursor) -> tuple[list[Item], str, bool]:
+            def chunk(r: RecordReader, after: str = cursor) -> tuple[list[Item], str, bool]:
                 kept: list[Item] = []
                 last, examined = after, 0
-                for item in iterate(m, after):
+                for item in iterate(r, after):
                     last = key(item)
                     if keep(item):
                         kept.append(item)
@@ -287,7 +290,7 @@ class JobService:
                         return kept, last, False
                 return kept, last, True
 
-            kept, cursor, exhausted = self._store.read(chunk, barrier=first)
+            kept, cursor, exhausted = self._store.read_records(chunk, barrier=first)
             first = False
             out.extend(kept)
             if len(out) > size:

@@ -89,7 +89,8 @@ def final_refusal(m: JobStateMachine, lease_id: str, token: int) -> str:
     if token // TOKENS_PER_ENTRY > m.applied_index:
         return ""
     run_id = m.leases.get(lease_id)
-    if run_id is None or m.runs[run_id].fencing_token != token:
+    run = None if run_id is None else m.view.run(run_id)
+    if run is None or run.fencing_token != token:
         return f"lease {lease_id} is not held: it expired, was completed, cancelled or superseded, or never existed"
     return ""
 

@@ -16,11 +16,19 @@ servicers (nobody else touches the machine, its lock or the replicator):
 * ``propose_async(cmd, done)`` proposes without waiting (the leader's
   pipelined fires and expiries); ``done(result, fail_reason)`` runs on the
   Raft thread.
-* ``read(fn)`` runs ``fn(machine)`` under the lock after a *read barrier*:
-  a committed no-op that concurrent readers share, so a read on any node
-  sees every write acknowledged before it began (linearizable reads on
-  followers, at the cost of one Raft round per batch of readers). Records in
-  the answer come back detached (``cluster.node.detach``).
+* ``read(fn)`` runs ``fn(machine)`` after a *read barrier*: a committed
+  no-op that concurrent readers share, so a read on any node sees every
+  write acknowledged before it began (linearizable reads on followers, at
+  the cost of one Raft round per batch of readers). It holds the lock the
+  Raft thread holds while it applies an entry and commits it to the store,
+  and reads the store in one read transaction: the in-memory indexes and
+  the stored records agree. Keep such reads small.
+* ``read_records(fn)`` runs ``fn(records)`` (a ``RecordReader``: jobs, runs,
+  a job's runs, the active runs) after the same barrier, in one read
+  transaction of the store and **without** the lock: a scan of a million
+  jobs never holds up Raft. It sees whole entries only (every entry's store
+  commit happens before its proposer, or a barrier, hears of it).
+* Records in the answers come back detached (``cluster.node.detach``).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import Any, Callable, TypeVar
 
 from cluster.domain import commands as c
 from cluster.domain.errors import RejectedError, Unavailable, ValidationError
+from cluster.domain.records import RecordReader
 from cluster.domain.results import Ok, Rejected, Result
 from cluster.domain.state import JobStateMachine, RunEvent
 from cluster.node.clock import Clock
@@ -199,18 +208,28 @@ class ReplicatedState:
         if isinstance(answer, Rejected):
             raise RejectedError(answer)
         assert isinstance(answer, Ok)
-        with self.lock:  # the value may be live state that the Raft thread changes next
-            return detach(answer.value)
+        return detach(answer.value)  # records of the command's unit of work: the machine never touches them again
 
     # ------------------------------------------------------------ reads
 
+    def _wait_barrier(self) -> None:
+        if self._barrier is None:
+            raise Unavailable("this node is still starting; retry")
+        self._barrier.wait(self.request_timeout_s)
+
     def read(self, fn: Callable[[JobStateMachine], T], barrier: bool = True) -> T:
-        """``fn(machine)`` under the lock, after a read barrier unless ``barrier`` is False
-        (then it sees this node's applied state, possibly behind the leader). Records in the
+        """``fn(machine)`` under the lock and in one read transaction, after a read barrier unless ``barrier``
+        is False (then it sees this node's applied state, possibly behind the leader). Records in the
         answer are detached copies; ``fn`` must not keep references to the machine."""
         if barrier:
-            if self._barrier is None:
-                raise Unavailable("this node is still starting; retry")
-            self._barrier.wait(self.request_timeout_s)
-        with self.lock:
+            self._wait_barrier()
+        with self.lock, self._machine.reading():
             return detach(fn(self._machine))
+
+    def read_records(self, fn: Callable[[RecordReader], T], barrier: bool = True) -> T:
+        """``fn(records)`` in one read transaction, without the lock (see the module docstring); after a read
+        barrier unless ``barrier`` is False."""
+        if barrier:
+            self._wait_barrier()
+        with self._machine.reading():
+            return detach(fn(self._machine.view))

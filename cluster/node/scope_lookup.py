@@ -9,6 +9,7 @@ and the call itself then answers NOT_FOUND or FAILED_PRECONDITION.
 
 from __future__ import annotations
 
+from cluster.domain.records import RecordReader
 from cluster.domain.state import JobStateMachine
 from cluster.node.replicated_state import ReplicatedState
 
@@ -18,25 +19,25 @@ class ScopeReader:
         self._store = store
 
     def job(self, job_id: str) -> tuple[str, str] | None:
-        def scope(m: JobStateMachine) -> tuple[str, str] | None:
-            job = m.jobs.get(job_id)
+        def scope(r: RecordReader) -> tuple[str, str] | None:
+            job = r.job(job_id)
             return None if job is None else (job.spec.queue, job.spec.type)
 
-        return self._store.read(scope)
+        return self._store.read_records(scope)
 
     def run(self, run_id: str) -> tuple[str, str] | None:
-        def scope(m: JobStateMachine) -> tuple[str, str] | None:
-            run = m.runs.get(run_id)
+        def scope(r: RecordReader) -> tuple[str, str] | None:
+            run = r.run(run_id)
             if run is None:
                 return None
-            job = m.jobs.get(run.job_id)
+            job = r.job(run.job_id)
             return run.queue, "" if job is None else job.spec.type
 
-        return self._store.read(scope)
+        return self._store.read_records(scope)
 
     def lease_queues(self, lease_ids: list[str]) -> list[str]:
         def queues(m: JobStateMachine) -> list[str]:
-            run_ids = [m.leases.get(lease_id) for lease_id in lease_ids]
-            return sorted({m.runs[r].queue for r in run_ids if r is not None and r in m.runs})
+            runs = (m.view.run(run_id) for run_id in (m.leases.get(lease_id) for lease_id in lease_ids) if run_id is not None)
+            return sorted({run.queue for run in runs if run is not None})
 
         return self._store.read(queues)

@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 import zlib
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 import pytest
 
@@ -24,6 +24,7 @@ from cluster.app.local_cluster import free_ports
 from raft.adapter import RaftNode, RaftSettings
 from raft.cipher import HELLO_SIZE, MAGIC, RaftCipher
 from raft.connection import PRE_AUTH_LIMIT
+from raft.snapshotter import BytesCopy
 
 pytestmark = pytest.mark.integration
 
@@ -34,15 +35,29 @@ class Counter:
     def __init__(self) -> None:
         self.n = 0
 
+    committed_index = 0
+
     def apply(self, data: bytes, index: int, pos: int) -> int:
         self.n += 1
         return self.n
 
-    def snapshot(self) -> bytes:
-        return b""
+    def commit(self) -> None:
+        pass
+
+    def open_copy(self) -> BytesCopy:
+        return BytesCopy(b"")
+
+    def install(self, source: BinaryIO, size: int) -> None:
+        source.read(size)
 
     def restore(self, data: bytes) -> None:
         pass
+
+    def has_room(self) -> bool:
+        return True
+
+    def full_message(self) -> str:
+        return ""
 
 
 def start_nodes(password: str | None, count: int = 2) -> list[RaftNode]:

@@ -64,9 +64,8 @@ class Log:
         return result.value
 
     def fire_until(self, job_id: str, until_ms: int) -> None:
-        job = self.m.jobs[job_id]
-        while job.next_fire_ms is not None and job.next_fire_ms <= until_ms:
-            self.apply(c.Fire(job.next_fire_ms, ((job_id, job.next_fire_ms),), 0, 5_000))
+        while (due := self.m.jobs[job_id].next_fire_ms) is not None and due <= until_ms:
+            self.apply(c.Fire(due, ((job_id, due),), 0, 5_000))
 
 
 @pytest.mark.parametrize(

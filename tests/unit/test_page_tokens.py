@@ -73,6 +73,9 @@ def _service(tokens: PageTokens) -> JobService:
         def read(self, fn: Any, barrier: bool = True) -> Any:
             return fn(m)
 
+        def read_records(self, fn: Any, barrier: bool = True) -> Any:
+            return fn(m.view)
+
     return JobService(Store(), FakeClock(T0), Limits(), OutputReader(), tokens)  # type: ignore[arg-type]
 
 

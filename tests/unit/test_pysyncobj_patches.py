@@ -28,5 +28,5 @@ def test_importing_patches_nothing_and_install_is_explicit_and_idempotent() -> N
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=True)
     before, built, again = out.stdout.splitlines()
     assert before == "('pysyncobj.encryptor', 'pysyncobj.tcp_connection', 'posix', False)"
-    assert built == "('raft.cipher', 'raft.connection', 'raft.durable_files', True)"
-    assert again == "('raft.cipher', 'raft.connection', 'raft.durable_files', True) 127.0.0.1"
+    assert built == "('raft.cipher', 'raft.connection', 'raft.pysyncobj_patches', True)"
+    assert again == "('raft.cipher', 'raft.connection', 'raft.pysyncobj_patches', True) 127.0.0.1"

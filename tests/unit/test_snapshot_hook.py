@@ -1,71 +1,106 @@
-"""The Raft adapter's snapshot hook (what ``raftsched_snapshot_seconds`` is fed from): called with the
-index and the seconds a snapshot took, for one written on the tick thread and for one written by a
-forked child (run in a subprocess of its own, as a node does it)."""
+"""The background snapshot writer (``raft.snapshotter``): a pinned copy of the state, written by a thread while
+the tick thread goes on; the dump is replaced only once the file is whole; the hook
+(``raftsched_snapshot_seconds``) is called with the index and the seconds it took."""
 
 from __future__ import annotations
 
-import ast
 import os
-import subprocess
-import sys
-import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from pysyncobj.config import SERIALIZER_STATE
 
-from raft.snapshotter import Snapshotter
+from raft import pysyncobj_patches
+from raft.snapshot_file import check_body, open_body, read_snapshot
+from raft.snapshotter import BytesCopy, Snapshotter
 
 pytestmark = pytest.mark.unit
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RAFT_DATA = ((b"cmd", 7, 1), (b"cmd", 6, 1), ["a:1"])
 
 
-def test_a_snapshot_written_on_the_tick_thread_calls_the_hook(tmp_path: Path) -> None:
+class SlowCopy(BytesCopy):
+    """A copy that takes its time, and says when it started (the state was pinned before)."""
+
+    def __init__(self, data: bytes, seconds: float, fail: bool = False) -> None:
+        super().__init__(data)
+        self.seconds, self.fail = seconds, fail
+        self.started = threading.Event()
+        self.closed = False
+
+    def write_to(self, fd: int) -> None:
+        self.started.set()
+        time.sleep(self.seconds)
+        if self.fail:
+            raise OSError("disk on fire")
+        super().write_to(fd)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _until_done(snap: Snapshotter, timeout: float = 10) -> int:
+    deadline = time.monotonic() + timeout
+    while (state := snap.check()) == SERIALIZER_STATE.SERIALIZING and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return state
+
+
+def test_the_copy_is_written_in_the_background_and_put_in_place_when_whole(tmp_path: Path) -> None:
+    dump = str(tmp_path / "raft.snapshot")
+    copy = SlowCopy(b"the state at 7" * 1000, 0.3)
     seen: list[tuple[int, float]] = []
-    snap = Snapshotter(str(tmp_path / "raft.snapshot"), lambda: time.sleep(0.05) or b"state", fork=False)
+    snap = Snapshotter(dump, lambda: copy)
     snap.on_written = lambda index, seconds: seen.append((index, seconds))
-    snap.serialize(str(tmp_path / "raft.snapshot.tmp"), RAFT_DATA)
-    assert len(seen) == 1 and seen[0][0] == 7 and seen[0][1] >= 0.05
+    started = time.monotonic()
+    snap.serialize(dump + ".tmp", RAFT_DATA)
+    assert time.monotonic() - started < 0.1 and snap.last_pause_seconds < 0.1  # the tick thread goes on
+    assert not os.path.exists(dump + ".tmp")  # nothing for pysyncobj's rename to move
+    pysyncobj_patches.install()
+    pysyncobj_patches._atomic_replace(dump + ".tmp", dump)  # what pysyncobj does next: nothing, no file
+    assert copy.started.wait(5) and snap.check() == SERIALIZER_STATE.SERIALIZING and not os.path.exists(dump)
+    assert _until_done(snap) == SERIALIZER_STATE.SUCCESS
+    assert copy.closed and not os.path.exists(dump + ".next")
+    header = read_snapshot(dump)
+    assert (header.index, header.term, header.cluster, header.body_size) == (7, 1, ["a:1"], len(b"the state at 7" * 1000))
+    check_body(dump, header)
+    with open_body(dump, header) as body:
+        assert body.read(header.body_size) == b"the state at 7" * 1000
+    assert len(seen) == 1 and seen[0][0] == 7 and seen[0][1] >= 0.3
+    assert snap.last_index == 7 and snap.check() == SERIALIZER_STATE.NOT_SERIALIZING
 
 
 def test_a_failing_hook_does_not_fail_the_snapshot(tmp_path: Path) -> None:
-    snap = Snapshotter(str(tmp_path / "raft.snapshot"), lambda: b"state", fork=False)
+    snap = Snapshotter(str(tmp_path / "raft.snapshot"), lambda: BytesCopy(b"state"))
 
     def boom(index: int, seconds: float) -> None:
         raise RuntimeError("hook bug")
 
     snap.on_written = boom
     snap.serialize(str(tmp_path / "raft.snapshot.tmp"), RAFT_DATA)
-    assert snap.last_index == 7 and os.path.exists(tmp_path / "raft.snapshot.tmp")
+    assert _until_done(snap) == SERIALIZER_STATE.SUCCESS
+    assert snap.last_index == 7 and os.path.exists(tmp_path / "raft.snapshot")
 
 
-FORKED = textwrap.dedent(
-    """
-    import sys, time
-    from pysyncobj.config import SERIALIZER_STATE
-    from raft.snapshotter import Snapshotter
-
-    dump = sys.argv[1]
-    open(dump, "wb").write(b"an older dump")  # with a dump to link, a child writes the snapshot
-    seen = []
-    snap = Snapshotter(dump, lambda: time.sleep(0.2) or b"state")
-    snap.on_written = lambda index, seconds: seen.append((index, seconds))
-    snap.serialize(dump + ".tmp", ((b"cmd", 9, 1), (b"cmd", 8, 1), ["a:1"]))
-    assert not seen  # not written yet: the child is at work
-    deadline = time.monotonic() + 30
-    while snap.check() != SERIALIZER_STATE.SUCCESS and time.monotonic() < deadline:
-        time.sleep(0.02)
-    print(seen)
-    """
-)
+def test_a_failed_copy_keeps_the_old_dump_and_the_log(tmp_path: Path) -> None:
+    dump = tmp_path / "raft.snapshot"
+    dump.write_bytes(b"the previous snapshot")
+    copy = SlowCopy(b"x", 0.0, fail=True)
+    snap = Snapshotter(str(dump), lambda: copy)
+    snap.serialize(str(dump) + ".tmp", RAFT_DATA)
+    assert _until_done(snap) == SERIALIZER_STATE.FAILED  # pysyncobj keeps its log
+    assert dump.read_bytes() == b"the previous snapshot" and not os.path.exists(str(dump) + ".next")
+    assert copy.closed and snap.last_index == 0
 
 
-def test_a_snapshot_written_by_a_forked_child_calls_the_hook_once_it_is_in_place(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", FORKED, str(tmp_path / "raft.snapshot")], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    seen = ast.literal_eval(out.stdout.strip())
-    assert len(seen) == 1 and seen[0][0] == 9 and seen[0][1] >= 0.2
+def test_an_abandoned_snapshot_is_dropped(tmp_path: Path) -> None:
+    dump = tmp_path / "raft.snapshot"
+    copy = SlowCopy(b"state", 0.2)
+    snap = Snapshotter(str(dump), lambda: copy)
+    snap.serialize(str(dump) + ".tmp", RAFT_DATA)
+    assert copy.started.wait(5)
+    snap.abandon()  # a snapshot from the leader is about to replace the state
+    assert not os.path.exists(str(dump) + ".next")
+    assert snap.check() == SERIALIZER_STATE.FAILED and not dump.exists()

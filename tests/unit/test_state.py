@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import marshal
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -20,6 +21,7 @@ from cluster.domain.model import (
     ConcurrencyPolicy,
     Cron,
     Every,
+    Job,
     JobSpec,
     JobStatus,
     MisfirePolicy,
@@ -41,6 +43,8 @@ from cluster.domain.results import (
 )
 from cluster.domain.spec_codec import job_to_plain, run_to_plain
 from cluster.domain.state import JobStateMachine
+from cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
+from storage.lmdb_state import LmdbStateStore
 
 pytestmark = pytest.mark.unit
 
@@ -51,6 +55,29 @@ MIN = 60 * SEC
 
 # ------------------------------------------------------------------ helpers
 
+_new_store: Callable[[], StateStore] = MemoryStore
+
+
+@pytest.fixture(autouse=True, params=["memory", "lmdb"])
+def store_kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Every test here runs against both stores: the in-memory one and an LMDB environment."""
+    global _new_store
+    opened: list[LmdbStateStore] = []
+
+    def lmdb_store() -> StateStore:
+        opened.append(LmdbStateStore(str(tmp_path / f"state-{len(opened)}.mdb"), map_size=1 << 30))
+        return opened[-1]
+
+    _new_store = lmdb_store if request.param == "lmdb" else MemoryStore
+    yield request.param
+    _new_store = MemoryStore
+    for store in opened:
+        store.close()
+
+
+def new_machine() -> JobStateMachine:
+    return JobStateMachine(_new_store())
+
 
 def spec(schedule: Schedule, name: str = "job", **kw: Any) -> JobSpec:
     return JobSpec(name=name, schedule=schedule, type="noop", **kw)
@@ -60,7 +87,7 @@ class Harness:
     """A machine fed through encode/apply, with a Raft-like growing index."""
 
     def __init__(self) -> None:
-        self.m = JobStateMachine()
+        self.m = new_machine()
         self.index = 0
 
     def apply(self, cmd: c.Command) -> Result:
@@ -106,22 +133,29 @@ class Harness:
 
 
 def dump(m: JobStateMachine) -> dict[str, Any]:
-    """Everything observable about a machine, indexes included, as plain values."""
+    """Everything observable about a machine, indexes included, as plain values: the records, every stored
+    index (each table's rows but the small state's, which is below as values) and the in-memory indexes."""
     return {
         "now": m.now_ms,
         "applied": m.applied_index,
         "jobs": {k: job_to_plain(j) for k, j in m.jobs.items()},
         "runs": {k: run_to_plain(r) for k, r in m.runs.items()},
-        "due": list(m.due),
+        "tables": {t.value: list(iter_table(m.store, t)) for t in Table if t is not Table.META},
         "pending": {q: list(v) for q, v in m.pending.items() if v},
-        "active_by_job": {k: sorted(v) for k, v in m.active_by_job.items() if v},
-        "runs_by_job": {k: list(v) for k, v in m.runs_by_job.items()},
-        "idempotency": dict(m.idempotency),
+        "pending_by_type": {q: list(v) for q, v in m.pending_by_type.items() if v},
+        "idempotency": dict(m.idempotency.items()),
         "leases": dict(m.leases),
         "lease_deadlines": list(m.lease_deadlines),
+        "counts": (dict(m.run_counts), dict(m.job_counts)),
         "members": dict(m.members),
         "membership": (dict(m.roster), m.member_change, dict(m.removed_members), m.cluster_format, dict(m.member_rafts)),
     }
+
+
+def same(a: Any, b: Any) -> bool:
+    """Two answers name the same record with the same fields (records come back detached: compare values)."""
+    plain = job_to_plain if isinstance(a, Job) else run_to_plain
+    return type(a) is type(b) and plain(a) == plain(b)
 
 
 def lease(h: Harness, run_id: str, executor: str = "ex-1") -> Run:
@@ -129,8 +163,14 @@ def lease(h: Harness, run_id: str, executor: str = "ex-1") -> Run:
     run = h.m.runs[run_id]
     grants = h.ok(c.AcquireLeases(max(h.m.now_ms, run.not_before_ms), executor, (run.queue,), 1))
     assert [g.run.run_id for g in grants] == [run_id]
+    run = h.m.runs[run_id]
     assert run.status is RunStatus.LEASED
     return run
+
+
+def active_ids(m: JobStateMachine, job_id: str) -> set[str]:
+    """Ids of ``job_id``'s PENDING and LEASED runs, from the machine's index of active runs."""
+    return {r.run_id for r in m.active_runs(job_id)}
 
 
 def complete(h: Harness, run: Run, succeeded: bool, now: int | None = None) -> Any:
@@ -169,7 +209,7 @@ def test_create_job_applied_twice_returns_the_same_job() -> None:
     cmd = c.CreateJob(T0, "j1", spec(Every(SEC)))
     first = h.ok(cmd)
     again = h.ok(cmd)
-    assert again is first
+    assert same(again, first)
     assert list(h.m.jobs) == ["j1"]
     assert again.anchor_ms == T0
 
@@ -186,7 +226,7 @@ def test_idempotency_key_with_same_spec_returns_the_first_job() -> None:
     h = Harness()
     first = h.create("j1", Every(SEC), key="k1")
     again = h.ok(c.CreateJob(T0 + 5, "j2", spec(Every(SEC)), "k1"))
-    assert again is first
+    assert same(again, first)
     assert list(h.m.jobs) == ["j1"]
 
 
@@ -213,8 +253,8 @@ def test_the_proposers_fingerprint_matches_the_replicas() -> None:
     h = Harness()
     s1 = spec(Every(SEC), retry=RetryPolicy(multiplier=3.0))
     first = h.ok(c.CreateJob(T0, "j1", s1, "k1", spec_fingerprint(s1)))
-    assert h.ok(c.CreateJob(T0, "j2", s1, "k1")) is first  # no fingerprint in the command: computed here
-    assert h.ok(c.CreateJob(T0, "j3", s1, "k1", spec_fingerprint(s1))) is first
+    assert same(h.ok(c.CreateJob(T0, "j2", s1, "k1")), first)  # no fingerprint in the command: computed here
+    assert same(h.ok(c.CreateJob(T0, "j3", s1, "k1", spec_fingerprint(s1))), first)
     other = spec(Every(2 * SEC))
     h.rejected(c.CreateJob(T0, "j4", other, "k1", spec_fingerprint(other)), AlreadyExists)
     assert list(h.m.jobs) == ["j1"]
@@ -247,7 +287,7 @@ def test_on_time_fire_creates_one_pending_run_per_instant() -> None:
     assert job.next_fire_ms == T0 + 20 * SEC
     assert job.fire_count == 1
     assert h.m.pending["q1"][0] == (T0 + 10 * SEC, run.run_id)
-    assert h.m.active_by_job["j1"] == {run.run_id}
+    assert active_ids(h.m, "j1") == {run.run_id}
 
 
 def test_the_same_fire_applied_twice_creates_no_second_run() -> None:
@@ -295,7 +335,7 @@ def test_a_fire_before_the_instant_without_lookahead_changes_nothing() -> None:
     report = h.fire(T0 + 10 * SEC - 1, [("j1", T0 + 10 * SEC)])
     assert (report.created, report.skipped, report.stale) == ([], 0, 0)
     after = dump(h.m)
-    assert after["jobs"] == before["jobs"] and after["runs"] == {} and after["due"] == before["due"]
+    assert after["jobs"] == before["jobs"] and after["runs"] == {} and after["tables"]["due"] == before["tables"]["due"]
 
 
 def test_lookahead_commits_a_run_before_its_instant_but_not_leasable_before_it() -> None:
@@ -380,7 +420,7 @@ def test_fire_once_fires_only_the_latest_missed_instant_and_records_the_rest() -
     assert (rec.scheduled_ms, rec.skipped_until_ms, rec.skipped_count) == (T0 + SEC, T0 + 8 * SEC, 8)
     assert "coalesced" in rec.error and "FIRE_ONCE" in rec.error
     assert rec.finished_ms == T0 + 10 * SEC
-    assert rec.run_id not in h.m.active_by_job["j1"]
+    assert rec.run_id not in active_ids(h.m, "j1")
 
 
 def test_skip_policy_skips_missed_instants_with_a_record_each_and_fires_on_time_ones() -> None:
@@ -512,7 +552,7 @@ def test_replace_cancels_pending_and_asks_leased_runs_to_stop() -> None:
     leased = h.m.runs[r2]
     assert leased.status is RunStatus.LEASED and leased.cancel_requested
     assert h.m.runs[r3].status is RunStatus.PENDING
-    assert h.m.active_by_job["j1"] == {r2, r3}
+    assert active_ids(h.m, "j1") == {r2, r3}
     assert [rid for _, rid in h.m.pending["default"]] == [r3]
 
 
@@ -527,7 +567,7 @@ def test_pause_takes_the_job_out_of_due_and_makes_fires_stale() -> None:
     assert h.m.due_jobs(T0 + 10**6, 10) == []
     assert h.fire(T0 + SEC, [("j1", T0 + SEC)]).stale == 1
     assert h.runs("j1") == []
-    assert h.ok(c.PauseJob(T0 + 200, "j1")) is job  # pausing twice is a no-op
+    assert same(h.ok(c.PauseJob(T0 + 200, "j1")), job)  # pausing twice is a no-op
 
 
 def test_resume_skips_instants_that_came_due_while_paused_with_one_record() -> None:
@@ -584,8 +624,8 @@ def test_resuming_a_paused_at_job_after_its_instant_skips_it_and_completes() -> 
 def test_resume_of_an_active_job_is_a_no_op() -> None:
     h = Harness()
     job = h.create("j1", Every(SEC))
-    assert h.ok(c.ResumeJob(T0 + 5 * SEC, "j1")) is job
-    assert job.next_fire_ms == T0 + SEC and h.runs("j1") == []
+    assert same(h.ok(c.ResumeJob(T0 + 5 * SEC, "j1")), job)
+    assert h.job("j1").next_fire_ms == T0 + SEC and h.runs("j1") == []
 
 
 @pytest.mark.parametrize(
@@ -628,14 +668,14 @@ def test_delete_is_soft_and_cancels_pending_runs() -> None:
     lease(h, f"j1@{T0 + SEC}")
     job = h.ok(c.DeleteJob(T0 + 2 * SEC + 5, "j1"))
     assert job.status is JobStatus.DELETED and job.updated_ms == T0 + 2 * SEC + 5
-    assert h.m.jobs["j1"] is job  # still readable
+    assert same(h.m.jobs["j1"], job)  # still readable
     cancelled = h.m.runs[f"j1@{T0 + 2 * SEC}"]
     assert cancelled.status is RunStatus.CANCELLED and "deleted" in cancelled.error
     assert h.m.runs[f"j1@{T0 + SEC}"].status is RunStatus.LEASED  # an executor holds it: left to finish
     assert h.m.due_jobs(T0 + 10**6, 10) == []
     assert not h.m.pending.get("default")
     assert h.fire(T0 + 3 * SEC, [("j1", T0 + 3 * SEC)]).stale == 1
-    assert h.ok(c.DeleteJob(T0 + 4 * SEC, "j1")) is job  # deleting twice is a no-op
+    assert same(h.ok(c.DeleteJob(T0 + 4 * SEC, "j1")), job)  # deleting twice is a no-op
 
 
 # ------------------------------------------------------------------ trigger / cancel
@@ -676,7 +716,7 @@ def test_cancel_pending_run() -> None:
     assert run.status is RunStatus.CANCELLED
     assert run.finished_ms == T0 + SEC + 7
     assert run.error
-    assert "j1" not in h.m.active_by_job
+    assert active_ids(h.m, "j1") == set()
     assert not h.m.pending.get("q")
     r = h.rejected(c.CancelRun(T0 + SEC + 8, run_id), FailedPrecondition)
     assert run_id in r.message and "CANCELLED" in r.message
@@ -687,11 +727,12 @@ def test_cancel_leased_run_requests_cancellation() -> None:
     h.create("j1", Every(SEC))
     h.fire(T0 + SEC)
     run = lease(h, f"j1@{T0 + SEC}")
-    assert h.ok(c.CancelRun(T0 + SEC + 1, run.run_id)) is run
-    assert run.status is RunStatus.LEASED and run.cancel_requested
-    assert h.ok(c.CancelRun(T0 + SEC + 2, run.run_id)) is run  # asking twice is fine
+    asked = h.ok(c.CancelRun(T0 + SEC + 1, run.run_id))
+    assert same(asked, h.m.runs[run.run_id])
+    assert asked.status is RunStatus.LEASED and asked.cancel_requested
+    assert same(h.ok(c.CancelRun(T0 + SEC + 2, run.run_id)), asked)  # asking twice is fine
     complete(h, run, succeeded=True)  # the executor stops: a cancelled run, not a success
-    assert run.status is RunStatus.CANCELLED
+    assert h.m.runs[run.run_id].status is RunStatus.CANCELLED
 
 
 @pytest.mark.parametrize("succeeded, status", [(True, RunStatus.SUCCEEDED), (False, RunStatus.DEAD_LETTER)])
@@ -701,10 +742,10 @@ def test_cancel_terminal_run_is_failed_precondition(succeeded: bool, status: Run
     h.fire(T0 + SEC)
     run = lease(h, f"j1@{T0 + SEC}")
     complete(h, run, succeeded)
-    assert run.status is status
+    assert h.m.runs[run.run_id].status is status
     r = h.rejected(c.CancelRun(T0 + 2 * SEC, run.run_id), FailedPrecondition)
     assert status.value in r.message
-    assert run.status is status
+    assert h.m.runs[run.run_id].status is status
 
 
 def test_cancel_skipped_record_is_failed_precondition() -> None:
@@ -925,7 +966,7 @@ def test_a_handler_bug_is_reported_as_internal_not_raised(monkeypatch: pytest.Mo
         raise RuntimeError("bug")
 
     monkeypatch.setitem(c.HANDLERS, c.Barrier, boom)
-    result = JobStateMachine().apply(c.encode(c.Barrier(T0)), 7)
+    result = new_machine().apply(c.encode(c.Barrier(T0)), 7)
     assert isinstance(result, Internal) and "entry 7" in result.message
 
 
@@ -977,6 +1018,7 @@ def _rich_history() -> Harness:
     complete(h, done, succeeded=True)
     retried = lease(h, f"every@{T0 + 4 * SEC}", "ex-3")
     h.ok(c.CompleteRun(h.m.now_ms, retried.lease_id, retried.fencing_token, False, b"", "exit 1", "", 0.25))
+    retried = h.m.runs[retried.run_id]
     assert retried.status is RunStatus.PENDING and retried.not_before_ms > h.m.now_ms  # a retry, after backoff
     return h
 
@@ -993,7 +1035,7 @@ def test_snapshot_restore_round_trips_exactly() -> None:
     }
     assert {j.status for j in h.m.jobs.values()} == set(JobStatus)
     data = h.m.snapshot()
-    fresh = JobStateMachine()
+    fresh = new_machine()
     fresh.restore(data)
     assert dump(fresh) == dump(h.m)
     assert fresh.snapshot() == data
@@ -1023,7 +1065,7 @@ def test_members_versions_are_kept_and_a_format_2_snapshot_still_loads() -> None
     body = marshal.loads(h.m.snapshot())
     assert body[0] == 4 and body[6] == [("n1", "0.1.0", 1), ("n2", "0.2.0", 2)]
     older = marshal.dumps((2, *body[1:6]), 2)  # what a node before members' versions wrote
-    fresh = JobStateMachine()
+    fresh = new_machine()
     fresh.restore(older)
     assert fresh.members == {}
     no_membership = ({}, None, {}, 1, {})
@@ -1037,9 +1079,9 @@ def test_restore_discards_the_old_state() -> None:
     h = Harness()
     h.create("j1", Every(SEC))
     h.fire(T0 + SEC)
-    empty = JobStateMachine().snapshot()
+    empty = new_machine().snapshot()
     h.m.restore(empty)
-    assert dump(h.m) == dump(JobStateMachine())
+    assert dump(h.m) == dump(new_machine())
 
 
 @pytest.mark.parametrize(
@@ -1053,4 +1095,4 @@ def test_restore_discards_the_old_state() -> None:
 )
 def test_restore_refuses_an_unknown_format(data: bytes, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
-        JobStateMachine().restore(data)
+        new_machine().restore(data)

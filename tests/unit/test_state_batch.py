@@ -72,7 +72,7 @@ def test_two_triggers_in_one_entry_make_two_runs() -> None:
     for run_id in ("job@manual-7", "job@manual-7.1"):
         run = m.runs[run_id]
         assert run.manual and run.job_id == "job" and run.status is RunStatus.PENDING
-    assert m.active_by_job["job"] == {"job@manual-7", "job@manual-7.1"}
+    assert {r.run_id for r in m.active_runs("job")} == {"job@manual-7", "job@manual-7.1"}
     assert len(m.pending["default"]) == 2
     assert m.applied_index == 7
 

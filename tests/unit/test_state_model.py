@@ -15,11 +15,19 @@ snapshot/restore cycles:
 * a grant for some job types takes the oldest leasable runs of those types
   and no other (a reference filter over every run says which); a completion
   by an executor that does not hold the lease changes nothing;
-* replaying the same command log into fresh machines gives identical snapshots.
+* replaying the same command log into fresh machines gives identical snapshots;
+* the same commands give the same results and byte-identical stores in the in-memory
+  store and in an LMDB environment (a twin machine on LMDB takes every command, one
+  Raft entry each, and its state hash and everything observable must match after
+  every step), snapshot/restore round trips included: the blob (``snapshot_codec``)
+  for the in-memory store, a compacting copy of the environment for LMDB.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from typing import Any
 
 import pytest
@@ -36,6 +44,7 @@ from hypothesis.stateful import (
 )
 
 from cluster.domain import commands as c
+from cluster.domain import record_codec as rc
 from cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -50,8 +59,10 @@ from cluster.domain.model import (
     Schedule,
 )
 from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
-from cluster.domain.spec_codec import job_to_plain
+from cluster.domain.spec_codec import job_to_plain, run_to_plain
 from cluster.domain.state import JobStateMachine
+from cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
+from storage.lmdb_state import LmdbStateStore
 from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit
@@ -66,10 +77,63 @@ def job_replaced(m: JobStateMachine, job_id: str) -> bool:
     return m.jobs[job_id].spec.concurrency is ConcurrencyPolicy.REPLACE
 
 
-def replay(log: list[tuple[bytes, int]]) -> tuple[JobStateMachine, list[str]]:
-    m = JobStateMachine()
-    results = [repr(m.apply(data, index)) for data, index in log]
+class Stores:
+    """LMDB environments of one test run, in a temp dir of their own (closed and removed at the end)."""
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="state-model-")
+        self.opened: list[LmdbStateStore] = []
+
+    def new(self) -> LmdbStateStore:
+        store = LmdbStateStore(os.path.join(self.root, f"s{len(self.opened)}.mdb"), map_size=1 << 28)
+        self.opened.append(store)
+        return store
+
+    def copy(self, store: LmdbStateStore) -> LmdbStateStore:
+        """A snapshot as a node takes one: the compacting copy of the committed environment, opened as a store."""
+        path = os.path.join(self.root, f"s{len(self.opened)}.mdb")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        copy = store.open_copy()
+        try:
+            copy.write_to(fd)
+        finally:
+            copy.close()
+            os.close(fd)
+        copied = LmdbStateStore(path, map_size=1 << 28)
+        self.opened.append(copied)
+        return copied
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def replay(log: list[tuple[bytes, int]], m: JobStateMachine | None = None) -> tuple[JobStateMachine, list[str]]:
+    m = m or JobStateMachine()
+    results = []
+    for data, index in log:
+        results.append(repr(m.apply(data, index)))
+        m.commit()
     return m, results
+
+
+def active_ids(m: JobStateMachine) -> dict[str, set[str]]:
+    """job id -> its PENDING and LEASED runs, as the stored index of active runs has them."""
+    out: dict[str, set[str]] = {}
+    for key, _ in iter_table(m.store, Table.ACTIVE):
+        job_id = key.split(b"\x00", 1)[0].decode()
+        out.setdefault(job_id, set()).add(rc.job_run_from(key, len(job_id.encode()) + 1)[1])
+    return out
+
+
+def job_run_index(m: JobStateMachine) -> dict[str, list[tuple[int, str]]]:
+    """job id -> (scheduled_ms, run_id) of its runs, as the stored per-job index has them."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for key, _ in iter_table(m.store, Table.JOB_RUNS):
+        job_id = key.split(b"\x00", 1)[0].decode()
+        out.setdefault(job_id, []).append(rc.job_run_from(key, len(job_id.encode()) + 1))
+    return out
 
 
 class StateMachineModel(RuleBasedStateMachine):
@@ -77,7 +141,10 @@ class StateMachineModel(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.m = JobStateMachine()
+        self.stores = Stores()
+        self.m = JobStateMachine(MemoryStore())
+        #: the same commands, applied to a machine on an LMDB environment (one entry, one commit each)
+        self.twin = JobStateMachine(self.stores.new())
         self.index = 0
         self.now = T0
         self.max_now = 0
@@ -125,7 +192,11 @@ class StateMachineModel(RuleBasedStateMachine):
         self.log.append((data, self.index))
         self.max_now = max(self.max_now, cmd.now_ms)
         result = self.m.apply(data, self.index)
+        self.m.commit()
         assert not isinstance(result, Internal), result
+        twin = self.twin.apply(data, self.index)
+        self.twin.commit()
+        assert repr(twin) == repr(result)
         self.results.append(repr(result))
         return result
 
@@ -185,8 +256,8 @@ class StateMachineModel(RuleBasedStateMachine):
         if job in self.updated and not existing.idempotency_key:
             assert isinstance(result, (Ok, AlreadyExists))  # its spec changed since
         else:
-            assert isinstance(result, Ok) and result.value is existing
-        assert job_to_plain(existing) == snapshot
+            assert isinstance(result, Ok) and job_to_plain(result.value) == snapshot
+        assert job_to_plain(self.m.jobs[job]) == snapshot
 
     @rule(job=jobs)
     def pause(self, job: str) -> None:
@@ -213,7 +284,7 @@ class StateMachineModel(RuleBasedStateMachine):
     def delete(self, job: str) -> None:
         result = self.apply(c.DeleteJob(self.now, job))
         assert isinstance(result, Ok) and result.value.status is JobStatus.DELETED
-        assert not any(self.m.runs[r].status is RunStatus.PENDING for r in self.m.active_by_job.get(job, ()))
+        assert not any(self.m.runs[r].status is RunStatus.PENDING for r in active_ids(self.m).get(job, ()))
 
     @rule(job=jobs)
     def trigger(self, job: str) -> None:
@@ -257,6 +328,7 @@ class StateMachineModel(RuleBasedStateMachine):
         run = self.m.runs[run_ids[pick % len(run_ids)]]
         before = run.status
         result = self.apply(c.CancelRun(self.now, run.run_id))
+        run = self.m.runs[run.run_id]
         if before is RunStatus.PENDING:
             assert isinstance(result, Ok) and run.status is RunStatus.CANCELLED
         elif before is RunStatus.LEASED:
@@ -301,7 +373,9 @@ class StateMachineModel(RuleBasedStateMachine):
         asked_to_cancel = run.cancel_requested
         holder = run.executor_id if named else None  # None: a completion from before they were named
         result = self.apply(c.CompleteRun(self.now, run.lease_id, run.fencing_token, succeeded, b"", "boom", "", draw, holder))
-        assert isinstance(result, Ok) and result.value is run
+        assert isinstance(result, Ok) and result.value.run_id == run.run_id
+        run = self.m.runs[run.run_id]
+        assert run_to_plain(result.value) == run_to_plain(run)
         if asked_to_cancel:
             assert run.status is RunStatus.CANCELLED
         elif succeeded:
@@ -440,6 +514,10 @@ class StateMachineModel(RuleBasedStateMachine):
         assert dump(fresh) == dump(self.m)
         assert fresh.snapshot() == data
         self.m = fresh
+        copied = JobStateMachine(self.stores.copy(self.twin.store))  # an LMDB node's snapshot: a copy of its env
+        assert dump(copied) == dump(self.twin)
+        assert state_hash(copied.store) == state_hash(self.twin.store)
+        self.twin = copied
 
     @precondition(lambda self: len(self.log) > 0)
     @rule()
@@ -448,14 +526,23 @@ class StateMachineModel(RuleBasedStateMachine):
 
     def _check_replay(self) -> None:
         a, results_a = replay(self.log)
-        b, results_b = replay(self.log)
+        b, results_b = replay(self.log, JobStateMachine(self.stores.new()))
         assert results_a == results_b == self.results
         assert a.snapshot() == b.snapshot() == self.m.snapshot()
+        assert state_hash(a.store) == state_hash(b.store) == state_hash(self.m.store) == state_hash(self.twin.store)
 
     def teardown(self) -> None:
-        self._check_replay()
+        try:
+            self._check_replay()
+        finally:
+            self.stores.close()
 
     # ------------------------------------------------------------ invariants
+
+    @invariant()
+    def the_lmdb_twin_holds_the_same_state(self) -> None:
+        assert state_hash(self.twin.store) == state_hash(self.m.store)
+        assert dump(self.twin) == dump(self.m)
 
     @invariant()
     def time_never_goes_backwards(self) -> None:
@@ -477,7 +564,7 @@ class StateMachineModel(RuleBasedStateMachine):
         m = self.m
         active_jobs = [(k, j) for k, j in m.jobs.items() if j.status is JobStatus.ACTIVE]
         due = sorted((j.next_fire_ms, k) for k, j in active_jobs if j.next_fire_ms is not None)
-        assert list(m.due) == due
+        assert m.due_keys() == due
         active: dict[str, set[str]] = {}
         pending: dict[str, list[tuple[int, str]]] = {}
         by_job: dict[str, list[tuple[int, str]]] = {}
@@ -487,14 +574,19 @@ class StateMachineModel(RuleBasedStateMachine):
                 active.setdefault(run.job_id, set()).add(run_id)
             if run.status is RunStatus.PENDING:
                 pending.setdefault(run.queue, []).append((run.not_before_ms, run_id))
-        assert {k: v for k, v in m.active_by_job.items() if v} == active
+        assert active_ids(m) == active
         assert {k: list(v) for k, v in m.pending.items() if v} == {k: sorted(v) for k, v in pending.items()}
         typed: dict[tuple[str, str], list[tuple[int, str]]] = {}
         for key in (key for keys in pending.values() for key in keys):
             run = m.runs[key[1]]
             typed.setdefault((run.queue, m.jobs[run.job_id].spec.type), []).append(key)
         assert {k: list(v) for k, v in m.pending_by_type.items()} == {k: sorted(v) for k, v in typed.items()}
-        assert {k: list(v) for k, v in m.runs_by_job.items()} == {k: sorted(v) for k, v in by_job.items()}
+        assert job_run_index(m) == {k: sorted(v) for k, v in by_job.items()}
+        finished: dict[str, int] = {}
+        for run in m.runs.values():
+            if run.status in TERMINAL_RUN_STATUSES:
+                finished[run.job_id] = finished.get(run.job_id, 0) + 1
+        assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)} == finished
         leased = [r for r in m.runs.values() if r.status is RunStatus.LEASED]
         assert m.leases == {r.lease_id: r.run_id for r in leased}
         assert list(m.lease_deadlines) == sorted((r.lease_expires_ms, r.lease_id) for r in leased)

@@ -1,0 +1,66 @@
+"""The node's state machine as Raft replicates it: the job state machine over its LMDB environment.
+
+``raft.adapter.StateMachine`` wants one object that applies and commits
+entries, pins a copy of the state for a snapshot, installs one, converts a
+format-2 blob, and says when the store is nearly full. The job state machine
+(``cluster.domain.state``, pure) does the first and last-but-one; its store
+(``storage.lmdb_state``) the file work. This wires the two; after an install
+the machine rereads its small state and rebuilds its in-memory indexes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, BinaryIO
+
+from cluster.domain.state import JobStateMachine
+from cluster.node.config import ClusterConfig, ConfigError
+from storage.lmdb_state import EnvCopy, LmdbStateStore, StateFileError
+
+STATE_FILE = "state.mdb"
+
+
+class ReplicaState:
+    def __init__(self, machine: JobStateMachine, store: LmdbStateStore) -> None:
+        self.machine = machine
+        self.store = store
+
+    @property
+    def committed_index(self) -> int:
+        return self.machine.committed_index
+
+    def apply(self, data: bytes, index: int, pos: int) -> Any:
+        return self.machine.apply(data, index, pos)
+
+    def commit(self) -> None:
+        self.machine.commit()
+
+    def open_copy(self) -> EnvCopy:
+        return self.store.open_copy()
+
+    def install(self, source: BinaryIO, size: int) -> None:
+        self.store.install(source, size)
+        self.machine.load()
+
+    def restore(self, data: bytes) -> None:
+        self.machine.restore(data)
+
+    def has_room(self) -> bool:
+        return self.store.has_room()
+
+    def full_message(self) -> str:
+        return self.store.full_message()
+
+
+def open_state(cfg: ClusterConfig, node_dir: str) -> tuple[JobStateMachine, LmdbStateStore]:
+    """The node's store and the machine on it (``ConfigError`` naming the file for one it cannot use)."""
+    path = os.path.join(node_dir, STATE_FILE)
+    try:
+        store = LmdbStateStore(path, cfg.state.max_bytes)
+    except StateFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    try:
+        return JobStateMachine(store), store
+    except ValueError as exc:
+        store.close()
+        raise ConfigError(f"cannot use the state file {path}: {exc}") from exc

@@ -1,0 +1,172 @@
+"""The state machine's storage port: named tables of ordered byte keys and values, written per Raft entry.
+
+The job state machine (``cluster.domain.state``) keeps every record and every
+index that grows with the backlog in a ``StateStore``: jobs, runs,
+idempotency keys, each job's runs, the active runs, the due index, the
+retention indexes and the machine's small state (``meta``). Two
+implementations: ``MemoryStore`` here (pure, for unit tests) and
+``storage.lmdb_state.LmdbStateStore`` (an LMDB environment on every node).
+Both hold the same bytes: the typed encoding is the domain's
+(``cluster.domain.record_codec``), so the same commands give byte-identical
+tables in both (``state_hash``).
+
+Contract (who calls, on which thread, what may be assumed):
+
+* One writer: the state machine's ``apply`` on the Raft tick thread.
+  ``put``/``delete`` go into the open batch; the writer's own reads see them
+  at once; ``commit`` ends the batch (LMDB: one write transaction per Raft
+  entry, with the applied index in it). Readers on other threads see a whole
+  batch or none of it.
+* ``reading()``: a context in which this thread's reads see one committed
+  state (LMDB: a read transaction; no lock that the writer needs). Outside
+  one, a read on another thread sees the latest commit.
+* ``scan`` answers a list of at most ``limit`` pairs with ``start <= key <
+  stop`` in key order (bytewise), never a lazy iterator: a caller may write
+  while it walks what it got.
+* ``get`` of a key the store cannot hold (LMDB: longer than its key size) is
+  ``None``, not an error: such a key can never have been written.
+* ``MemoryStore`` is for one thread (the unit tests) or readers that hold
+  the writer's lock: it has no read transactions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import struct
+from enum import Enum
+from typing import Iterator, Protocol
+
+from sortedcontainers import SortedDict
+
+from cluster.domain.errors import RaftschedError
+
+
+class Table(str, Enum):
+    """The tables of the state, in the order ``state_hash`` reads them (``cluster.domain.record_codec``: keys)."""
+
+    META = "meta"  # the machine's small state: applied index, now, counts, membership
+    JOBS = "jobs"  # job_id -> job
+    RUNS = "runs"  # run_id -> run
+    IDEMPOTENCY = "idem"  # idempotency key -> (key, job_id, fingerprint)
+    JOB_RUNS = "job_runs"  # job_id, scheduled_ms, run_id -> "": every run of a job, by instant
+    ACTIVE = "active"  # job_id, scheduled_ms, run_id -> "": PENDING and LEASED runs
+    DUE = "due"  # next_fire_ms, job_id -> "": ACTIVE jobs by their next instant
+    EXPIRY = "expiry"  # finished_ms + history_ttl_ms, run_id -> "": finished runs by when they go
+    PURGE = "purge"  # when, job_id -> "": DELETED jobs by when they are looked at again
+    FINISHED = "finished"  # job_id -> how many finished runs it keeps
+
+
+class StoreFailure(RaftschedError):
+    """The store cannot read or write (its map is full, an I/O error): this replica must stop rather than
+    skip an entry the others apply (``stops_replica``, read by ``raft.adapter``). The message names the
+    store and what to do."""
+
+    stops_replica = True
+    #: the process exit status the Raft adapter stops with
+    exit_code = 77
+
+
+#: the most pairs one ``scan`` answers unless told
+SCAN_LIMIT = 1000
+
+
+class StateStore(Protocol):
+    def get(self, table: Table, key: bytes) -> bytes | None: ...
+
+    def put(self, table: Table, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, table: Table, key: bytes) -> None:
+        """Remove ``key`` (nothing if it is not there)."""
+        ...
+
+    def scan(
+        self, table: Table, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+    ) -> list[tuple[bytes, bytes]]:
+        """At most ``limit`` pairs with ``start <= key < stop`` (no ``stop``: to the end), in key order."""
+        ...
+
+    def count(self, table: Table) -> int: ...
+
+    def commit(self) -> None:
+        """End the open batch of writes (LMDB: commit the write transaction)."""
+        ...
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Reads of this thread inside the context see one committed state."""
+        ...
+
+    def clear(self) -> None:
+        """Empty every table (in the open batch): a restore starts from nothing."""
+        ...
+
+
+class MemoryStore:
+    """``StateStore`` in sorted dicts of bytes: what the LMDB store holds, without a file."""
+
+    def __init__(self) -> None:
+        self._tables: dict[Table, SortedDict] = {t: SortedDict() for t in Table}
+        self.commits = 0
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        value: bytes | None = self._tables[table].get(key)
+        return value
+
+    def put(self, table: Table, key: bytes, value: bytes) -> None:
+        self._tables[table][bytes(key)] = bytes(value)
+
+    def delete(self, table: Table, key: bytes) -> None:
+        self._tables[table].pop(key, None)
+
+    def scan(
+        self, table: Table, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+    ) -> list[tuple[bytes, bytes]]:
+        rows = self._tables[table]
+        out: list[tuple[bytes, bytes]] = []
+        if limit <= 0:
+            return out
+        keys = rows.irange(minimum=start, maximum=stop, inclusive=(True, False)) if stop is not None else rows.irange(start)
+        for key in keys:
+            out.append((key, rows[key]))
+            if len(out) >= limit:
+                break
+        return out
+
+    def count(self, table: Table) -> int:
+        return len(self._tables[table])
+
+    def commit(self) -> None:
+        self.commits += 1
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        yield
+
+    def clear(self) -> None:
+        for rows in self._tables.values():
+            rows.clear()
+
+
+def iter_table(
+    store: StateStore, table: Table, start: bytes = b"", stop: bytes | None = None, chunk: int = SCAN_LIMIT
+) -> Iterator[tuple[bytes, bytes]]:
+    """Every pair of ``table`` from ``start`` (to ``stop``), read ``chunk`` at a time."""
+    while True:
+        rows = store.scan(table, start, stop, chunk)
+        yield from rows
+        if len(rows) < chunk:
+            return
+        start = rows[-1][0] + b"\x00"  # the next key after the last one
+
+
+_LEN = struct.Struct(">I")
+
+
+def state_hash(store: StateStore) -> str:
+    """SHA-256 of every table's bytes in key order: equal for equal states, whatever the store."""
+    h = hashlib.sha256()
+    for table in Table:
+        h.update(table.value.encode() + b"\x00")
+        for key, value in iter_table(store, table):
+            h.update(_LEN.pack(len(key)) + key + _LEN.pack(len(value)) + value)
+    return h.hexdigest()

@@ -1,0 +1,318 @@
+"""The job state in one LMDB environment per node: ``cluster.domain.state_store.StateStore`` on disk.
+
+Layout: one file (``subdir=False``, ``<node dir>/state.mdb`` with LMDB's
+``state.mdb-lock``), one named database per ``Table``, and in the main
+database the marker ``raftsched`` = ``state <version>`` (a file without it
+is not ours and is refused, naming it).
+
+Transactions (``state_store``'s contract): the writer — the state machine on
+the Raft tick thread — opens a write transaction with its first write and
+``commit()`` ends it once per Raft entry, with the applied index written in
+it by the machine. The writer's reads see its open transaction. Every other
+read runs in a read transaction (``reading()``: one for the whole context;
+otherwise one per call), so a long scan never waits for a lock the writer
+needs, and sees a whole entry or none of it.
+
+Durability (``storage.state_trust``): ``sync=False, metasync=False`` and no
+``writemap`` (LMDB warns that ``writemap`` without sync can damage the file
+even with no crash). The Raft log is the durable record: a process crash
+loses nothing here; an OS crash can damage the file, which is then detected
+(another boot's ``.open`` marker), set aside and rebuilt from the snapshot
+file and the log. Without a boot id: ``sync=True, metasync=False`` (whole
+across a power loss, possibly one commit behind: it replays from the log).
+
+The map (``[state] max_bytes``) bounds the file: ``has_room`` refuses
+proposals while less than ``margin`` is left, and a write that still finds
+the map full raises ``StoreFailure`` naming the key to raise (the node
+stops: it cannot apply what the others apply).
+
+Snapshots and installs (``raft.adapter`` through ``StateFiles``):
+``open_copy`` pins the committed state at once (a read transaction taken on
+the writer's thread between entries) and its ``write_to(fd)`` — in a
+background thread — is LMDB's compacting copy of exactly that state;
+``install`` replaces the environment with a copy (written beside, fsynced,
+renamed) once no read is running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, BinaryIO, Iterator
+
+import lmdb
+
+from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
+from raft.durable_files import FILE_MODE, fsync_dir
+from raft.lmdb_check import lmdb_short_by
+from storage import state_trust
+from storage.rw_gate import RWGate
+
+MARKER_KEY = b"raftsched"
+MARKER = b"state 1"
+#: the state's LMDB map by default: the most it may hold (``[state] max_bytes``); the file grows as needed
+MAP_SIZE = 64 << 30
+_COPY_CHUNK = 8 << 20
+
+
+class StateFileError(Exception):
+    """A state environment that is damaged, foreign or from a newer version (the message names it)."""
+
+
+def check_state_file(path: str) -> None:
+    """Raise ``StateFileError`` for a file at ``path`` that LMDB would crash on or that is not ours."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    short = lmdb_short_by(path)
+    if short:
+        raise StateFileError(f"the state file {path} is truncated ({short}); move it away to rebuild this node from its peers")
+    try:
+        env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=len(Table) + 1)
+    except lmdb.Error as exc:
+        raise StateFileError(f"{path} is not a raftsched state file ({exc}); it belongs to something else: move it away") from exc
+    try:
+        with env.begin() as txn:
+            marker = txn.get(MARKER_KEY)
+    except lmdb.Error as exc:
+        raise StateFileError(
+            f"the state file {path} is damaged ({exc}); move it away to rebuild this node from its peers"
+        ) from exc
+    finally:
+        env.close()
+    if marker is None:
+        raise StateFileError(
+            f"{path} is not a raftsched state file (no raftsched marker); it belongs to something else: move it away"
+        )
+    if marker != MARKER:
+        raise StateFileError(
+            f"the state file {path} is {marker.decode(errors='replace')!r}, newer than this version understands "
+            f"({MARKER.decode()!r}); upgrade raftsched on this node"
+        )
+
+
+class EnvCopy:
+    """The committed state at one moment, pinned by a read transaction: ``write_to`` copies it (any thread)."""
+
+    def __init__(self, store: "LmdbStateStore", txn: Any) -> None:
+        self._store, self._txn = store, txn
+
+    def write_to(self, fd: int) -> None:
+        """LMDB's compacting copy of the pinned state, written at ``fd``'s current offset."""
+        with self._store.gate.shared():
+            self._store.env.copyfd(fd, compact=True, txn=self._txn)
+
+    def close(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+
+
+class LmdbStateStore:
+    """``StateStore`` in an LMDB environment file (see the module docstring)."""
+
+    def __init__(self, path: str, map_size: int = MAP_SIZE) -> None:
+        self.path = path
+        self.map_size = map_size
+        self._boot = state_trust.boot_id()
+        #: set when the environment found at open was set aside (why, and where it is now)
+        self.set_aside = ""
+        check_state_file(path)
+        why = state_trust.untrusted_reason(path, self._boot)
+        if why:
+            self.set_aside = f"the state file {path} is not trusted: {why}; moved to {state_trust.set_aside(path, why)}"
+        self.gate = RWGate()
+        self._local = threading.local()
+        self._txn: Any = None
+        self._writer = 0
+        self._open()
+
+    # ------------------------------------------------------------ the environment
+
+    def _open(self) -> None:
+        safe = not self._boot  # no boot id to tell an OS crash by: let LMDB keep the file whole itself
+        if not safe:
+            state_trust.mark_open(self.path, self._boot)  # before anything this process may write
+        try:
+            self.env = lmdb.open(
+                self.path, subdir=False, map_size=self.map_size, max_dbs=len(Table) + 1, sync=safe, metasync=False,
+                readahead=False, mode=FILE_MODE, max_readers=512,
+            )  # fmt: skip
+            with self.env.begin(write=True) as txn:
+                self._dbs = {t: self.env.open_db(t.value.encode(), txn=txn) for t in Table}
+                if txn.get(MARKER_KEY) is None:
+                    txn.put(MARKER_KEY, MARKER)
+        except lmdb.Error as exc:
+            raise StateFileError(f"cannot open the state file {self.path}: {exc}; if it is damaged, move it away") from exc
+        self._psize = int(self.env.stat()["psize"])
+        self.env.sync(True)
+        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+
+    def close(self) -> None:
+        """A clean close: everything synced, the environment trusted at the next open."""
+        with self.gate.exclusive():
+            self._close_env()
+        state_trust.mark_closed(self.path)
+
+    def _close_env(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+        self.env.sync(True)
+        self.env.close()
+
+    # ------------------------------------------------------------ transactions
+
+    def _write_txn(self) -> Any:
+        if self._txn is None:
+            self._txn = self.env.begin(write=True)
+            self._writer = threading.get_ident()
+        return self._txn
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[Any]:
+        if self._txn is not None and self._writer == threading.get_ident():
+            yield self._txn
+            return
+        txn = getattr(self._local, "txn", None)
+        if txn is not None:
+            yield txn
+            return
+        with self.gate.shared():
+            with self.env.begin() as fresh:
+                yield fresh
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        if getattr(self._local, "txn", None) is not None or (self._txn is not None and self._writer == threading.get_ident()):
+            yield  # already in one (or the writer, whose reads see its own transaction)
+            return
+        with self.gate.shared():
+            txn = self.env.begin()
+            self._local.txn = txn
+            try:
+                yield
+            finally:
+                self._local.txn = None
+                txn.abort()
+
+    def commit(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        try:
+            txn.commit()
+        except lmdb.MapFullError:
+            raise StoreFailure(self._full_message()) from None
+        except lmdb.Error as exc:
+            raise StoreFailure(f"cannot commit to the state file {self.path}: {exc}") from exc
+
+    # ------------------------------------------------------------ the port
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        if len(key) > 511 or not key:
+            return None
+        with self._reader() as txn:
+            value: bytes | None = txn.get(key, db=self._dbs[table])
+        return value
+
+    def put(self, table: Table, key: bytes, value: bytes) -> None:
+        txn = self._write_txn()
+        try:
+            txn.put(key, value, db=self._dbs[table])
+        except lmdb.MapFullError:
+            raise StoreFailure(self._full_message()) from None
+        except lmdb.BadValsizeError as exc:
+            raise ValueError(f"key of {len(key)} bytes cannot be stored in {table.value}: {exc}") from exc
+        except lmdb.Error as exc:
+            raise StoreFailure(f"cannot write to the state file {self.path}: {exc}") from exc
+
+    def delete(self, table: Table, key: bytes) -> None:
+        if len(key) > 511 or not key:
+            return
+        txn = self._write_txn()
+        try:
+            txn.delete(key, db=self._dbs[table])
+        except lmdb.Error as exc:
+            raise StoreFailure(f"cannot write to the state file {self.path}: {exc}") from exc
+
+    def scan(
+        self, table: Table, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+    ) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        if limit <= 0:
+            return out
+        with self._reader() as txn:
+            cur = txn.cursor(db=self._dbs[table])
+            found = cur.set_range(start) if start else cur.first()
+            while found:
+                key = cur.key()
+                if stop is not None and key >= stop:
+                    break
+                out.append((key, cur.value()))
+                if len(out) >= limit:
+                    break
+                found = cur.next()
+        return out
+
+    def count(self, table: Table) -> int:
+        with self._reader() as txn:
+            return int(txn.stat(self._dbs[table])["entries"])
+
+    def clear(self) -> None:
+        txn = self._write_txn()
+        for db in self._dbs.values():
+            txn.drop(db, delete=False)
+
+    # ------------------------------------------------------------ room
+
+    def used_bytes(self) -> int:
+        return (int(self.env.info()["last_pgno"]) + 1) * self._psize
+
+    def margin(self) -> int:
+        return min(self.map_size // 16, 1 << 30)
+
+    def has_room(self) -> bool:
+        """Whether a proposal may go ahead: more than ``margin`` left in the map (any thread)."""
+        return self.map_size - self.used_bytes() > self.margin()
+
+    def _full_message(self) -> str:
+        return (
+            f"the state file {self.path} is full: its LMDB map ([state] max_bytes = {self.map_size} bytes, "
+            f"{self.map_size / (1 << 30):.1f} GiB) has no room for this entry. Raise [state] max_bytes on every node "
+            "and restart them one at a time"
+        )
+
+    def full_message(self) -> str:
+        return self._full_message()
+
+    # ------------------------------------------------------------ snapshots and installs
+
+    def open_copy(self) -> EnvCopy:
+        """Pin the committed state now (call on the writer's thread, between entries)."""
+        if self._txn is not None:
+            raise RuntimeError(f"{self.path}: a copy was asked for in the middle of an entry")
+        return EnvCopy(self, self.env.begin())
+
+    def install(self, source: BinaryIO, size: int) -> None:
+        """Replace the environment with the ``size`` bytes of a copy read from ``source`` (the writer's thread):
+        written beside, fsynced, renamed over the old one once no read is running, then reopened."""
+        new = self.path + ".new"
+        fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        try:
+            left = size
+            while left > 0:
+                chunk = source.read(min(_COPY_CHUNK, left))
+                if not chunk:
+                    raise StateFileError(f"the copy for {self.path} ended {left} bytes early; nothing was replaced")
+                os.write(fd, chunk)
+                left -= len(chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        check_state_file(new)
+        with self.gate.exclusive():
+            self._close_env()
+            os.replace(new, self.path)
+            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+            self._open()

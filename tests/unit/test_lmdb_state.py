@@ -1,0 +1,195 @@
+"""The state environment (``storage.lmdb_state``): read transactions, trust after a crash, full maps,
+installs, and the refusal of files that are not a raftsched state (each message names the file)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from cluster.domain.state_store import StoreFailure, Table
+from storage import state_trust
+from storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
+
+pytestmark = pytest.mark.unit
+
+MAP = 64 << 20
+
+
+def _store(tmp_path: Path, name: str = "state.mdb", map_size: int = MAP) -> LmdbStateStore:
+    return LmdbStateStore(str(tmp_path / name), map_size)
+
+
+def test_other_threads_see_whole_commits_only(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.put(Table.JOBS, b"j1", b"one")
+    seen: list[object] = []
+    reader = threading.Thread(target=lambda: seen.append(store.get(Table.JOBS, b"j1")))
+    reader.start()
+    reader.join()
+    assert seen == [None] and store.get(Table.JOBS, b"j1") == b"one"  # the writer sees its own batch
+    store.commit()
+    with store.reading():
+        first = store.get(Table.JOBS, b"j1")
+
+        def write_more() -> None:
+            store.put(Table.JOBS, b"j2", b"two")
+            store.commit()
+
+        writer = threading.Thread(target=write_more)
+        writer.start()
+        writer.join()
+        assert (first, store.get(Table.JOBS, b"j2")) == (b"one", None)  # one committed state per read transaction
+    assert store.get(Table.JOBS, b"j2") == b"two"
+    assert store.scan(Table.JOBS) == [(b"j1", b"one"), (b"j2", b"two")] and store.count(Table.JOBS) == 2
+    assert store.get(Table.JOBS, b"x" * 600) is None  # a key LMDB cannot hold was never written
+    store.close()
+
+
+def _crash(store: LmdbStateStore) -> None:
+    """What SIGKILL leaves: the environment closed without the clean close (its .open marker stays)."""
+    store.env.close()
+
+
+def test_after_a_process_crash_the_state_is_trusted(tmp_path: Path) -> None:
+    if not state_trust.boot_id():
+        pytest.skip("no boot id on this system: the state is written with sync on and always trusted")
+    store = _store(tmp_path)
+    store.put(Table.JOBS, b"j1", b"one")
+    store.commit()
+    _crash(store)
+    again = _store(tmp_path)
+    assert again.set_aside == "" and again.get(Table.JOBS, b"j1") == b"one"
+    again.close()
+    assert not os.path.exists(str(tmp_path / "state.mdb") + state_trust.OPEN_SUFFIX)  # a clean close
+
+
+def test_a_state_written_when_the_machine_stopped_is_set_aside(tmp_path: Path) -> None:
+    if not state_trust.boot_id():
+        pytest.skip("no boot id on this system: the state is written with sync on and always trusted")
+    store = _store(tmp_path)
+    store.put(Table.JOBS, b"j1", b"one")
+    store.commit()
+    _crash(store)
+    (tmp_path / ("state.mdb" + state_trust.OPEN_SUFFIX)).write_text("a-boot-before-the-power-cut")
+    again = _store(tmp_path)
+    assert "not trusted" in again.set_aside and str(tmp_path / "state.mdb") in again.set_aside
+    assert again.get(Table.JOBS, b"j1") is None  # empty: rebuilt from the snapshot and the log
+    assert (tmp_path / "state.mdb.untrusted").exists() and "machine stopped" in (tmp_path / "state.mdb.untrusted.why").read_text()
+    again.close()
+
+
+def test_a_full_map_refuses_proposals_first_then_stops_the_writer(tmp_path: Path) -> None:
+    store = _store(tmp_path, map_size=1 << 20)
+    refused_at = None
+    with pytest.raises(StoreFailure, match=r"\[state\] max_bytes") as err:
+        for i in range(10_000):
+            if refused_at is None and not store.has_room():
+                refused_at = i  # from here on the node refuses proposals (the writer went on to show the end)
+            store.put(Table.RUNS, b"r%06d" % i, os.urandom(400))
+            if i % 50 == 0:
+                store.commit()
+    assert refused_at is not None and refused_at > 100
+    assert str(tmp_path / "state.mdb") in str(err.value)
+    assert "[state] max_bytes" in store.full_message()
+
+
+def _foreign_lmdb(path: Path) -> None:
+    env = lmdb.open(str(path), subdir=False, map_size=1 << 20)
+    with env.begin(write=True) as txn:
+        txn.put(b"some-app", b"its data")
+    env.close()
+
+
+def _newer(path: Path) -> None:
+    store = LmdbStateStore(str(path), MAP)
+    store.close()
+    env = lmdb.open(str(path), subdir=False, max_dbs=16)
+    with env.begin(write=True) as txn:
+        txn.put(MARKER_KEY, b"state 99")
+    env.close()
+
+
+def _truncated(path: Path) -> None:
+    store = LmdbStateStore(str(path), MAP)
+    for i in range(3000):
+        store.put(Table.JOBS, b"j%05d" % i, b"x" * 300)
+    store.commit()
+    store.close()
+    os.truncate(path, 16384)
+
+
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda p: p.write_bytes(b"\x00not a database at all" * 500), "is not a raftsched state file"),
+        (_foreign_lmdb, "no raftsched marker"),
+        (_newer, "newer than this version"),
+        (_truncated, "truncated"),
+    ],
+    ids=["garbage", "foreign-lmdb", "newer", "truncated"],
+)
+def test_a_damaged_or_foreign_state_file_is_refused_naming_it(tmp_path: Path, make, needle: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "state.mdb"
+    make(path)
+    before = path.read_bytes()
+    with pytest.raises(StateFileError, match=needle) as err:
+        LmdbStateStore(str(path), MAP)
+    assert str(path) in str(err.value)
+    assert path.read_bytes() == before  # never rewritten
+
+
+def test_an_install_waits_for_running_reads_and_replaces_the_state(tmp_path: Path) -> None:
+    source = _store(tmp_path, "source.mdb")
+    for i in range(100):
+        source.put(Table.JOBS, b"j%03d" % i, b"job %d" % i)
+    source.commit()
+    copy_path = tmp_path / "copy"
+    fd = os.open(copy_path, os.O_WRONLY | os.O_CREAT, 0o600)
+    copy = source.open_copy()
+    source.put(Table.JOBS, b"later", b"not in the copy")  # after the pin
+    source.commit()
+    copy.write_to(fd)
+    copy.close()
+    os.close(fd)
+    target = _store(tmp_path, "target.mdb")
+    target.put(Table.JOBS, b"old", b"gone after the install")
+    target.commit()
+    reading = threading.Event()
+    ended: list[float] = []
+
+    def long_read() -> None:
+        with target.reading():
+            reading.set()
+            time.sleep(0.3)
+            ended.append(time.monotonic())
+
+    reader = threading.Thread(target=long_read)
+    reader.start()
+    assert reading.wait(5)
+    with open(copy_path, "rb") as f:
+        target.install(f, os.path.getsize(copy_path))
+    installed = time.monotonic()
+    reader.join()
+    assert ended and ended[0] <= installed  # the read in flight ended first
+    assert target.get(Table.JOBS, b"old") is None and target.get(Table.JOBS, b"later") is None
+    assert target.count(Table.JOBS) == 100 and target.get(Table.JOBS, b"j042") == b"job 42"
+    source.close()
+    target.close()
+
+
+def test_a_short_copy_replaces_nothing(tmp_path: Path) -> None:
+    target = _store(tmp_path)
+    target.put(Table.JOBS, b"kept", b"yes")
+    target.commit()
+    with pytest.raises(StateFileError, match="ended"):
+        copy = tmp_path / "short"
+        copy.write_bytes(b"x" * 100)
+        with open(copy, "rb") as f:
+            target.install(f, 1 << 20)
+    assert target.get(Table.JOBS, b"kept") == b"yes"
+    target.close()
