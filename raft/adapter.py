@@ -378,6 +378,8 @@ class RaftNode:
                 self._load(path, snap)
                 self.membership.restart_election_timer()
         except Exception as exc:  # pysyncobj would swallow this and run on with a wrong state
+            if getattr(exc, "stops_replica", False):  # e.g. the state of a cluster on a newer command format
+                _stop_replica(self._machine.committed_index, exc)
             log.critical("cannot load snapshot %s: %s; stopping this node", path, exc)
             logging.shutdown()
             os._exit(EXIT_BAD_SNAPSHOT)

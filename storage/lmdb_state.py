@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 import lmdb
 
@@ -258,6 +258,16 @@ class LmdbStateStore:
     def count(self, table: Table) -> int:
         with self._reader() as txn:
             return int(txn.stat(self._dbs[table])["entries"])
+
+    def load_sorted(self, table: Table, rows: Iterable[tuple[bytes, bytes]]) -> int:
+        """Append ``rows`` (keys ascending, all after the table's last key) in the open batch: a tool's bulk load
+        (a seeded backlog), page-filling and far cheaper than ``put`` one by one. How many were added."""
+        txn = self._write_txn()
+        try:
+            added = txn.cursor(db=self._dbs[table]).putmulti(rows, append=True)[1]
+        except lmdb.MapFullError:
+            raise StoreFailure(self._full_message()) from None
+        return int(added)
 
     def clear(self) -> None:
         txn = self._write_txn()

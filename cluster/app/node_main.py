@@ -27,6 +27,7 @@ from cluster.app.observability import Observability
 from cluster.app.replica_state import ReplicaState, open_state
 from cluster.app.stop_signal import StopSignal
 from cluster.domain import command_registry
+from cluster.domain.errors import NewerState
 from cluster.domain.output_location import OutputLocation
 from cluster.domain.validation import Limits
 from cluster.node.backup import open_backup
@@ -42,7 +43,7 @@ from cluster.node.page_tokens import PageTokens, derive_key
 from cluster.node.replicated_state import ReplicatedState
 from cluster.node.scope_lookup import ScopeReader
 from cluster.node.version import VersionReporter, raftsched_version
-from raft.adapter import RaftNode, RaftSettings
+from raft.adapter import EXIT_UNSUPPORTED_COMMAND, RaftNode, RaftSettings
 from raft.durable_files import make_private_dir
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
@@ -239,6 +240,9 @@ def run_node(
         cfg = load_config(config_path)
         boot = prepare(cfg, node_id, join or [], security(cfg) if security and join else None)
         node = Node(cfg, node_id, boot=boot)
+    except NewerState as exc:  # as a newer entry in its log would: stop, and keep the data dir as it is
+        log.critical("stopping this node: %s. Nothing was applied; its data dir is kept as it is", exc)
+        return EXIT_UNSUPPORTED_COMMAND
     except (ConfigError, SnapshotError, JournalError, OSError) as exc:
         log.error("cannot start node %s: %s", node_id, exc)
         return 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, BinaryIO
 
+from cluster.domain.errors import NewerState
 from cluster.domain.state import JobStateMachine
 from cluster.node.config import ClusterConfig, ConfigError
 from storage.lmdb_state import EnvCopy, LmdbStateStore, StateFileError
@@ -61,6 +62,9 @@ def open_state(cfg: ClusterConfig, node_dir: str) -> tuple[JobStateMachine, Lmdb
         raise ConfigError(str(exc)) from exc
     try:
         return JobStateMachine(store), store
+    except NewerState:
+        store.close()
+        raise
     except ValueError as exc:
         store.close()
         raise ConfigError(f"cannot use the state file {path}: {exc}") from exc

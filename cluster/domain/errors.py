@@ -16,6 +16,14 @@ class RaftschedError(Exception):
     """Base of every error raftsched raises on purpose."""
 
 
+class NewerState(RaftschedError, ValueError):
+    """A state (or snapshot) of a cluster on a command format this code does not understand: the node stops
+    (``exit_code``, as for a newer entry in its log) instead of running on it."""
+
+    stops_replica = True
+    exit_code = 76
+
+
 class ValidationError(RaftschedError):
     """Bad input: INVALID_ARGUMENT."""
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from cluster.domain import command_registry
 from cluster.domain import member_commands as mc
 from cluster.domain.command_registry import format_of, handles
+from cluster.domain.errors import NewerState
 from cluster.domain.model import MemberChange
 from cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Rejected, Result
 from cluster.domain.state_base import StateBase
@@ -166,7 +167,7 @@ class MembershipRules(StateBase):
     def check_format_number(self, cluster_format: int, what: str = "state") -> None:
         """Raise ValueError if a state (a snapshot) uses a command format newer than this code understands."""
         if cluster_format > command_registry.FORMAT_VERSION:
-            raise ValueError(
+            raise NewerState(
                 f"the {what}'s cluster uses command format {cluster_format}, but this node understands command "
                 f"formats up to {command_registry.FORMAT_VERSION}: upgrade this node"
             )
