@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The one-million-job backlog run: ``python scripts/backlog.py [--jobs 1000000] [--out DIR]``.
+"""The backlog run: ``python scripts/backlog.py [--jobs 1000000] [--kind mix|at] [--out DIR]``.
 
 Only the entry point: the run is ``bench.backlog`` (``scripts/bench/backlog/``),
 found because this folder is ``sys.path[0]`` when the script runs.

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from threading import get_ident
 from typing import Any, BinaryIO, Iterable, Iterator
 
 import lmdb
@@ -68,7 +69,7 @@ def check_state_file(path: str) -> None:
     if short:
         raise StateFileError(f"the state file {path} is truncated ({short}); move it away to rebuild this node from its peers")
     try:
-        env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=len(Table) + 1)
+        env = lmdb.open(path, subdir=False, readonly=True, lock=False, max_dbs=len(Table.ALL) + 1)
     except lmdb.Error as exc:
         raise StateFileError(f"{path} is not a raftsched state file ({exc}); it belongs to something else: move it away") from exc
     try:
@@ -135,11 +136,11 @@ class LmdbStateStore:
             state_trust.mark_open(self.path, self._boot)  # before anything this process may write
         try:
             self.env = lmdb.open(
-                self.path, subdir=False, map_size=self.map_size, max_dbs=len(Table) + 1, sync=safe, metasync=False,
+                self.path, subdir=False, map_size=self.map_size, max_dbs=len(Table.ALL) + 1, sync=safe, metasync=False,
                 readahead=False, mode=FILE_MODE, max_readers=512,
             )  # fmt: skip
             with self.env.begin(write=True) as txn:
-                self._dbs = {t: self.env.open_db(t.value.encode(), txn=txn) for t in Table}
+                self._dbs = {t: self.env.open_db(t.encode(), txn=txn) for t in Table.ALL}
                 if txn.get(MARKER_KEY) is None:
                     txn.put(MARKER_KEY, MARKER)
         except lmdb.Error as exc:
@@ -164,17 +165,25 @@ class LmdbStateStore:
     # ------------------------------------------------------------ transactions
 
     def _write_txn(self) -> Any:
-        if self._txn is None:
-            self._txn = self.env.begin(write=True)
+        txn = self._txn
+        if txn is None:
+            txn = self._txn = self.env.begin(write=True)
             self._writer = threading.get_ident()
-        return self._txn
+        return txn
+
+    def begin(self) -> None:
+        self._write_txn()
+
+    def _own_txn(self) -> Any:
+        """The transaction this thread reads in without opening one: the writer's own, or its read transaction."""
+        txn = self._txn
+        if txn is not None and self._writer == threading.get_ident():
+            return txn
+        return getattr(self._local, "txn", None)
 
     @contextlib.contextmanager
     def _reader(self) -> Iterator[Any]:
-        if self._txn is not None and self._writer == threading.get_ident():
-            yield self._txn
-            return
-        txn = getattr(self._local, "txn", None)
+        txn = self._own_txn()
         if txn is not None:
             yield txn
             return
@@ -184,7 +193,7 @@ class LmdbStateStore:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
-        if getattr(self._local, "txn", None) is not None or (self._txn is not None and self._writer == threading.get_ident()):
+        if self._own_txn() is not None:
             yield  # already in one (or the writer, whose reads see its own transaction)
             return
         with self.gate.shared():
@@ -209,35 +218,43 @@ class LmdbStateStore:
 
     # ------------------------------------------------------------ the port
 
-    def get(self, table: Table, key: bytes) -> bytes | None:
+    def get(self, table: str, key: bytes) -> bytes | None:
         if len(key) > 511 or not key:
             return None
-        with self._reader() as txn:
+        txn = self._txn
+        if txn is not None and self._writer == get_ident():  # the hot path: the writer inside an entry
             value: bytes | None = txn.get(key, db=self._dbs[table])
+            return value
+        txn = getattr(self._local, "txn", None)
+        if txn is not None:  # a reader inside reading()
+            value = txn.get(key, db=self._dbs[table])
+            return value
+        with self._reader() as fresh:
+            value = fresh.get(key, db=self._dbs[table])
         return value
 
-    def put(self, table: Table, key: bytes, value: bytes) -> None:
-        txn = self._write_txn()
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        txn = self._txn if self._txn is not None else self._write_txn()
         try:
             txn.put(key, value, db=self._dbs[table])
         except lmdb.MapFullError:
             raise StoreFailure(self._full_message()) from None
         except lmdb.BadValsizeError as exc:
-            raise ValueError(f"key of {len(key)} bytes cannot be stored in {table.value}: {exc}") from exc
+            raise ValueError(f"key of {len(key)} bytes cannot be stored in {table}: {exc}") from exc
         except lmdb.Error as exc:
             raise StoreFailure(f"cannot write to the state file {self.path}: {exc}") from exc
 
-    def delete(self, table: Table, key: bytes) -> None:
+    def delete(self, table: str, key: bytes) -> None:
         if len(key) > 511 or not key:
             return
-        txn = self._write_txn()
+        txn = self._txn if self._txn is not None else self._write_txn()
         try:
             txn.delete(key, db=self._dbs[table])
         except lmdb.Error as exc:
             raise StoreFailure(f"cannot write to the state file {self.path}: {exc}") from exc
 
     def scan(
-        self, table: Table, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+        self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
     ) -> list[tuple[bytes, bytes]]:
         out: list[tuple[bytes, bytes]] = []
         if limit <= 0:
@@ -255,11 +272,11 @@ class LmdbStateStore:
                 found = cur.next()
         return out
 
-    def count(self, table: Table) -> int:
+    def count(self, table: str) -> int:
         with self._reader() as txn:
             return int(txn.stat(self._dbs[table])["entries"])
 
-    def load_sorted(self, table: Table, rows: Iterable[tuple[bytes, bytes]]) -> int:
+    def load_sorted(self, table: str, rows: Iterable[tuple[bytes, bytes]]) -> int:
         """Append ``rows`` (keys ascending, all after the table's last key) in the open batch: a tool's bulk load
         (a seeded backlog), page-filling and far cheaper than ``put`` one by one. How many were added."""
         txn = self._write_txn()

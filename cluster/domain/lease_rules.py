@@ -182,8 +182,8 @@ class LeaseRules(StateBase):
         grants: list[Grant] = []
         for k, (_, run_id) in enumerate(candidates[:budget], start=self._tokens_used + 1):
             run = self._indexed_run(run_id)
-            job = self.uow.job(run.job_id)
-            assert job is not None, run
+            spec = self.uow.spec(run.job_id)
+            assert spec is not None, run
             self._unindex_live(run)  # stays active: PENDING's live indexes, then LEASED's
             token = index * TOKENS_PER_ENTRY + k
             self._set_status(run, RunStatus.LEASED)
@@ -191,11 +191,11 @@ class LeaseRules(StateBase):
             run.executor_id = cmd.executor_id
             run.lease_id = lease_id_for(token)
             run.fencing_token = token
-            run.lease_expires_ms = now + job.spec.lease_ttl_ms
+            run.lease_expires_ms = now + spec.lease_ttl_ms
             run.started_ms = now
             self._index_live(run)
             self.events.append(("leased", run))
-            grants.append(Grant(run, job.spec))
+            grants.append(Grant(run, spec))
         self._tokens_used += len(grants)
         return Ok(grants)
 
@@ -207,9 +207,9 @@ class LeaseRules(StateBase):
             if isinstance(run, FailedPrecondition):
                 out.append(Renewal(lease_id, False, 0, False, run.message))
                 continue
-            job = self.uow.job(run.job_id)
-            assert job is not None, run
-            ttl = job.spec.lease_ttl_ms
+            spec = self.uow.spec(run.job_id)
+            assert spec is not None, run
+            ttl = spec.lease_ttl_ms
             self._set_deadline(run, max(run.lease_expires_ms, self.now_ms + ttl))
             out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
         return Ok(out)

@@ -17,10 +17,12 @@
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, Mapping, TypeVar
+import marshal
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from cluster.domain import record_codec as rc
-from cluster.domain.model import Job, Run
+from cluster.domain import snapshot_codec
+from cluster.domain.model import Job, JobSpec, Run
 from cluster.domain.state_store import StateStore, Table, iter_table
 
 R = TypeVar("R")
@@ -28,57 +30,104 @@ _CHUNK = 256
 
 
 class _Cache(Generic[R]):
-    """One table's records of a unit of work: id -> (record or None if dropped/missing, bytes as stored)."""
+    """One table's records of a unit of work: id -> (record, or None if dropped or missing; its tuple as stored).
 
-    __slots__ = ("_store", "_table", "_decode", "_encode", "_rows")
+    A record is compared with what was stored through its plain tuple (``snapshot_codec``): a record read
+    and left as it was costs one tuple, not an encoding and a write."""
 
-    def __init__(self, store: StateStore, table: Table, decode: Callable[[bytes], R], encode: Callable[[R], bytes]) -> None:
-        self._store, self._table, self._decode, self._encode = store, table, decode, encode
-        self._rows: dict[str, tuple[R | None, bytes | None]] = {}
+    __slots__ = ("_store", "_table", "_from", "_to", "_rows", "_written")
+
+    def __init__(
+        self,
+        store: StateStore,
+        table: str,
+        from_tuple: Callable[[Any], R],
+        to_tuple: Callable[[R], Any],
+        written: Callable[[str], None] = lambda ident: None,
+    ) -> None:
+        self._store, self._table, self._from, self._to, self._written = store, table, from_tuple, to_tuple, written
+        self._rows: dict[str, tuple[R | None, Any]] = {}
+
+    def _stored(self, ident: str) -> Any:
+        raw = self._store.get(self._table, ident.encode())
+        return None if raw is None else marshal.loads(raw)
+
+    def held(self, ident: str) -> tuple[R | None, Any] | None:
+        """The row of a record this unit of work holds (read, made or dropped), or None."""
+        return self._rows.get(ident)
 
     def get(self, ident: str) -> R | None:
         row = self._rows.get(ident)
         if row is not None:
             return row[0]
-        raw = self._store.get(self._table, rc.id_key(ident))
-        record = None if raw is None else self._decode(raw)
-        self._rows[ident] = (record, raw)
+        stored = self._stored(ident)
+        record = None if stored is None else self._from(stored)
+        self._rows[ident] = (record, stored)
         return record
 
     def add(self, ident: str, record: R) -> None:
         row = self._rows.get(ident)
-        stored = row[1] if row is not None else self._store.get(self._table, rc.id_key(ident))
-        self._rows[ident] = (record, stored)
+        self._rows[ident] = (record, row[1] if row is not None else self._stored(ident))
 
     def drop(self, ident: str) -> None:
         row = self._rows.get(ident)
-        stored = row[1] if row is not None else self._store.get(self._table, rc.id_key(ident))
-        self._rows[ident] = (None, stored)
+        self._rows[ident] = (None, row[1] if row is not None else self._stored(ident))
 
     def flush(self) -> None:
-        store, table = self._store, self._table
+        store, table, to_tuple, written = self._store, self._table, self._to, self._written
         for ident, (record, stored) in self._rows.items():
             if record is None:
                 if stored is not None:
-                    store.delete(table, rc.id_key(ident))
+                    store.delete(table, ident.encode())
+                    written(ident)
                 continue
-            raw = self._encode(record)
-            if raw != stored:
-                store.put(table, rc.id_key(ident), raw)
+            now = to_tuple(record)
+            if now != stored:
+                store.put(table, ident.encode(), marshal.dumps(now, rc.MARSHAL_VERSION))
+                written(ident)
         self._rows.clear()
 
 
 class UnitOfWork:
-    """The jobs and runs one command reads, changes, creates and drops (see the module docstring)."""
+    """The jobs and runs one command reads, changes, creates and drops (see the module docstring).
 
-    __slots__ = ("jobs", "runs")
+    ``spec(job_id)`` reads only a job's spec (immutable: nothing to write back), as the lease and retention
+    rules need it for every run they touch; a job the command holds whole answers with its own. Specs read so
+    are kept across commands (at most ``SPECS``) until their job is written: a kept spec is always the one the
+    store holds, so it changes no result."""
+
+    SPECS = 65536
+    __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs")
 
     def __init__(self, store: StateStore, decoder: rc.JobDecoder) -> None:
-        self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, decoder.decode, rc.encode_job)
-        self.runs: _Cache[Run] = _Cache(store, Table.RUNS, rc.decode_run, rc.encode_run)
+        self._specs: dict[str, JobSpec | None] = {}
+        self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, decoder.job, snapshot_codec.job_to_tuple, self._job_written)
+        self.runs: _Cache[Run] = _Cache(store, Table.RUNS, snapshot_codec.run_from_tuple, snapshot_codec.run_to_tuple)
+        self._store, self._decoder = store, decoder
+
+    def _job_written(self, job_id: str) -> None:
+        self._specs.pop(job_id, None)
+
+    def forget(self) -> None:
+        """The store was replaced or cleared (a restore, an install): nothing read before is known any more."""
+        self._specs.clear()
 
     def job(self, job_id: str) -> Job | None:
         return self.jobs.get(job_id)
+
+    def spec(self, job_id: str) -> JobSpec | None:
+        held = self.jobs.held(job_id)
+        if held is not None:
+            return None if held[0] is None else held[0].spec
+        if job_id in self._specs:
+            return self._specs[job_id]
+        raw = self._store.get(Table.JOBS, job_id.encode())
+        if raw is None:
+            return None
+        if len(self._specs) >= self.SPECS:
+            self._specs.clear()
+        spec = self._specs[job_id] = self._decoder.spec(marshal.loads(raw))
+        return spec
 
     def run(self, run_id: str) -> Run | None:
         return self.runs.get(run_id)
@@ -153,7 +202,7 @@ class RecordReader:
         return [(key, rc.job_run_from(key, key.index(b"\x00") + 1)[1]) for key, _ in rows]
 
 
-def _job_keys(store: StateStore, table: Table, job_id: str, after: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+def _job_keys(store: StateStore, table: str, job_id: str, after: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
     prefix = rc.job_prefix(job_id)
     start = rc.job_run_key(job_id, after[0], after[1]) + b"\x00" if after is not None else prefix
     rows = store.scan(table, start, rc.prefix_end(prefix), limit)
@@ -164,7 +213,7 @@ def _job_keys(store: StateStore, table: Table, job_id: str, after: tuple[int, st
 class RecordMap(Mapping[str, R]):
     """The stored jobs (or runs) as a read-only mapping, in id order: every access reads the store."""
 
-    def __init__(self, store: StateStore, table: Table, decode: Callable[[bytes], R]) -> None:
+    def __init__(self, store: StateStore, table: str, decode: Callable[[bytes], R]) -> None:
         self._store, self._table, self._decode = store, table, decode
 
     def __getitem__(self, ident: str) -> R:

@@ -32,8 +32,8 @@ class RetentionRules(StateBase):
     """Mixed into ``JobStateMachine``."""
 
     def _ttl(self, job_id: str) -> int:
-        job = self.uow.job(job_id)
-        return job.spec.history_ttl_ms if job is not None else 0
+        spec = self.uow.spec(job_id)
+        return spec.history_ttl_ms if spec is not None else 0
 
     def _finished_count(self, job_id: str) -> int:
         return rc.decode_int(self.store.get(Table.FINISHED, rc.id_key(job_id)))
@@ -46,20 +46,20 @@ class RetentionRules(StateBase):
 
     def _retain(self, run: Run) -> None:
         """A run just became terminal: index its expiry and enforce the job's count limit."""
-        job = self.uow.job(run.job_id)
-        ttl = job.spec.history_ttl_ms if job is not None else 0
+        spec = self.uow.spec(run.job_id)
+        ttl = spec.history_ttl_ms if spec is not None else 0
         self.store.put(Table.EXPIRY, rc.timed_key(run.finished_ms + ttl, run.run_id), b"")
         count = self._finished_count(run.job_id) + 1
         self._set_finished_count(run.job_id, count)
-        limit = job.spec.history_limit if job is not None else 0
-        if job is not None and count > limit:
-            self._drop_oldest_finished(job, count - limit)
+        limit = spec.history_limit if spec is not None else 0
+        if spec is not None and count > limit:
+            self._drop_oldest_finished(run.job_id, count - limit)
 
-    def _drop_oldest_finished(self, job: Job, how_many: int) -> None:
+    def _drop_oldest_finished(self, job_id: str, how_many: int) -> None:
         victims: list[Run] = []
         after: tuple[int, str] | None = None
         while len(victims) < how_many:
-            keys = self._job_run_keys(job.job_id, after, 256)
+            keys = self._job_run_keys(job_id, after, 256)
             for _, run_id in keys:
                 run = self.uow.run(run_id)
                 if run is not None and run.status in TERMINAL_RUN_STATUSES:
@@ -90,7 +90,7 @@ class RetentionRules(StateBase):
         if key and (self.idempotency.get(key) or ("",))[0] == job.job_id:
             self.store.delete(Table.IDEMPOTENCY, rc.idem_key(key))
 
-    def _head(self, table: Table) -> tuple[bytes, int, str] | None:
+    def _head(self, table: str) -> tuple[bytes, int, str] | None:
         rows = self.store.scan(table, limit=1)
         if not rows:
             return None

@@ -11,6 +11,7 @@ policies are interned while decoding (most jobs share a handful).
 from __future__ import annotations
 
 import marshal
+import operator
 from typing import Any, NamedTuple
 
 from cluster.domain.model import (
@@ -79,10 +80,15 @@ def job_to_tuple(j: Job) -> tuple[Any, ...]:
 
 
 class Decoder:
-    """Interns the small values many records share."""
+    """Interns the small values many records share: retry policies, and whole specs (immutable) up to a bound."""
+
+    #: specs kept for reuse (their payloads up to ``_SHARED_PAYLOAD`` bytes); the cache starts over when full
+    _SPECS = 4096
+    _SHARED_PAYLOAD = 4096
 
     def __init__(self) -> None:
         self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
+        self._specs: dict[tuple[Any, ...], JobSpec] = {}
 
     def retry(self, t: tuple[Any, ...]) -> RetryPolicy:
         key = tuple(t)
@@ -91,14 +97,28 @@ class Decoder:
             policy = self._retries[key] = RetryPolicy(*key)
         return policy
 
-    def job(self, t: tuple[Any, ...]) -> Job:
-        (job_id, status, anchor, cursor, nxt, created, updated, idem, fires,
-         name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl) = t  # fmt: skip
+    def spec(self, t: tuple[Any, ...]) -> JobSpec:
+        """The spec of a job tuple's fields 9 on."""
+        shared = len(t[13]) <= self._SHARED_PAYLOAD
+        if shared:
+            key = t[9:]
+            spec = self._specs.get(key)
+            if spec is not None:
+                return spec
+        name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl = t[9:]
         spec = JobSpec(
             name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
             _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl,
         )  # fmt: skip
-        return Job(job_id, spec, _JOB_STATUS[status], anchor, cursor, nxt, created, updated, idem, fires)
+        if shared:
+            if len(self._specs) >= self._SPECS:
+                self._specs.clear()
+            self._specs[key] = spec
+        return spec
+
+    def job(self, t: tuple[Any, ...]) -> Job:
+        job_id, status, anchor, cursor, nxt, created, updated, idem, fires = t[:9]
+        return Job(job_id, self.spec(t), _JOB_STATUS[status], anchor, cursor, nxt, created, updated, idem, fires)
 
 
 _RUN_FIELDS = (
@@ -106,17 +126,21 @@ _RUN_FIELDS = (
     "fencing_token", "lease_expires_ms", "started_ms", "finished_ms", "result", "error", "log_uri", "manual",
     "skipped_count", "skipped_until_ms", "cancel_requested", "not_before_ms",
 )  # fmt: skip
+_RUN_VALUES = operator.attrgetter(*_RUN_FIELDS)
 
 
 def run_to_tuple(r: Run) -> tuple[Any, ...]:
-    return (r.status.value,) + tuple(getattr(r, f) for f in _RUN_FIELDS)
+    values: tuple[Any, ...] = _RUN_VALUES(r)
+    return (r.status.value,) + values
 
 
 def run_from_tuple(t: tuple[Any, ...]) -> Run:
+    """A ``Run`` of ``run_to_tuple``'s layout (each slot set directly: this runs for every run a command reads)."""
     run = Run.__new__(Run)
     run.status = _RUN_STATUS[t[0]]
-    for name, value in zip(_RUN_FIELDS, t[1:]):
-        setattr(run, name, value)
+    (run.run_id, run.job_id, run.queue, run.scheduled_ms, run.fired_ms, run.attempt, run.executor_id, run.lease_id,
+     run.fencing_token, run.lease_expires_ms, run.started_ms, run.finished_ms, run.result, run.error, run.log_uri,
+     run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[1:]  # fmt: skip
     return run
 
 

@@ -102,6 +102,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     def apply_command(self, cmd: c.Command, index: int, pos: int = 0) -> Result:
         if index > self.applied_index:
             self.applied_index = index
+        self.store.begin()  # the entry's reads and writes in one batch
         self._pos = pos
         if cmd.now_ms > self.now_ms:
             self.now_ms = cmd.now_ms

@@ -136,6 +136,7 @@ class StateBase:
         """(Re)read the small state from the store and rebuild the in-memory indexes. Raises ValueError for a
         store this code cannot read (a newer layout, or a cluster on a newer command format)."""
         self._reset_memory()
+        self.uow.forget()
         get = self.store.get
         layout = rc.decode_int(get(Table.META, b"layout"), LAYOUT)
         if layout > LAYOUT:
@@ -256,8 +257,8 @@ class StateBase:
 
     def _run_type(self, run: Run) -> str:
         """The type a run executes as: its job's (current) type."""
-        job = self.uow.job(run.job_id)
-        return job.spec.type if job is not None else ""
+        spec = self.uow.spec(run.job_id)
+        return spec.type if spec is not None else ""
 
     def _index_pending(self, run: Run) -> None:
         key = (run.not_before_ms, run.run_id)

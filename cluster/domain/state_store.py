@@ -13,6 +13,7 @@ tables in both (``state_hash``).
 Contract (who calls, on which thread, what may be assumed):
 
 * One writer: the state machine's ``apply`` on the Raft tick thread.
+  ``begin`` opens a batch (the first ``put``/``delete`` does too);
   ``put``/``delete`` go into the open batch; the writer's own reads see them
   at once; ``commit`` ends the batch (LMDB: one write transaction per Raft
   entry, with the applied index in it). Readers on other threads see a whole
@@ -34,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import struct
-from enum import Enum
 from typing import Iterator, Protocol
 
 from sortedcontainers import SortedDict
@@ -42,8 +42,9 @@ from sortedcontainers import SortedDict
 from cluster.domain.errors import RaftschedError
 
 
-class Table(str, Enum):
-    """The tables of the state, in the order ``state_hash`` reads them (``cluster.domain.record_codec``: keys)."""
+class Table:
+    """The names of the state's tables, in the order ``state_hash`` reads them (``ALL``; ``record_codec``: keys).
+    Plain strings, not an enum: one is looked up on every read and write."""
 
     META = "meta"  # the machine's small state: applied index, now, counts, membership
     JOBS = "jobs"  # job_id -> job
@@ -55,6 +56,8 @@ class Table(str, Enum):
     EXPIRY = "expiry"  # finished_ms + history_ttl_ms, run_id -> "": finished runs by when they go
     PURGE = "purge"  # when, job_id -> "": DELETED jobs by when they are looked at again
     FINISHED = "finished"  # job_id -> how many finished runs it keeps
+
+    ALL = (META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED)
 
 
 class StoreFailure(RaftschedError):
@@ -72,21 +75,25 @@ SCAN_LIMIT = 1000
 
 
 class StateStore(Protocol):
-    def get(self, table: Table, key: bytes) -> bytes | None: ...
+    def get(self, table: str, key: bytes) -> bytes | None: ...
 
-    def put(self, table: Table, key: bytes, value: bytes) -> None: ...
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
 
-    def delete(self, table: Table, key: bytes) -> None:
+    def delete(self, table: str, key: bytes) -> None:
         """Remove ``key`` (nothing if it is not there)."""
         ...
 
     def scan(
-        self, table: Table, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+        self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
     ) -> list[tuple[bytes, bytes]]:
         """At most ``limit`` pairs with ``start <= key < stop`` (no ``stop``: to the end), in key order."""
         ...
 
-    def count(self, table: Table) -> int: ...
+    def count(self, table: str) -> int: ...
+
+    def begin(self) -> None:
+        """Open a batch of writes now, if none is open (the writer's reads then see it)."""
+        ...
 
     def commit(self) -> None:
         """End the open batch of writes (LMDB: commit the write transaction)."""
@@ -105,21 +112,21 @@ class MemoryStore:
     """``StateStore`` in sorted dicts of bytes: what the LMDB store holds, without a file."""
 
     def __init__(self) -> None:
-        self._tables: dict[Table, SortedDict] = {t: SortedDict() for t in Table}
+        self._tables: dict[str, SortedDict] = {t: SortedDict() for t in Table.ALL}
         self.commits = 0
 
-    def get(self, table: Table, key: bytes) -> bytes | None:
+    def get(self, table: str, key: bytes) -> bytes | None:
         value: bytes | None = self._tables[table].get(key)
         return value
 
-    def put(self, table: Table, key: bytes, value: bytes) -> None:
+    def put(self, table: str, key: bytes, value: bytes) -> None:
         self._tables[table][bytes(key)] = bytes(value)
 
-    def delete(self, table: Table, key: bytes) -> None:
+    def delete(self, table: str, key: bytes) -> None:
         self._tables[table].pop(key, None)
 
     def scan(
-        self, table: Table, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+        self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
     ) -> list[tuple[bytes, bytes]]:
         rows = self._tables[table]
         out: list[tuple[bytes, bytes]] = []
@@ -132,8 +139,11 @@ class MemoryStore:
                 break
         return out
 
-    def count(self, table: Table) -> int:
+    def count(self, table: str) -> int:
         return len(self._tables[table])
+
+    def begin(self) -> None:
+        pass
 
     def commit(self) -> None:
         self.commits += 1
@@ -148,7 +158,7 @@ class MemoryStore:
 
 
 def iter_table(
-    store: StateStore, table: Table, start: bytes = b"", stop: bytes | None = None, chunk: int = SCAN_LIMIT
+    store: StateStore, table: str, start: bytes = b"", stop: bytes | None = None, chunk: int = SCAN_LIMIT
 ) -> Iterator[tuple[bytes, bytes]]:
     """Every pair of ``table`` from ``start`` (to ``stop``), read ``chunk`` at a time."""
     while True:
@@ -165,8 +175,8 @@ _LEN = struct.Struct(">I")
 def state_hash(store: StateStore) -> str:
     """SHA-256 of every table's bytes in key order: equal for equal states, whatever the store."""
     h = hashlib.sha256()
-    for table in Table:
-        h.update(table.value.encode() + b"\x00")
+    for table in Table.ALL:
+        h.update(table.encode() + b"\x00")
         for key, value in iter_table(store, table):
             h.update(_LEN.pack(len(key)) + key + _LEN.pack(len(value)) + value)
     return h.hexdigest()

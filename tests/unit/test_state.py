@@ -140,7 +140,7 @@ def dump(m: JobStateMachine) -> dict[str, Any]:
         "applied": m.applied_index,
         "jobs": {k: job_to_plain(j) for k, j in m.jobs.items()},
         "runs": {k: run_to_plain(r) for k, r in m.runs.items()},
-        "tables": {t.value: list(iter_table(m.store, t)) for t in Table if t is not Table.META},
+        "tables": {t: list(iter_table(m.store, t)) for t in Table.ALL if t != Table.META},
         "pending": {q: list(v) for q, v in m.pending.items() if v},
         "pending_by_type": {q: list(v) for q, v in m.pending_by_type.items() if v},
         "idempotency": dict(m.idempotency.items()),

@@ -1,7 +1,8 @@
-"""What the backlog run reads from the cluster: serving, RSS, fire lag, snapshot windows, snapshot children."""
+"""What the backlog run reads from the cluster: serving, memory (RssAnon), disk, fire lag, snapshot windows."""
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -20,9 +21,23 @@ SNAPSHOT_LINE = re.compile(
 )
 
 
-def rss_mb(pid: int) -> float:
+def memory_mb(pid: int) -> dict[str, float]:
+    """``RssAnon`` (the process's private memory: what the state costs; LMDB's mapped file pages are not in it)
+    and ``VmRSS`` (everything resident, mapped file pages included), in MB."""
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024  # type: ignore[union-attr]
+        text = f.read()
+    found = {key: int(re.search(rf"{key}:\s+(\d+)", text).group(1)) / 1024 for key in ("RssAnon", "VmRSS")}  # type: ignore[union-attr]
+    return {key: round(value, 1) for key, value in found.items()}
+
+
+def disk_mb(path: str) -> dict[str, float]:
+    """Bytes on disk (allocated blocks) under ``path``, by top-level entry, in MB."""
+    out: dict[str, float] = {}
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        files = [full] if os.path.isfile(full) else [os.path.join(d, f) for d, _, fs in os.walk(full) for f in fs]
+        out[name] = round(sum(os.stat(f).st_blocks * 512 for f in files if os.path.exists(f)) / 1e6, 1)
+    return out
 
 
 def wait_serving(cluster: LocalCluster, started: float, timeout: float = 180) -> float:
@@ -57,18 +72,12 @@ def watch_lag(address: str, stop: threading.Event, out: list[tuple[float, float]
             pass
 
 
-def wait_no_snapshot_children(cluster: LocalCluster, timeout: float = 180) -> None:
-    """Wait until no node has a snapshot child process left (restarts are measured on a quiet machine)."""
+def wait_no_snapshot_written(cluster: LocalCluster, timeout: float = 600) -> None:
+    """Wait until no node is writing a snapshot (its ``raft.snapshot.next``): restarts are measured on a quiet machine."""
+    data = os.path.join(cluster.root, "var")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        busy = False
-        for node in cluster.nodes.values():
-            try:
-                with open(f"/proc/{node.pid}/task/{node.pid}/children", encoding="ascii") as f:
-                    busy = busy or bool(f.read().split())
-            except OSError:
-                pass
-        if not busy:
+        if not any(os.path.exists(os.path.join(data, n, "raft.snapshot.next")) for n in cluster.nodes):
             return
         time.sleep(1)
 

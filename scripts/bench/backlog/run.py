@@ -1,22 +1,25 @@
-"""A one-million-job backlog: memory per node, snapshot size and time, restart time, fire lag during a snapshot.
+"""A large backlog: private memory and disk per node, restart time, fire lag while nodes write and send snapshots.
 
-    python scripts/backlog.py [--jobs 1000000] [--out DIR]
+    python scripts/backlog.py [--jobs 1000000] [--kind mix|at] [--out DIR]
+    python scripts/backlog.py --jobs 10000000 --kind at     # ten million one-off jobs spread over 30 days
 
-1. Builds the backlog (every job an `every 1 h`, cron or `at` job far in the
-   future) in a state machine and seeds every node's data dir with the same
-   snapshot file, as if the cluster had taken it — creating a million jobs
-   through the API would take longer than the measurement (the create rate
-   is measured by scripts/bench.py).
-2. Starts 3 nodes and measures the time from launch to serving (a leader
-   and a linearizable ListJobs answered on every node) and each node's RSS.
-3. Creates 200 `every 1 s` jobs and watches their fires on the leader while
-   the log grows past `snapshot_min_entries`, so every node writes a
-   million-job snapshot in the background: fire lag p50/p99/max inside the
-   snapshot windows, the tick-thread pause and the snapshot time from the logs.
-4. SIGKILLs one follower and restarts it, then every node: restart-to-serving for both.
+1. Seeds every node's state environment directly (``bench.backlog.seed``, with
+   a progress bar): creating millions of jobs through the API would take
+   longer than the measurement (the create rate is measured by
+   ``scripts/bench.py``).
+2. Starts 3 nodes: launch to serving (a leader, and a linearizable ListJobs
+   answered on every node); private memory (RssAnon) and disk per node.
+3. 200 ``every 1 s`` jobs fire (watched on the leader) while the log grows
+   past ``snapshot_min_entries``, so every node writes a snapshot — a copy
+   of its environment — in the background: fire lag inside the snapshot
+   windows, the tick-thread pause and the snapshot time from the node logs.
+4. A follower is wiped and started again: the leader streams its snapshot
+   file to it, which installs it: the fire lag while it is sent, and the time
+   until the wiped node serves.
+5. SIGKILLs one follower and restarts it, then every node: restart to serving.
 
 Writes DIR/backlog.json and prints a table. Everything runs on loopback in a
-temp dir; the processes started here are stopped by pid.
+temp dir (``--root`` to choose it); the processes started here are stopped by pid.
 """
 
 from __future__ import annotations
@@ -24,71 +27,80 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
 from typing import Any
 
 from bench import stats as st
-from bench.backlog.probes import rss_mb, snapshot_windows, wait_no_snapshot_children, wait_serving, watch_lag
-from bench.backlog.seed import build_state, seed
+from bench.backlog.probes import disk_mb, memory_mb, snapshot_windows, wait_no_snapshot_written, wait_serving, watch_lag
+from bench.backlog.seed import KINDS, seed
 from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
 
 LAG_JOBS = 200
-#: snapshots the fire-lag phase waits for (one per node), at most ``SNAPSHOT_WAIT_S``
-SNAPSHOTS_WANTED, SNAPSHOT_WAIT_S = 3, 120
+#: snapshots the fire-lag phase waits for (one per node), at most this long (a 10M-job copy takes a while)
+SNAPSHOTS_WANTED, SNAPSHOT_WAIT_S = 3, 900
 
 
-def _lag(values: list[float]) -> dict[str, float | None]:
-    """p50, p99 and max of fire lags in ms (None without any)."""
+def _lag(values: list[float]) -> dict[str, Any]:
+    """n, p50, p99 and max of fire lags in ms (None without any)."""
     s = st.summarize(values, (50, 99), 1)
-    return {"p50": s["p50"], "p99": s["p99"], "max": s["max"]}
+    return {"n": len(values), "p50": s["p50"], "p99": s["p99"], "max": s["max"]}
 
 
-def _rss(cluster: LocalCluster) -> dict[str, float]:
-    return {n.node_id: round(rss_mb(n.pid), 1) for n in cluster.nodes.values() if n.pid is not None}
+def _memory(cluster: LocalCluster) -> dict[str, dict[str, float]]:
+    return {n.node_id: memory_mb(n.pid) for n in cluster.nodes.values() if n.pid is not None}
 
 
-def _build(jobs: int, res: dict[str, Any]) -> bytes:
-    t = time.monotonic()
-    state = build_state(jobs, int(time.time() * 1000))
-    blob = state.snapshot()
-    res["build_s"] = round(time.monotonic() - t, 1)
-    print(f"built {jobs} jobs in {res['build_s']} s; snapshot body {len(blob) / 1e6:.1f} MB", flush=True)
-    return blob
+def _disk(cluster: LocalCluster) -> dict[str, dict[str, float]]:
+    return {n: disk_mb(os.path.join(cluster.root, "var", n)) for n in cluster.nodes}
 
 
-def _fire_under_snapshots(cluster: LocalCluster, res: dict[str, Any]) -> None:
-    """Every-1s jobs fire while the log grows past snapshot_min_entries: fire lag inside the snapshot windows."""
-    lags: list[tuple[float, float]] = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=watch_lag, args=(cluster.nodes[cluster.wait_leader()].grpc, stop, lags), daemon=True)
-    watcher.start()
-    window_start = time.time()
+def _lag_jobs(cluster: LocalCluster) -> list[str]:
     with Client(cluster.addresses, deadline_s=30) as client:
+        ids = []
         for i in range(LAG_JOBS):
             spec = pb.JobSpec(name=f"lag-{i}", queue="lag", type="noop")
             cv.to_dur(1000, spec.every)
-            client.create_job(spec)
+            ids.append(client.create_job(spec).job_id)
             time.sleep(0.005)
-        # the log now grows by ~200 fire entries/s past snapshot_min_entries: snapshots follow
-        deadline = time.monotonic() + SNAPSHOT_WAIT_S
-        while time.monotonic() < deadline and len(snapshot_windows(cluster, window_start)) < SNAPSHOTS_WANTED:
-            time.sleep(1)
-        time.sleep(3)
-        for job in client.list_jobs(name_prefix="lag-"):  # quiet again: no more log growth
-            client.job("DeleteJob", pb.DeleteJobRequest(job_id=job.job_id))
-    stop.set()
-    wait_no_snapshot_children(cluster)
-    snaps = snapshot_windows(cluster, window_start)
+        return ids
+
+
+def _within(lags: list[tuple[float, float]], windows: list[tuple[float, float]]) -> list[float]:
+    return [lag for ts, lag in lags if any(start - 0.5 <= ts <= end + 0.5 for start, end in windows)]
+
+
+def _snapshots_written(cluster: LocalCluster, lags: list[tuple[float, float]], res: dict[str, Any]) -> None:
+    """The lag jobs fire while the log grows past snapshot_min_entries: every node writes a snapshot."""
+    since = time.time()
+    deadline = time.monotonic() + SNAPSHOT_WAIT_S
+    while time.monotonic() < deadline and len(snapshot_windows(cluster, since)) < SNAPSHOTS_WANTED:
+        time.sleep(1)
+    time.sleep(3)
+    wait_no_snapshot_written(cluster)
+    snaps = snapshot_windows(cluster, since)
     res["snapshots"] = snaps
-    during = [lag for ts, lag in lags if any(s["end"] - s["seconds"] - 0.5 <= ts <= s["end"] + 0.5 for s in snaps)]
-    res["fire_lag_ms_all"] = _lag([x for _, x in lags])
-    res["fire_lag_ms_during_snapshot"] = {"n": len(during), **_lag(during)}
-    res["node_rss_mb_after_snapshot"] = _rss(cluster)
+    res["fire_lag_ms_while_writing_snapshots"] = _lag(_within(lags, [(s["end"] - s["seconds"], s["end"]) for s in snaps]))
+    res["node_memory_mb_after_snapshots"] = _memory(cluster)
+    res["node_disk_mb_after_snapshots"] = _disk(cluster)
+
+
+def _snapshot_sent(cluster: LocalCluster, lags: list[tuple[float, float]], res: dict[str, Any]) -> None:
+    """A follower wiped and started again: the leader streams its snapshot file, the follower installs it."""
+    leader = cluster.wait_leader()
+    follower = next(n for n in cluster.nodes if n != leader)
+    cluster.kill(follower)
+    shutil.rmtree(os.path.join(cluster.root, "var", follower))
+    began = time.time()
+    started = time.monotonic()
+    cluster.start(follower)
+    res["wiped_node_to_serving_s"] = round(wait_serving(cluster, started, timeout=1800), 2)
+    res["fire_lag_ms_while_sending_a_snapshot"] = _lag(_within(lags, [(began, time.time())]))
 
 
 def _restarts(cluster: LocalCluster, res: dict[str, Any]) -> None:
@@ -97,13 +109,13 @@ def _restarts(cluster: LocalCluster, res: dict[str, Any]) -> None:
     cluster.kill(follower)
     started = time.monotonic()
     cluster.start(follower)
-    res["restart_one_node_to_serving_s"] = round(wait_serving(cluster, started), 2)
+    res["sigkill_one_node_to_serving_s"] = round(wait_serving(cluster, started), 2)
     for node_id in cluster.nodes:
         cluster.kill(node_id)
     started = time.monotonic()
     cluster.start_all()
-    res["restart_all_to_serving_s"] = round(wait_serving(cluster, started), 2)
-    res["node_rss_mb_after_restart"] = _rss(cluster)
+    res["sigkill_all_to_serving_s"] = round(wait_serving(cluster, started), 2)
+    res["node_memory_mb_after_restart"] = _memory(cluster)
 
 
 def _report(res: dict[str, Any], out: str, root: str) -> None:
@@ -111,34 +123,60 @@ def _report(res: dict[str, Any], out: str, root: str) -> None:
         json.dump(res, f, indent=2)
     for key, value in res.items():
         if key != "snapshots":
-            print(f"{key:32} {value}")
+            print(f"{key:40} {value}")
     for s in res.get("snapshots", []):
         print(f"snapshot {s['node']} index {s['index']}: {s['seconds']:.2f} s, tick thread paused {s['pause_s']:.3f} s")
     print(f"wrote {os.path.join(out, 'backlog.json')}; node logs in {root}")
 
 
+def _measure(cluster: LocalCluster, res: dict[str, Any]) -> None:
+    started = time.monotonic()
+    cluster.start_all()
+    res["first_start_to_serving_s"] = round(wait_serving(cluster, started), 2)
+    res["node_memory_mb_after_start"] = _memory(cluster)
+    res["node_disk_mb_after_start"] = _disk(cluster)
+    print(f"serving after {res['first_start_to_serving_s']} s; memory {res['node_memory_mb_after_start']}", flush=True)
+    lags: list[tuple[float, float]] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_lag, args=(cluster.nodes[cluster.wait_leader()].grpc, stop, lags), daemon=True)
+    watcher.start()
+    ids = _lag_jobs(cluster)
+    try:
+        _snapshots_written(cluster, lags, res)
+        print(f"snapshots written; fire lag {res['fire_lag_ms_while_writing_snapshots']}", flush=True)
+        _snapshot_sent(cluster, lags, res)
+        print(f"snapshot sent; fire lag {res['fire_lag_ms_while_sending_a_snapshot']}", flush=True)
+    finally:
+        with Client(cluster.addresses, deadline_s=30) as client:  # quiet again: no more log growth
+            for job_id in ids:
+                client.job("DeleteJob", pb.DeleteJobRequest(job_id=job_id))
+        stop.set()
+    res["fire_lag_ms_all"] = _lag([x for _, x in lags])
+    wait_no_snapshot_written(cluster)
+    _restarts(cluster, res)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=1_000_000)
+    p.add_argument("--kind", choices=KINDS, default="mix", help="mix: every/cron/at thirds; at: one-off jobs over 30 days")
     p.add_argument("--out", default="backlog-out")
+    p.add_argument("--root", default=None, help="where the cluster's files go (default: a new temp dir)")
     a = p.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
-    res: dict[str, Any] = {"jobs": a.jobs}
-    root = tempfile.mkdtemp(prefix="raftsched-backlog-")
-    blob = _build(a.jobs, res)
+    res: dict[str, Any] = {"jobs": a.jobs, "kind": a.kind, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    root = a.root or tempfile.mkdtemp(prefix="raftsched-backlog-")
     cluster = LocalCluster.create(root, 3, extra_config="\n[raft]\nsnapshot_min_entries = 1500\n")
-    res["snapshot_file_mb"] = round(seed(cluster, blob) / 1e6, 1)
-    del blob
+    res["seed"] = seed(cluster, a.jobs, a.kind)
+    print(f"seeded {a.jobs:,} jobs: {res['seed']}", flush=True)
     try:
-        started = time.monotonic()
-        cluster.start_all()
-        res["first_start_to_serving_s"] = round(wait_serving(cluster, started), 2)
-        res["node_rss_mb_after_start"] = _rss(cluster)
-        print(f"serving after {res['first_start_to_serving_s']} s; RSS {res['node_rss_mb_after_start']}", flush=True)
-        _fire_under_snapshots(cluster, res)
-        _restarts(cluster, res)
+        _measure(cluster, res)
     finally:
         for node_id in cluster.nodes:
             cluster.kill(node_id)
+        res["seconds"] = round(time.monotonic() - _T0, 1)
     _report(res, a.out, root)
     return 0
+
+
+_T0 = time.monotonic()
