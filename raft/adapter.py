@@ -49,6 +49,11 @@ its source):
   (``restore``); a snapshot received from the leader replaces the state
   (``install``), after which this node's election timer starts afresh (an
   install of gigabytes must not make it campaign).
+* On the leader, ``_SyncObj__raftMatchIndex`` (how far each follower's log
+  matches), ``_SyncObj__connectedNodes`` and the serializer's
+  ``_Serializer__transmissions`` (dumps being sent) say whether a follower
+  still needs the entries a new snapshot would compact away
+  (``raft.snapshotter`` waits for them).
 * The rest of what we change in pysyncobj is in ``raft.pysyncobj_patches``,
   installed explicitly when a node is built.
 """
@@ -326,6 +331,8 @@ class RaftNode:
             checker=self._snapshotter.check if self._snapshotter else None,
         )
         self._replica = _Replica(self, settings, conf)
+        if self._snapshotter is not None:
+            self._snapshotter.behind = self._followers_behind
         self._batcher = batching.GroupCommitter(self.propose_async)
         #: pysyncobj's dynamic membership, leadership transfer and election hold (``raft.membership``)
         self.membership = RaftMembership(self._replica, settings.raft_min_timeout)
@@ -363,6 +370,17 @@ class RaftNode:
                 with open_body(path, snap) as body:
                     self._machine.install(body, snap.body_size)
         log.info("loaded the state of snapshot %s (index %d) in %.2f s", path, snap.index, time.monotonic() - started)
+
+    def _followers_behind(self, index: int) -> bool:
+        """Tick thread, on the leader: whether a connected follower's log matches below ``index``, or the dump is being
+        sent to one (pysyncobj's ``__raftMatchIndex``, ``__connectedNodes``, its serializer's ``__transmissions``)."""
+        replica = self._replica
+        if not replica._isLeader():
+            return False
+        if replica._SyncObj__serializer._Serializer__transmissions:
+            return True
+        matched = replica._SyncObj__raftMatchIndex
+        return any(matched.get(node, 0) < index for node in replica._SyncObj__connectedNodes if node in matched)
 
     def _deserialize(self, path: str) -> Any:
         """pysyncobj's deserializer (tick thread): at start, the snapshot's metadata (``_catch_up`` already made the

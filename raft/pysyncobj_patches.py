@@ -16,7 +16,16 @@ each on a pysyncobj upgrade:
   snapshot this node writes is written in the background
   (``raft.snapshotter``) and leaves no ``<dump>.tmp``: with none, pysyncobj's
   rename right after the serializer returns does nothing (the checker puts
-  the snapshot in place once it is written).
+  the snapshot in place once it is written). A snapshot received from the
+  leader is checked first (header, size, checksum): a damaged one is not
+  renamed, pysyncobj drops it (``setTransmissionData`` answers False), the
+  follower keeps its state and answers the leader's next entries with a
+  mismatch, and the leader sends its snapshot again.
+* ``Serializer.getTransmissionData``: pysyncobj pauses sending the dump to a
+  follower while it writes a snapshot (it wrote the dump in place, in a
+  forked child); ours are written beside it and renamed whole, so sending
+  goes on (the leader otherwise spun sending empty snapshot messages for as
+  long as a snapshot took to write).
 * ``TCPTransport.send``: the journal's open transaction is committed (with
   fsync by default) before any Raft message leaves the node, except
   forwarded commands and their index replies, which promise nothing about
@@ -55,6 +64,7 @@ from raft.cipher import cipher_factory
 from raft.connection import RaftConnection
 from raft.durable_files import durable_replace
 from raft.lmdb_journal import LmdbJournal
+from raft.snapshot_file import SnapshotError, check_body, read_snapshot
 
 log = logging.getLogger("raftsched.raft")
 
@@ -65,6 +75,7 @@ _NO_COMMIT_NEEDED = frozenset({"apply_command", "apply_command_response"})
 _ORIGINAL_CREATE_JOURNAL = _syncobj_module.createJournal
 _ORIGINAL_SEND = _transport_module.TCPTransport.send
 _ORIGINAL_ON_TICK = _transport_module.TCPTransport._onTick
+_ORIGINAL_TRANSMISSION_DATA = _serializer_module.Serializer.getTransmissionData
 
 
 def _create_journal(journal_file: Any) -> Any:
@@ -90,7 +101,22 @@ def _commit(transport: Any, bind: bool = False) -> None:
 def _atomic_replace(src: str, dst: str) -> None:
     if src == dst + ".tmp" and not os.path.lexists(src):
         return  # a snapshot written in the background: raft.snapshotter renames it when it is done
+    if src == dst + ".1.tmp":  # a snapshot received from the leader: never in place unless whole
+        try:
+            check_body(src, read_snapshot(src))
+        except SnapshotError as exc:
+            log.warning("the snapshot received from the leader is refused (%s); it will be sent again", exc)
+            raise
     durable_replace(src, dst)
+
+
+def _transmission_data(self: Any, transmission_id: Any) -> Any:
+    pid = self._Serializer__pid
+    self._Serializer__pid = 0  # our snapshots never write the dump in place (see the module docstring)
+    try:
+        return _ORIGINAL_TRANSMISSION_DATA(self, transmission_id)
+    finally:
+        self._Serializer__pid = pid
 
 
 def _send(self: Any, node: Any, message: Any) -> bool:
@@ -117,6 +143,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
     (socket, "inet_ntop", _socket.inet_ntop),
     (_transport_module.TCPTransport, "send", _send),
     (_transport_module.TCPTransport, "_onTick", _on_tick),
+    (_serializer_module.Serializer, "getTransmissionData", _transmission_data),
 )
 
 

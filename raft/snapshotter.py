@@ -13,7 +13,14 @@ it compacts the log. We use that to keep the tick thread free:
    (``raft.pysyncobj_patches``) then has nothing to move.
 2. ``check`` (the checker, tick thread) answers SERIALIZING while the thread
    runs; then renames ``<dump>.next`` onto the dump (durably) and answers
-   SUCCESS, and only then does pysyncobj drop the log it covers.
+   SUCCESS, and only then does pysyncobj drop the log it covers. On the
+   leader, the rename waits (at most ``MAX_HOLD_S``) while a connected
+   follower still needs entries the new snapshot covers (``behind(index)``:
+   its log matches below it, or the dump is being sent to it). pysyncobj
+   compacts the log up to the snapshot, so a follower behind it — one that
+   was just sent the previous snapshot, above all — would otherwise be sent
+   the whole state again, and again, as long as each transfer outlasts a
+   snapshot.
 
 The writer thread runs at the lowest CPU priority (every node reaches the
 threshold at about the same index; three copies at full priority would
@@ -64,10 +71,17 @@ class BytesCopy:
         self._data = b""
 
 
+#: the longest a written snapshot waits for the dump's transfers to end before it is put in place anyway
+MAX_HOLD_S = 600.0
+
+
 class Snapshotter:
     def __init__(self, dump_file: str, open_copy: Callable[[], StateCopy]) -> None:
         self.dump_file = dump_file
         self._open_copy = open_copy
+        #: whether a connected follower still needs log entries up to ``index`` (set by the Raft adapter)
+        self.behind: Callable[[int], bool] = lambda index: False
+        self._written_at: float | None = None
         self._thread: threading.Thread | None = None
         self._pending: tuple[int, float] = (0, 0.0)
         self._failed: str | None = None
@@ -114,7 +128,12 @@ class Snapshotter:
             return SERIALIZER_STATE.NOT_SERIALIZING
         if thread.is_alive():
             return SERIALIZER_STATE.SERIALIZING
-        self._thread = None
+        if not (self._failed or self._abandoned):
+            now = time.monotonic()
+            self._written_at = self._written_at or now
+            if self.behind(self._pending[0]) and now - self._written_at < MAX_HOLD_S:
+                return SERIALIZER_STATE.SERIALIZING  # put in place once the followers have the entries
+        self._thread, self._written_at = None, None
         index, started = self._pending
         if self._failed or self._abandoned:
             if self._failed:
