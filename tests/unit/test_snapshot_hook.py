@@ -13,7 +13,7 @@ import pytest
 from pysyncobj.config import SERIALIZER_STATE
 
 from raft import pysyncobj_patches
-from raft.snapshot_file import check_body, open_body, read_snapshot
+from raft.snapshot_file import SnapshotError, check_body, open_body, read_snapshot, write_snapshot_file
 from raft.snapshotter import BytesCopy, Snapshotter
 
 pytestmark = pytest.mark.unit
@@ -104,3 +104,40 @@ def test_an_abandoned_snapshot_is_dropped(tmp_path: Path) -> None:
     snap.abandon()  # a snapshot from the leader is about to replace the state
     assert not os.path.exists(str(dump) + ".next")
     assert snap.check() == SERIALIZER_STATE.FAILED and not dump.exists()
+
+
+def test_a_new_snapshot_waits_until_the_followers_have_the_entries_it_covers(tmp_path: Path) -> None:
+    dump = tmp_path / "raft.snapshot"
+    dump.write_bytes(b"the previous snapshot")
+    behind = {"yes": True}
+    asked: list[int] = []
+    snap = Snapshotter(str(dump), lambda: BytesCopy(b"state at 7"))
+    snap.behind = lambda index: asked.append(index) or behind["yes"]
+    snap.serialize(str(dump) + ".tmp", RAFT_DATA)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not os.path.exists(str(dump) + ".next"):
+        time.sleep(0.01)
+    for _ in range(20):  # written, but a follower still needs what it covers: the log stays whole
+        assert snap.check() == SERIALIZER_STATE.SERIALIZING
+        time.sleep(0.01)
+    assert dump.read_bytes() == b"the previous snapshot" and asked and set(asked) == {7}
+    behind["yes"] = False
+    assert snap.check() == SERIALIZER_STATE.SUCCESS
+    assert read_snapshot(str(dump)).index == 7
+
+
+def test_a_received_snapshot_replaces_the_dump_only_when_whole(tmp_path: Path) -> None:
+    pysyncobj_patches.install()
+    dump = tmp_path / "raft.snapshot"
+    dump.write_bytes(b"this node's own snapshot")
+    received = str(dump) + ".1.tmp"
+    write_snapshot_file(received, RAFT_DATA, BytesCopy(b"x" * 100_000).write_to)
+    data = bytearray(Path(received).read_bytes())
+    data[-10] ^= 0xFF
+    Path(received).write_bytes(bytes(data))
+    with pytest.raises(SnapshotError, match="checksum mismatch"):
+        pysyncobj_patches._atomic_replace(received, str(dump))  # pysyncobj then drops it and the leader sends again
+    assert dump.read_bytes() == b"this node's own snapshot"
+    write_snapshot_file(received, RAFT_DATA, BytesCopy(b"x" * 100_000).write_to)
+    pysyncobj_patches._atomic_replace(received, str(dump))
+    assert read_snapshot(str(dump)).body_size == 100_000 and not os.path.exists(received)
