@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {"jobs": a.jobs, "kind": a.kind, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     res["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     root = a.root or tempfile.mkdtemp(prefix="raftsched-backlog-")
-    cluster = LocalCluster.create(root, 3, extra_config="\n[raft]\nsnapshot_min_entries = 1500\n")
+    limits = f"\n[limits]\nmax_jobs = {max(10_000_000, a.jobs + 100_000)}\n"  # room for the lag jobs
+    cluster = LocalCluster.create(root, 3, extra_config="\n[raft]\nsnapshot_min_entries = 1500\n" + limits)
     res["seed"] = seed(cluster, a.jobs, a.kind)
     os.sync()  # the seeded files on disk: the first start is not measured against their write-back
     print(f"seeded {a.jobs:,} jobs: {res['seed']}", flush=True)
