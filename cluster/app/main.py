@@ -16,18 +16,27 @@ def _no_grpc_fork_handlers() -> None:
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
+class _Version(argparse.Action):
+    """``--version``: the versions are looked up only when asked (reading package metadata is slow)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from cluster.node.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from cluster.app import client_cli
+    from cluster.app import cli
     from cluster.app.client_security import add_security_args
     from cluster.app.executor_main import add_output_args, add_safety_args
     from cluster.app.tls_cli import add_tls_commands
     from cluster.app.token_cli import add_token_commands
-    from cluster.node.version import version_text
 
     parser = argparse.ArgumentParser(
         prog="raftsched", description="raftsched: cron as a service on Raft", formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions of raftsched and of what it runs on")
     sub = parser.add_subparsers(dest="command", required=True)
     node = sub.add_parser("node", help="run one scheduler node in the foreground")
     node.add_argument("--config", required=True, help="path to cluster.toml")
@@ -48,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_safety_args(execu)
     add_output_args(execu)
     add_security_args(execu)
-    client_cli.add_client_commands(sub)
+    cli.add_client_commands(sub)
     add_token_commands(sub)
     add_tls_commands(sub)
     return parser
@@ -56,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _no_grpc_fork_handlers()
-    from cluster.app import client_cli
+    from cluster.app import cli
 
     args = build_parser().parse_args(argv)
     if args.command == "node":
@@ -75,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         from cluster.app.tls_cli import run_tls
 
         return run_tls(args)
-    return client_cli.run(args)
+    return cli.run(args)
 
 
 if __name__ == "__main__":

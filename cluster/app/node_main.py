@@ -169,7 +169,9 @@ class Node:
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version)
         quotas = cfg.limits
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
-        self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
+        self.raft = RaftNode(
+            settings, self.store.raft_machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake()
+        )
         self.store.attach(self.raft)
         location = output_location(cfg)
         self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs), location)

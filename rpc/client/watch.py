@@ -1,0 +1,137 @@
+"""Follow run changes across node failures: WatchRuns that fails over and resumes where it was.
+
+``RunFollower(client, job_id=..., queue=..., kinds=...)`` is an iterator of
+``RunEvent``s. It asks for bookmarks and remembers the position of the last
+event (or bookmark) it got; when its node dies, stops or falls behind, it
+moves to the next node of the client and resumes after that position, so
+every change the new node still holds in its history arrives once and in
+order (it also drops anything at or before the position, should a node
+send it). When the position is older than the new node's history
+(OUT_OF_RANGE), it says so and watches again from the node's existing runs
+(``include_existing``): what changed in between is then not replayed.
+
+``notices`` (a callback) hears, in one line each, where it streams from and
+of each failover; ``connected(address)`` is called when a stream starts.
+When no node answers — every one tried, for ``give_up_s``
+(``first_give_up_s`` before any node ever answered) — the follower raises
+``ClusterUnreachable``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+import grpc
+
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc.client.client import Client
+from rpc.client.errors import ClusterUnreachable, describe, unreachable
+
+#: a stream that broke with one of these is taken up on the next node
+_FAILOVER = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,  # this watcher fell behind (or the node's watch slots are full)
+}
+
+
+class RunFollower:
+    def __init__(
+        self,
+        client: Client,
+        job_id: str = "",
+        queue: str = "",
+        kinds: list[str] | None = None,
+        include_existing: bool = False,
+        notices: Callable[[str], None] = lambda _text: None,
+        give_up_s: float = 30.0,
+        first_give_up_s: float = 2.0,
+        connected: Callable[[str], None] = lambda _address: None,
+    ) -> None:
+        self.client = client
+        self.job_id, self.queue, self.kinds = job_id, queue, list(kinds or [])
+        self.include_existing = include_existing
+        self.notices = notices
+        self.connected = connected
+        self.give_up_s = give_up_s
+        self.first_give_up_s = first_give_up_s
+        self.answered = False  # some node streamed something
+        #: the (index, position) after which the next stream resumes; None before the first event
+        self.position: tuple[int, int] | None = None
+        self.failovers = 0
+        self._call: grpc.Call | None = None
+
+    @property
+    def address(self) -> str:
+        """The node streamed from now."""
+        return self.client.current_address
+
+    def cancel(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+
+    def __iter__(self) -> Iterator[pb.RunEvent]:
+        existing = self.include_existing
+        down_since: float | None = None
+        down: set[str] = set()  # the nodes that could not be reached since ``down_since``
+        told = False  # the current outage was reported
+        while True:
+            resumed_from = self.position
+            stream = self.client.watch_runs(
+                self.job_id, self.queue, existing and self.position is None, self.kinds, self.position, bookmarks=True
+            )
+            self._call = stream
+            try:
+                fresh = True
+                for event in stream:
+                    if fresh:
+                        fresh = False
+                        self.connected(self.address)
+                        after = f", resumed after {_point(resumed_from)}" if self.answered else ""
+                        self.notices(f"streaming from {self.address}{after}")
+                    down_since, told, self.answered = None, False, True
+                    if event.index:
+                        point = (event.index, event.position)
+                        if self.position is not None and point <= self.position:
+                            continue  # sent before the failover
+                        self.position = point
+                    if event.kind != "bookmark":
+                        yield event
+                code, why = None, "the stream ended"
+            except grpc.RpcError as exc:
+                code, why = exc.code(), describe(exc)
+                if code == grpc.StatusCode.CANCELLED and self._cancelled(exc):
+                    return
+                if code == grpc.StatusCode.OUT_OF_RANGE:
+                    self.notices(
+                        f"{self.address} no longer holds the changes after {_point(self.position)} ({why}); "
+                        "watching again from the runs that exist now: changes in between are not shown"
+                    )
+                    self.position, existing = None, True
+                    continue
+                if code not in _FAILOVER:
+                    raise
+                if unreachable(exc):
+                    if down_since is None:
+                        down_since, down = time.monotonic(), set()
+                    down.add(self.address)
+                    limit = self.give_up_s if self.answered else self.first_give_up_s
+                    if time.monotonic() - down_since >= limit and len(down) == len(self.client.addresses):
+                        raise ClusterUnreachable(self.client.addresses, exc, self.client.source) from None
+            if self.answered and not told:
+                told = True
+                self.failovers += 1
+                self.notices(f"{self.address} stopped streaming ({why}); resuming after {_point(self.position)} on another node")
+            self.client.rotate()
+            time.sleep(0.1 if down_since is None else 0.25)
+
+    def _cancelled(self, exc: grpc.RpcError) -> bool:
+        """Cancelled by us (``cancel``), not by a node going away."""
+        return "locally cancelled" in (exc.details() or "").lower()
+
+
+def _point(position: tuple[int, int] | None) -> str:
+    return "the start" if position is None else f"index {position[0]}.{position[1]}"
