@@ -123,6 +123,21 @@ def wait_rejoined(cluster: LocalCluster, node_id: str, others: list[str], timeou
     print(f"{node_id} has not caught up after {timeout_s:.0f} s; see its log {cluster.nodes[node_id].log_path}")
 
 
+def wait_leader(cluster: LocalCluster, timeout_s: float) -> str | None:
+    """The leader once every node that answers names the same one, and it answers too (the
+    processes may be this run's or an earlier one's)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answers = {n: cluster.status(n) for n in cluster.nodes}
+        leaders = {s.leader_id for s in answers.values() if s is not None}
+        if len(leaders) == 1:
+            (leader,) = leaders
+            if leader and answers.get(leader) is not None:
+                return leader
+        time.sleep(0.1)
+    return None
+
+
 def print_pid(root: str, which: str) -> int:
     """The pid of node ``which`` (or of the node that leads now), for ``kill``."""
     live = running(root)
@@ -232,10 +247,9 @@ def start(root: str, a: argparse.Namespace) -> int:
         if node_id not in live:
             pids[node_id] = cluster.start(node_id).pid or 0
     write_pids(root, pids)
-    try:
-        leader = cluster.wait_leader(30, among=list(cluster.nodes))
-    except TimeoutError as exc:
-        print(f"error: {exc}")
+    leader = wait_leader(cluster, 30.0)
+    if leader is None:
+        print(f"error: the nodes agreed on no leader within 30 s; see their logs in {root}")
         return 1
     executors = {}
     for i in range(a.executors):

@@ -34,24 +34,48 @@ def build_parser() -> argparse.ArgumentParser:
     from cluster.app.token_cli import add_token_commands
 
     parser = argparse.ArgumentParser(
-        prog="raftsched", description="raftsched: cron as a service on Raft", formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="raftsched",
+        description="raftsched: cron as a service on Raft",
+        epilog="a local cluster to try it on: scripts/launch_cluster.sh (then `raftsched cluster status`)\n"
+        "`raftsched COMMAND --help` says more about each command, with examples",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the versions of raftsched and of what it runs on")
     sub = parser.add_subparsers(dest="command", required=True)
-    node = sub.add_parser("node", help="run one scheduler node in the foreground")
+    node = sub.add_parser(
+        "node",
+        help="run one scheduler node in the foreground",
+        epilog="example:\n  raftsched node --config /etc/raftsched/cluster.toml --node-id n1",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     node.add_argument("--config", required=True, help="path to cluster.toml")
     node.add_argument("--node-id", required=True, help="this node's id in [[nodes]]")
-    execu = sub.add_parser("executor", help="run an executor that leases and runs jobs")
-    execu.add_argument("--config", help="path to cluster.toml")
-    execu.add_argument("--cluster", help="comma-separated gRPC addresses instead of --config")
+    execu = sub.add_parser(
+        "executor",
+        help="run an executor that leases and runs jobs",
+        epilog="examples:\n  raftsched executor --config cluster.toml --queue default --allow-type shell\n"
+        "  raftsched executor --queue reports --handler report=myjobs:make_report   # myjobs.py here; the cluster of "
+        "local-cluster/client.toml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    execu.add_argument("--config", help="path to cluster.toml (its nodes, [logs] and [tls])")
+    execu.add_argument(
+        "--cluster",
+        help="comma-separated gRPC addresses instead of --config (default: the client config, as the client commands find it)",
+    )
     execu.add_argument("--queue", action="append", default=[], help="queue to serve (repeatable)")
     execu.add_argument("--concurrency", type=int, default=4, help="runs executed at once (default 4)")
-    execu.add_argument("--handler", action="append", default=[], help="TYPE=module:function: a Python handler")
+    execu.add_argument(
+        "--handler",
+        action="append",
+        default=[],
+        help="TYPE=module:function: a Python handler (the module is looked up in the current directory first)",
+    )
     execu.add_argument("--executor-id", default="", help="default: host:pid")
     execu.add_argument(
         "--output-dir",
         default="",
-        help="where run logs go (default: [logs] dir, else <data_dir>/outputs; the nodes accept logs only under their [logs] dir)",
+        help="where run logs go (default: [logs] dir of --config, else the client config's output_dir; the nodes accept logs only under their [logs] dir)",
     )
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
     add_safety_args(execu)

@@ -12,7 +12,8 @@ of the entry whose apply made it and its place among that entry's changes.
 The state machine is deterministic, so a position names the same change on
 every node, which is what lets a watch resume on another node
 (``subscribe(..., resume_after=point)``). The history holds the last
-``history`` changes; ``covered_from`` is the first entry index all of whose
+``history`` changes (fewer when their results and errors would pass
+``history_bytes``); ``covered_from`` is the first entry index all of whose
 changes this node still holds (it moves on as old changes are dropped, and
 jumps when a snapshot replaces the state: ``reset``). A resume point before
 it is ``OutOfRange``.
@@ -32,7 +33,7 @@ import threading
 from typing import Callable, NamedTuple
 
 from cluster.domain.errors import OutOfRange, Unavailable
-from cluster.domain.limits import WATCH_HISTORY
+from cluster.domain.limits import WATCH_HISTORY, WATCH_HISTORY_BYTES
 from cluster.domain.model import Run
 
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
@@ -89,13 +90,30 @@ class Subscription:
         self._hub.unsubscribe(self)
 
 
+#: what a change costs the history besides its run's result and error (counted roughly)
+_CHANGE_COST = 256
+
+
+def _weight(run: Run) -> int:
+    return _CHANGE_COST + len(run.result) + len(run.error)
+
+
 class EventHub:
-    def __init__(self, now_ms: Callable[[], int], max_backlog: int = 100_000, history: int = WATCH_HISTORY) -> None:
+    def __init__(
+        self,
+        now_ms: Callable[[], int],
+        max_backlog: int = 100_000,
+        history: int = WATCH_HISTORY,
+        history_bytes: int = WATCH_HISTORY_BYTES,
+    ) -> None:
         self._now_ms = now_ms
         self._max_backlog = max_backlog
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
-        self._history: collections.deque[RunChange] = collections.deque(maxlen=max(1, history))
+        self._history: collections.deque[tuple[RunChange, int]] = collections.deque()
+        self._max_changes = max(1, history)
+        self._max_bytes = history_bytes
+        self._bytes = 0
         #: the first entry index all of whose changes are still held (or still to come)
         self.covered_from = 1
         #: the last entry published, and how many changes it made
@@ -116,7 +134,7 @@ class EventHub:
                         f"resume point {resume_after[0]}.{resume_after[1]} is older than this node's history of run "
                         f"changes (it holds entries from index {self.covered_from}): watch again without it"
                     )
-                replay = [ch for ch in self._history if ch.point > resume_after and self._wants(sub, ch.kind, ch.run)]
+                replay = [ch for ch, _ in self._history if ch.point > resume_after and self._wants(sub, ch.kind, ch.run)]
             self._subs.append(sub)
         return sub, replay
 
@@ -146,12 +164,9 @@ class EventHub:
             if not events:
                 return
             now = self._now_ms()
-            history = self._history
             for position, (kind, run) in enumerate(events):
-                if len(history) == history.maxlen:
-                    self.covered_from = max(self.covered_from, history[0].log_index + 1)
                 change = RunChange(kind, _snapshot(run), now, index, position)
-                history.append(change)
+                self._remember(change, _weight(run))
                 for sub in self._subs:
                     if self._wants(sub, kind, run):
                         try:
@@ -160,11 +175,22 @@ class EventHub:
                             sub.overflowed = True
             self._subs = [s for s in self._subs if not s.overflowed]
 
+    def _remember(self, change: RunChange, weight: int) -> None:
+        """Keep ``change``; drop the oldest ones over either bound (the history then starts later)."""
+        history = self._history
+        history.append((change, weight))
+        self._bytes += weight
+        while len(history) > 1 and (len(history) > self._max_changes or self._bytes > self._max_bytes):
+            old, old_weight = history.popleft()
+            self._bytes -= old_weight
+            self.covered_from = max(self.covered_from, old.log_index + 1)
+
     def reset(self, applied_index: int) -> None:
         """The state was replaced by a snapshot at ``applied_index``: forget the history, and end
         every open stream (it missed the changes the snapshot stands for)."""
         with self._lock:
             self._history.clear()
+            self._bytes = 0
             self.covered_from = applied_index + 1
             self._last = (applied_index, 0)
             for sub in self._subs:

@@ -74,59 +74,67 @@ class RunFollower:
             self._call.cancel()
 
     def __iter__(self) -> Iterator[pb.RunEvent]:
-        existing = self.include_existing
-        down_since: float | None = None
-        down: set[str] = set()  # the nodes that could not be reached since ``down_since``
-        told = False  # the current outage was reported
+        self._existing = self.include_existing
+        self._down_since: float | None = None  # when the current outage began (no node streamed since)
+        self._down: set[str] = set()  # the nodes that could not be reached in it
+        self._told = False  # the current outage was reported
         while True:
-            resumed_from = self.position
-            stream = self.client.watch_runs(
-                self.job_id, self.queue, existing and self.position is None, self.kinds, self.position, bookmarks=True
-            )
-            self._call = stream
             try:
-                fresh = True
-                for event in stream:
-                    if fresh:
-                        fresh = False
-                        self.connected(self.address)
-                        after = f", resumed after {_point(resumed_from)}" if self.answered else ""
-                        self.notices(f"streaming from {self.address}{after}")
-                    down_since, told, self.answered = None, False, True
-                    if event.index:
-                        point = (event.index, event.position)
-                        if self.position is not None and point <= self.position:
-                            continue  # sent before the failover
-                        self.position = point
-                    if event.kind != "bookmark":
-                        yield event
-                code, why = None, "the stream ended"
+                yield from self._one_stream()
+                why = "the stream ended"
             except grpc.RpcError as exc:
-                code, why = exc.code(), describe(exc)
-                if code == grpc.StatusCode.CANCELLED and self._cancelled(exc):
+                if exc.code() == grpc.StatusCode.CANCELLED and self._cancelled(exc):
                     return
-                if code == grpc.StatusCode.OUT_OF_RANGE:
+                if exc.code() == grpc.StatusCode.OUT_OF_RANGE:
                     self.notices(
-                        f"{self.address} no longer holds the changes after {_point(self.position)} ({why}); "
+                        f"{self.address} no longer holds the changes after {_point(self.position)} ({describe(exc)}); "
                         "watching again from the runs that exist now: changes in between are not shown"
                     )
-                    self.position, existing = None, True
+                    self.position, self._existing = None, True
                     continue
-                if code not in _FAILOVER:
+                if exc.code() not in _FAILOVER:
                     raise
-                if unreachable(exc):
-                    if down_since is None:
-                        down_since, down = time.monotonic(), set()
-                    down.add(self.address)
-                    limit = self.give_up_s if self.answered else self.first_give_up_s
-                    if time.monotonic() - down_since >= limit and len(down) == len(self.client.addresses):
-                        raise ClusterUnreachable(self.client.addresses, exc, self.client.source) from None
-            if self.answered and not told:
-                told = True
+                self._count_outage(exc)
+                why = describe(exc)
+            if self.answered and not self._told:
+                self._told = True
                 self.failovers += 1
                 self.notices(f"{self.address} stopped streaming ({why}); resuming after {_point(self.position)} on another node")
             self.client.rotate()
-            time.sleep(0.1 if down_since is None else 0.25)
+            time.sleep(0.1 if self._down_since is None else 0.25)
+
+    def _one_stream(self) -> Iterator[pb.RunEvent]:
+        """One WatchRuns call on the current node, resumed after ``position``; its events, bookmarks
+        and repeats left out."""
+        resumed_from = self.position
+        existing = self._existing and self.position is None
+        self._call = stream = self.client.watch_runs(self.job_id, self.queue, existing, self.kinds, self.position, bookmarks=True)
+        fresh = True
+        for event in stream:
+            if fresh:
+                fresh = False
+                self.connected(self.address)
+                after = f", resumed after {_point(resumed_from)}" if self.answered else ""
+                self.notices(f"streaming from {self.address}{after}")
+            self._down_since, self._told, self.answered = None, False, True
+            if event.index:
+                point = (event.index, event.position)
+                if self.position is not None and point <= self.position:
+                    continue  # sent before the failover
+                self.position = point
+            if event.kind != "bookmark":
+                yield event
+
+    def _count_outage(self, exc: grpc.RpcError) -> None:
+        """Raise ``ClusterUnreachable`` once every node was tried and none streamed for long enough."""
+        if not unreachable(exc):
+            return
+        if self._down_since is None:
+            self._down_since, self._down = time.monotonic(), set()
+        self._down.add(self.address)
+        limit = self.give_up_s if self.answered else self.first_give_up_s
+        if time.monotonic() - self._down_since >= limit and len(self._down) == len(self.client.addresses):
+            raise ClusterUnreachable(self.client.addresses, exc, self.client.source) from None
 
     def _cancelled(self, exc: grpc.RpcError) -> bool:
         """Cancelled by us (``cancel``), not by a node going away."""

@@ -93,3 +93,14 @@ def test_a_subscriber_that_falls_behind_is_dropped_not_waited_for() -> None:
     sub, _ = hub.subscribe(everything)
     hub.publish([("fired", run(i)) for i in range(3)], index=1)
     assert sub.overflowed and not hub.has_subscribers
+
+
+def test_large_results_bound_the_history_by_bytes_too() -> None:
+    hub = EventHub(lambda: 0, history=1000, history_bytes=3 * (1 << 20))
+    for i in range(1, 6):
+        r = run(i)
+        r.result = b"x" * (1 << 20)  # 1 MiB each: only about two fit
+        hub.publish([("finished", r)], index=i)
+    assert hub.covered_from == 4
+    _, replay = hub.subscribe(everything, resume_after=(4, 0))
+    assert [c.point for c in replay] == [(5, 0)] and len(replay[0].run.result) == 1 << 20

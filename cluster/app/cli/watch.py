@@ -39,8 +39,8 @@ def header(a: argparse.Namespace) -> str:
     kinds = ", ".join(a.kind) if a.kind else "every change"
     return (
         f"# run watch: runs of {what} ({kinds}); times are local ({local_zone_text()}); Ctrl-C stops\n"
-        "# FIRED = when the fire committed: up to 0.1 s before SCHEDULED (fires commit in a look-ahead);\n"
-        "# no run is leased before its SCHEDULED instant. EVENT: fired, leased, finished, retry_scheduled, ...\n"
+        "# FIRED = when the fire committed: up to the look-ahead ([scheduler] fire_lookahead_s, 0.1 s by default)\n"
+        "# before SCHEDULED; no run is leased before its SCHEDULED instant. EVENT: fired, leased, finished, ...\n"
         + _row(list(_HEADERS) + (list(_WIDE_HEADERS) if a.output == "wide" else []))
     )
 
