@@ -108,14 +108,16 @@ def start_node(root: str, node_id: str) -> int:
 
 
 def wait_rejoined(cluster: LocalCluster, node_id: str, others: list[str], timeout_s: float = 30.0) -> None:
-    """Say when ``node_id`` has caught up with the others' commit index and every one of them reaches it."""
+    """Say when ``node_id`` has caught up with the others' commit index and it and every running node
+    reach each other."""
     started = time.monotonic()
     target = max((s.commit_index for s in (cluster.status(n) for n in others) if s is not None), default=0)
     while time.monotonic() - started < timeout_s:
         mine = cluster.status(node_id)
         views = [cluster.status(n) for n in others]
         sees = all(v is not None and any(m.id == node_id and m.reachable for m in v.members) for v in views)
-        if mine is not None and mine.applied_index >= target and sees:
+        seen = mine is not None and all(m.reachable for m in mine.members if m.id in others)
+        if mine is not None and mine.applied_index >= target and sees and seen:
             print(f"{node_id} rejoined in {time.monotonic() - started:.1f} s: it applied the log up to index "
                   f"{mine.applied_index} and every running node reaches it")  # fmt: skip
             return
@@ -159,8 +161,22 @@ def print_pid(root: str, which: str) -> int:
     return 0
 
 
-def sample_job(client: Any) -> tuple[Any, str]:
-    """The sample job (created once: the same idempotency key again returns it); (job, what happened)."""
+SAMPLE_KEY = "sample-hello"
+
+
+def sample_job(client: Client) -> tuple[pb.Job | None, str]:
+    """The sample job, created once (a relaunch finds it; one made by an older version of this script,
+    with misfire FIRE_ALL, is changed to FIRE_ONCE); (job, what it is)."""
+    for job in client.list_jobs(name_prefix="hello"):
+        if job.idempotency_key != SAMPLE_KEY or job.status == pb.JOB_STATUS_DELETED:
+            continue
+        if job.spec.misfire == pb.MISFIRE_POLICY_FIRE_ONCE:
+            return job, "every 10 s, misfire FIRE_ONCE"
+        spec = pb.JobSpec()
+        spec.CopyFrom(job.spec)
+        spec.misfire = pb.MISFIRE_POLICY_FIRE_ONCE
+        job = client.job("UpdateJob", pb.UpdateJobRequest(job_id=job.job_id, spec=spec))
+        return job, "every 10 s, misfire now FIRE_ONCE"
     spec = pb.JobSpec(
         name="hello",
         queue="default",
@@ -170,7 +186,7 @@ def sample_job(client: Any) -> tuple[Any, str]:
     )
     cv.to_dur(10_000, spec.every)
     try:
-        return client.create_job(spec, idempotency_key="sample-hello-fire-once"), "every 10 s, misfire FIRE_ONCE"
+        return client.create_job(spec, idempotency_key=SAMPLE_KEY), "every 10 s, misfire FIRE_ONCE"
     except grpc.RpcError as exc:
         if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
             raise

@@ -253,7 +253,7 @@ def run_executor(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("cannot start executor: %s", exc)
         return 2
-    client = Client(addresses, deadline_s=30, prefer_leader=True, security=security, unreachable_after_s=5.0)
+    client = Client(addresses, deadline_s=30, prefer_leader=True, security=security)
     client.source = target.source
     executor = Executor(
         GrpcLeaseApi(client, executor_id),

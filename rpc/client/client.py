@@ -115,10 +115,13 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, stubs: list[Any], method: str, request: Any, timeout: float | None = None) -> Any:
+    def _call(
+        self, stubs: list[Any], method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None
+    ) -> Any:
         start = time.monotonic()
         deadline = start + self.deadline_s
-        give_up = None if self.unreachable_after_s is None else start + self.unreachable_after_s
+        patience = self.unreachable_after_s if unreachable_after_s is None else unreachable_after_s
+        give_up = None if patience is None else start + patience
         delay = 0.05
         answered = False  # some node gave an answer (an error included) during this call
         tried: set[int] = set()  # the nodes that could not be reached during this call
@@ -133,7 +136,7 @@ class Client:
                 answered = answered or not lost
                 if lost:
                     tried.add(self._current)
-                if exc.code() not in RETRYABLE and not lost:
+                if exc.code() not in RETRYABLE:
                     raise
                 now = time.monotonic()
                 pause = delay * (0.5 + random.random())
@@ -161,8 +164,9 @@ class Client:
         """Call any JobService method by name."""
         return self._call(self._jobs, method, request, timeout)
 
-    def lease(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        return self._call(self._leases, method, request, timeout)
+    def lease(self, method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None) -> Any:
+        """Call a LeaseService method; ``unreachable_after_s`` overrides the client's for this call."""
+        return self._call(self._leases, method, request, timeout, unreachable_after_s)
 
     def cluster(self, method: str, request: Any, timeout: float | None = None) -> Any:
         return self._call(self._cluster, method, request, timeout)

@@ -30,7 +30,8 @@ class GrpcLeaseApi:
         req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs, types=types or [])
         cv.to_dur(wait_ms, req.wait)
         try:
-            resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10)
+            # no node at all: say so soon (the executor logs it and asks again); a completion keeps trying
+            resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10, unreachable_after_s=ACQUIRE_PATIENCE_S)
         except grpc.RpcError as exc:
             raise RpcFailure(exc) from None
         return [
@@ -103,6 +104,8 @@ class GrpcLeaseApi:
 
 
 UNAVAILABLE_ROUNDS = 4
+#: how long an acquire waits for any node to answer before it fails (and the executor logs it)
+ACQUIRE_PATIENCE_S = 5.0
 
 
 def _complete_request(done: Finished, executor_id: str) -> pb.CompleteRunRequest:
