@@ -295,7 +295,10 @@ def _summary(
         print(f"  sample job: {job.job_id if job is not None else '-'} ('hello', {what})")
     _print_client_settings(cluster, client_config)
     shown = os.path.relpath(client_config)
-    print(f"\nclient config: {shown} (raftsched finds it from {os.path.dirname(os.path.dirname(client_config))} and below)")
+    if os.path.basename(root) == "local-cluster":
+        print(f"\nclient config: {shown} (raftsched finds it from {os.path.dirname(root)} and below: no export needed)")
+    else:
+        print(f"\nclient config: {shown} (for raftsched: export RAFTSCHED_CONFIG={client_config}, or --config {shown})")
     print("The cluster runs in the background. Try (after `. .venv/bin/activate`):")
     print("  raftsched cluster status")
     print("  raftsched job list")

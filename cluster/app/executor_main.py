@@ -50,6 +50,7 @@ from cluster.executor.ports import OutputStore
 from cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
 from cluster.node.config import ConfigError, LogsConfig
+from rpc.client.channel import ChannelSecurity
 from storage.local_store import LocalOutputStore
 
 
@@ -215,6 +216,22 @@ def resolve_target(args: argparse.Namespace) -> ClientConfig:
     return given
 
 
+def _store_and_security(args: argparse.Namespace, target: ClientConfig) -> tuple[OutputStore, ChannelSecurity, float]:
+    """The output store (where the nodes accept output), the channel security and the store's retry span."""
+    cfg = target.cluster
+    logs = logs_config(args, cfg.logs if cfg is not None else LogsConfig())
+    output_dir = args.output_dir or target.output_dir
+    if logs.store == "local" and not output_dir:
+        raise ConfigError(NO_OUTPUT_DIR)
+    security = security_from_args(args, cfg, os.environ, target.files)
+    if security.token and not args.executor_id:
+        raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
+    retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
+    if retry_s < 0:
+        raise ConfigError("--output-retry-seconds must not be negative")
+    return build_output_store(logs, output_dir), security, retry_s
+
+
 def run_executor(args: argparse.Namespace) -> int:
     from rpc.client.client import Client
     from rpc.client.lease_api import GrpcLeaseApi
@@ -224,15 +241,7 @@ def run_executor(args: argparse.Namespace) -> int:
     log = logging.getLogger("raftsched.executor")
     try:
         target = resolve_target(args)
-        addresses, cfg = target.addresses, target.cluster
-        base_logs = cfg.logs if cfg is not None else LogsConfig()
-        logs = logs_config(args, base_logs)
-        output_dir = args.output_dir or target.output_dir
-        if logs.store == "local" and not output_dir:
-            raise ConfigError(NO_OUTPUT_DIR)
-        security = security_from_args(args, cfg, os.environ, target.files)
-        if security.token and not args.executor_id:
-            raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
+        store, security, retry_s = _store_and_security(args, target)
         handlers = dict(_load_handler(h) for h in args.handler)
         allow = list(getattr(args, "allow_type", []))
         unknown = sorted(set(allow) - set(GUARDED_TYPES) - set(handlers) - {"noop"})
@@ -244,16 +253,12 @@ def run_executor(args: argparse.Namespace) -> int:
         builtin = builtin_settings(args)
         if args.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1")
-        retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
-        if retry_s < 0:
-            raise ConfigError("--output-retry-seconds must not be negative")
         log_settings = _log_settings(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
-        store = build_output_store(logs, output_dir)
         check_output_store(store, retry_s, log)
     except ConfigError as exc:
         log.error("cannot start executor: %s", exc)
         return 2
-    client = Client(addresses, deadline_s=30, prefer_leader=True, security=security)
+    client = Client(target.addresses, deadline_s=30, prefer_leader=True, security=security)
     client.source = target.source
     executor = Executor(
         GrpcLeaseApi(client, executor_id),

@@ -56,8 +56,6 @@ def _hint(code: grpc.StatusCode | None, details: str) -> str:
         )
     if code == grpc.StatusCode.UNAVAILABLE and _plaintext_to_tls(details):
         return " (if the nodes serve TLS, give --ca-file)"
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return " (give a token: --token-file or $RAFTSCHED_TOKEN_FILE)"
     return ""
 
 
