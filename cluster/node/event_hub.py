@@ -12,8 +12,8 @@ of the entry whose apply made it and its place among that entry's changes.
 The state machine is deterministic, so a position names the same change on
 every node, which is what lets a watch resume on another node
 (``subscribe(..., resume_after=point)``). The history holds the last
-``history`` changes (fewer when their results and errors would pass
-``history_bytes``); ``covered_from`` is the first entry index all of whose
+``history`` changes, whole entries at a time (fewer when their results and
+errors would pass ``history_bytes``); ``covered_from`` is the first entry index all of whose
 changes this node still holds (it moves on as old changes are dropped, and
 jumps when a snapshot replaces the state: ``reset``). A resume point before
 it is ``OutOfRange``.
@@ -39,8 +39,11 @@ from cluster.domain.model import Run
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
 
+#: a run's fields, snapshotted as a tuple: they hold immutable values (a field holding a list or a dict
+#: that apply changes in place would need a copy here)
 _FIELDS = Run.__slots__
 _snapshot = operator.attrgetter(*_FIELDS)
+_new = tuple.__new__
 
 Point = tuple[int, int]
 
@@ -94,10 +97,6 @@ class Subscription:
 _CHANGE_COST = 256
 
 
-def _weight(run: Run) -> int:
-    return _CHANGE_COST + len(run.result) + len(run.error)
-
-
 class EventHub:
     def __init__(
         self,
@@ -110,9 +109,11 @@ class EventHub:
         self._max_backlog = max_backlog
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
-        self._history: collections.deque[tuple[RunChange, int]] = collections.deque()
+        #: per applied entry that changed runs: (its index, its changes, their rough weight in bytes)
+        self._history: collections.deque[tuple[int, list[RunChange], int]] = collections.deque()
         self._max_changes = max(1, history)
         self._max_bytes = history_bytes
+        self._count = 0
         self._bytes = 0
         #: the first entry index all of whose changes are still held (or still to come)
         self.covered_from = 1
@@ -126,17 +127,19 @@ class EventHub:
         ``resume_after``, also the held changes after that point (returned, in order).
         ``OutOfRange`` when the point is older than the history."""
         sub = Subscription(self, accept, self._max_backlog, kinds)
-        with self._lock:
-            replay: list[RunChange] = []
+        held: list[list[RunChange]] = []
+        with self._lock:  # held changes and queued ones meet exactly here: none is missed or sent twice
             if resume_after is not None:
                 if resume_after[0] < self.covered_from:
                     raise OutOfRange(
                         f"resume point {resume_after[0]}.{resume_after[1]} is older than this node's history of run "
                         f"changes (it holds entries from index {self.covered_from}): watch again without it"
                     )
-                replay = [ch for ch, _ in self._history if ch.point > resume_after and self._wants(sub, ch.kind, ch.run)]
+                held = [changes for index, changes, _ in self._history if index >= resume_after[0]]
             self._subs.append(sub)
-        return sub, replay
+        # filtered outside the lock (the Raft thread publishes under it); the changes never change
+        replay = [ch for changes in held for ch in changes if ch.point > (resume_after or (0, 0))]
+        return sub, [ch for ch in replay if self._wants(sub, ch.kind, ch.run)]
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
@@ -164,33 +167,42 @@ class EventHub:
             if not events:
                 return
             now = self._now_ms()
-            for position, (kind, run) in enumerate(events):
-                change = RunChange(kind, _snapshot(run), now, index, position)
-                self._remember(change, _weight(run))
-                for sub in self._subs:
-                    if self._wants(sub, kind, run):
-                        try:
-                            sub.queue.put_nowait(change)
-                        except queue.Full:
-                            sub.overflowed = True
-            self._subs = [s for s in self._subs if not s.overflowed]
+            # tuple.__new__: a NamedTuple's own __new__ costs more than the snapshot itself on this hot path
+            changes = [_new(RunChange, (kind, _snapshot(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
+            weight = _CHANGE_COST * len(events) + sum(len(run.result) + len(run.error) for _, run in events)
+            self._remember(index, changes, weight)
+            if self._subs:
+                self._deliver(changes, events)
 
-    def _remember(self, change: RunChange, weight: int) -> None:
-        """Keep ``change``; drop the oldest ones over either bound (the history then starts later)."""
+    def _deliver(self, changes: list[RunChange], events: list[tuple[str, Run]]) -> None:
+        for change, (kind, run) in zip(changes, events):
+            for sub in self._subs:
+                if self._wants(sub, kind, run):
+                    try:
+                        sub.queue.put_nowait(change)
+                    except queue.Full:
+                        sub.overflowed = True
+        self._subs = [s for s in self._subs if not s.overflowed]
+
+    def _remember(self, index: int, changes: list[RunChange], weight: int) -> None:
+        """Keep an entry's changes; drop the oldest entries over either bound (the history then starts
+        later). The newest entry is always kept."""
         history = self._history
-        history.append((change, weight))
+        history.append((index, changes, weight))
+        self._count += len(changes)
         self._bytes += weight
-        while len(history) > 1 and (len(history) > self._max_changes or self._bytes > self._max_bytes):
-            old, old_weight = history.popleft()
+        while len(history) > 1 and (self._count > self._max_changes or self._bytes > self._max_bytes):
+            old_index, old_changes, old_weight = history.popleft()
+            self._count -= len(old_changes)
             self._bytes -= old_weight
-            self.covered_from = max(self.covered_from, old.log_index + 1)
+            self.covered_from = max(self.covered_from, old_index + 1)
 
     def reset(self, applied_index: int) -> None:
         """The state was replaced by a snapshot at ``applied_index``: forget the history, and end
         every open stream (it missed the changes the snapshot stands for)."""
         with self._lock:
             self._history.clear()
-            self._bytes = 0
+            self._count = self._bytes = 0
             self.covered_from = applied_index + 1
             self._last = (applied_index, 0)
             for sub in self._subs:
