@@ -75,7 +75,7 @@ def stop(root: str) -> int:
     pids = read_pids(root)
     if not pids:
         print(f"no cluster recorded in {root} (no pids.json): nothing to stop")
-        return 1
+        return 0
     config = os.path.join(root, "cluster.toml")
     procs = [Recorded(name, pid) for name, pid in pids.items() if alive(pid) and ours(pid, config)]
     gone = sorted(set(pids) - {p.name for p in procs})
