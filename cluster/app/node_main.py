@@ -147,7 +147,9 @@ class Node:
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
-        self.raft = RaftNode(settings, self.machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
+        self.raft = RaftNode(
+            settings, self.store.raft_machine, self.store.lock, self.store.after_apply, lambda _: self.leader.wake()
+        )
         self.store.attach(self.raft)
         self.ops = Observability(cfg, node_id, self.store, self.raft, self.clock, tokens)  # health, metrics, HTTP
         location = output_location(cfg)

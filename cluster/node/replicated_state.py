@@ -92,6 +92,20 @@ class ReadBarrier:
             done(None, -1)
 
 
+class RaftMachine:
+    """``raft.adapter.StateMachine``: the job state machine, plus ``EventHub.reset`` after a restore."""
+
+    def __init__(self, machine: JobStateMachine, hub: EventHub) -> None:
+        self._machine = machine
+        self._hub = hub
+        self.apply = machine.apply  # no extra call per command
+        self.snapshot = machine.snapshot
+
+    def restore(self, data: bytes) -> None:
+        self._machine.restore(data)
+        self._hub.reset(self._machine.applied_index)
+
+
 class ReplicatedState:
     def __init__(self, machine: JobStateMachine, clock: Clock, hub: EventHub, request_timeout_s: float) -> None:
         self._machine = machine
@@ -122,10 +136,16 @@ class ReplicatedState:
         """Called on the tick thread after every apply: publish run changes, wake waiters."""
         with self.lock:
             events = self._machine.drain_events()
-        if events:
-            self._hub.publish(events)
+            index = self._machine.applied_index
+        self._hub.publish(events, index)  # also without changes: the hub counts the entries it saw
         for hook in self.on_applied:
             hook(events)
+
+    @property
+    def raft_machine(self) -> "RaftMachine":
+        """What the Raft adapter replicates: the state machine, with the event hub told of every
+        restore from a snapshot (its history of changes no longer joins up with the state)."""
+        return RaftMachine(self._machine, self._hub)
 
     # ------------------------------------------------------------ writes
 
