@@ -1,8 +1,8 @@
 """A small WSGI application: routes by method and path to handlers of ``Request`` -> ``Response``.
 
 The node's HTTP endpoint is this app (``rpc.http.server`` serves it): the
-operations routes (``/metrics``, ``/healthz``: ``rpc.http.ops``) and, later,
-the read-only web view at ``/`` are added as routes. A path is matched
+operations routes (``/metrics``, ``/healthz``: ``rpc.http.ops``) and the
+read-only web view at ``/`` (``rpc.http.web``) are added as routes. A path is matched
 segment by segment; a segment ``{name}`` matches any one segment and lands in
 ``Request.params`` (``/jobs/{job_id}``).
 

@@ -483,3 +483,20 @@ def test_the_cluster_status_as_plain_data_and_the_app_token_check() -> None:
     assert verdicts(READER) == TokenVerdict(holder="viewer")
     assert "needs the reader role" in verdicts(WORKER).refusal and not verdicts(WORKER).holder
     assert "not one of this cluster's tokens" in verdicts("rst_other").refusal
+
+
+def test_words_for_times_spans_and_cron_fields() -> None:
+    from rpc.http.web import words
+
+    assert words.utc(None) == words.utc(0) == "-"
+    assert words.utc(NOW) == "2026-10-24 00:00:00 UTC" and words.utc(NOW + 250) == "2026-10-24 00:00:00.250 UTC"
+    assert words.utc(NOW, millis=True) == "2026-10-24 00:00:00.000 UTC"
+    assert words.in_zone(NOW, "America/New_York") == "Fri 2026-10-23 20:00:00 EDT (UTC-04:00)"
+    assert words.in_zone(NOW, "Not/AZone") == "Sat 2026-10-24 00:00:00 UTC (UTC+00:00)"  # the server refused it already
+    assert [words.span(ms) for ms in (0, 500, 2000, 90_000, 86_400_000 + 1)] == ["0s", "500ms", "2s", "1m30s", "1d1ms"]
+    assert (words.relative(NOW + 4200, NOW), words.relative(NOW - 12_000, NOW), words.relative(NOW, NOW)) == ("in 4s", "12s ago", "now")
+    assert words.relative(NOW + 86_400_000 + 12 * 3_600_000 + 8 * 60_000 + 12_000, NOW) == "in 1d12h"
+    assert words.cron_fields("*/15 9-17 * * 1-5") == (
+        "every 15 minutes, hour 9-17, any day of the month, any month, day of the week 1-5"
+    )
+    assert words.cron_fields("@daily") == "@daily"

@@ -11,7 +11,7 @@ empty cell.
 Every page goes out with headers that forbid what it never needs: no
 script runs (``Content-Security-Policy`` without ``script-src``, so even an
 injected ``<script>`` would not), styles come only from this node, forms
-post only here, no framing, no referrer, no caching of pages that may hold
+post only here, no framing, no referrer to other sites, no caching of pages that may hold
 payloads.
 """
 
@@ -32,7 +32,7 @@ PAGE_HEADERS: tuple[tuple[str, str], ...] = (
     ("Content-Security-Policy", CSP),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
+    ("Referrer-Policy", "same-origin"),  # no-referrer would make browsers send "Origin: null" with our own forms
     ("Cache-Control", "no-store"),
 )
 STYLE_PATH = "/static/web.css"

@@ -36,24 +36,36 @@ _CRON_FIELDS = (
 )
 
 
-def utc(ms: int | None, millis: bool = False) -> str:
-    """``2026-10-25 01:30:00 UTC`` (``millis``: ``01:30:00.250``); "-" for none (None or 0)."""
+def utc(ms: int | None, millis: bool | None = None) -> str:
+    """``2026-10-25 01:30:00 UTC``, or ``01:30:00.250`` with ``millis`` (None: when the instant has any);
+    "-" for none (None or 0)."""
     if not ms:
         return NONE
     when = dt.datetime.fromtimestamp(ms / 1000, UTC)
+    if millis is None:
+        millis = ms % 1000 != 0
     clock = when.strftime("%H:%M:%S") + (f".{when.microsecond // 1000:03d}" if millis else "")
     return f"{when:%Y-%m-%d} {clock} UTC"
 
 
 def relative(ms: int | None, now_ms: int) -> str:
-    """``in 4s`` / ``12s ago`` / ``now`` (to the second); "" for none."""
+    """``in 4s`` / ``12s ago`` / ``in 1d12h`` / ``now``: the two largest units; "" for none."""
     if not ms:
         return ""
     delta = ms - now_ms
     if abs(delta) < 1000:
         return "now"
-    text = span(abs(delta) - abs(delta) % 1000)
+    text = "".join(_units(abs(delta))[:2])
     return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+def _units(ms: int) -> list[str]:
+    parts, left = [], ms
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return parts
 
 
 def zone_of(name: str) -> dt.tzinfo:
@@ -70,18 +82,15 @@ def in_zone(ms: int, zone_name: str) -> str:
     """``Sun 2026-10-25 02:30:00 CET (UTC+01:00)``: the instant as a clock in ``zone_name`` shows it."""
     when = dt.datetime.fromtimestamp(ms / 1000, UTC).astimezone(zone_of(zone_name))
     offset = when.strftime("%z")
-    return f"{when:%a %Y-%m-%d %H:%M:%S} {when.tzname()} (UTC{offset[:3]}:{offset[3:]})"
+    clock = when.strftime("%H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "")
+    return f"{when:%a %Y-%m-%d} {clock} {when.tzname()} (UTC{offset[:3]}:{offset[3:]})"
 
 
 def span(ms: int) -> str:
     """``1h30m``, ``2s``, ``500ms``: the largest units that divide it."""
     if ms == 0:
         return "0s"
-    parts, left = [], abs(ms)
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if left >= size:
-            parts.append(f"{left // size}{unit}")
-            left %= size
+    parts, left = _units(abs(ms)), abs(ms) % 1000
     if left:
         parts.append(f"{left}ms")
     return ("-" if ms < 0 else "") + "".join(parts)
