@@ -494,7 +494,11 @@ def test_words_for_times_spans_and_cron_fields() -> None:
     assert words.in_zone(NOW, "America/New_York") == "Fri 2026-10-23 20:00:00 EDT (UTC-04:00)"
     assert words.in_zone(NOW, "Not/AZone") == "Sat 2026-10-24 00:00:00 UTC (UTC+00:00)"  # the server refused it already
     assert [words.span(ms) for ms in (0, 500, 2000, 90_000, 86_400_000 + 1)] == ["0s", "500ms", "2s", "1m30s", "1d1ms"]
-    assert (words.relative(NOW + 4200, NOW), words.relative(NOW - 12_000, NOW), words.relative(NOW, NOW)) == ("in 4s", "12s ago", "now")
+    assert (words.relative(NOW + 4200, NOW), words.relative(NOW - 12_000, NOW), words.relative(NOW, NOW)) == (
+        "in 4s",
+        "12s ago",
+        "now",
+    )
     assert words.relative(NOW + 86_400_000 + 12 * 3_600_000 + 8 * 60_000 + 12_000, NOW) == "in 1d12h"
     assert words.cron_fields("*/15 9-17 * * 1-5") == (
         "every 15 minutes, hour 9-17, any day of the month, any month, day of the week 1-5"
