@@ -10,7 +10,7 @@ beside what exists:
   (head and tail) for the page; the note when it is missing, and why.
 * **attempts** — every attempt (``Run.attempts``, issue 16 point 1) when the
   record carries them; until then ``None``, and the page says that the run
-  keeps its latest attempt only. The field names read are API.md's
+  keeps its latest attempt only. The field names read are the API's (docs/api.md)
   (``attempt``, ``executor_id``, ``lease_id``, ``fencing_token``,
   ``leased_at``/``_ms``, ``finished_at``/``_ms``, ``outcome``, ``error``,
   ``log_uri``): check them here when the record lands.
@@ -125,7 +125,7 @@ class AttemptRow:
 
 
 def _ms(record: Any, name: str) -> int:
-    """A time field of a record that may be spelt ``<name>_ms`` (domain) or ``<name>`` (as in API.md)."""
+    """A time field of a record that may be spelt ``<name>_ms`` (domain) or ``<name>`` (as in docs/api.md)."""
     value = getattr(record, f"{name}_ms", None)
     if value is None:
         value = getattr(record, name, 0)
