@@ -14,7 +14,6 @@ from cluster.app.cli.output import render_message, table
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
 
-
 #: membership changes and backups may take a while (a leadership hand-over, a snapshot of a large state)
 ADMIN_TIMEOUT_S = 120.0
 
