@@ -122,6 +122,9 @@ class FakeJobs:
 
     def get_run_output(self, run_id: str, attempt: int = 0, offset: int = 0) -> RunOutput:
         run = self.get_run(run_id)
+        if attempt and attempt != run.attempt:  # as cluster.node.run_output says it
+            why = f"only the latest attempt ({run.attempt}) of run {run.run_id} is recorded"
+            return RunOutput(run_id, attempt, b"", run.result, run.log_uri, why)
         if run.run_id not in self.logs:
             why = f"output missing: no log is stored for run {run_id} (status {run.status.value})"
             return RunOutput(run_id, run.attempt, b"", b"", "", why)
@@ -314,6 +317,16 @@ def test_the_run_page_shows_fields_log_result_and_the_sections_to_come(world: Fa
     assert f'href="/jobs/j-evil">{EVIL_ESCAPED}</a>' in body  # breadcrumb back to its job
 
 
+def test_the_run_page_shows_an_earlier_attempts_output_when_asked(world: FakeJobs) -> None:
+    path = "/runs/" + quote(f"j-evil@{NOW - 100_000}", safe="")
+    status, _, body = call(app(world), path + "?attempt=1")
+    assert status == 200 and "attempt 1 (the latest is <a" in body
+    assert "only the latest attempt (2) of run" in body and 'id="run-log"' not in body
+    status, _, body = call(app(world), path + "?attempt=" + quote(EVIL))
+    assert status == 400 and "is not a number" in body
+    assert_safe_page(body)
+
+
 def test_the_run_page_of_a_run_still_going_reloads_and_says_why_output_is_missing(world: FakeJobs) -> None:
     run = make_run("j-evil", NOW + 5000, RunStatus.LEASED, attempt=1)
     world.runs[run.run_id] = run
@@ -339,6 +352,7 @@ def test_attempts_and_explanation_render_when_the_record_and_service_have_them(w
     world.explain_run = lambda run_id: SimpleNamespace(steps=steps)  # type: ignore[attr-defined]
     _, _, body = call(app(world), "/runs/" + quote(run.run_id, safe=""))
     assert 'id="attempts-table"' in body and "status-lease-expired" in body and "attempts-note" not in body
+    assert f'<a href="/runs/{quote(run.run_id, safe="")}?attempt=1">1</a>' in body  # each attempt's own output
     assert 'id="explanation-steps"' in body and f"by leader n1 {EVIL_ESCAPED}" in body
     assert_safe_page(body)
 

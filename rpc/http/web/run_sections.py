@@ -80,6 +80,8 @@ def run_fields(run: Run, job: Job | None) -> list[Field]:
 
 @dataclass(frozen=True)
 class OutputView:
+    #: the attempt whose output this is
+    attempt: int
     log: str
     #: the log is not UTF-8 (shown with replacement marks)
     binary_log: bool
@@ -108,7 +110,8 @@ def output_view(out: RunOutput) -> OutputView:
     notes = [n for n in (out.note, cut_note) if n]
     if out.live:
         notes.insert(0, f"live: what attempt {out.attempt}'s executor has shipped so far ({out.size:,} bytes)")
-    return OutputView(log, not utf8, result, out.live, out.size, out.missing_reason, notes, CLI_HINT.format(run_id=out.run_id))
+    cli = CLI_HINT.format(run_id=out.run_id)
+    return OutputView(out.attempt, log, not utf8, result, out.live, out.size, out.missing_reason, notes, cli)
 
 
 @dataclass(frozen=True)

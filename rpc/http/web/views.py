@@ -27,7 +27,7 @@ from cluster.node.job_service import Counts, Page
 from cluster.node.run_output import RunOutput
 from rpc.http.router import Request, Response, Router
 from rpc.http.web import words
-from rpc.http.web.job_sections import job_href, job_row, next_instants, run_row
+from rpc.http.web.job_sections import job_href, job_row, next_instants, run_href, run_row
 from rpc.http.web.overview import ClusterOverview
 from rpc.http.web.render import CSS, STYLE_PATH, page, style_sheet
 from rpc.http.web.run_sections import attempt_rows, explanation_rows, output_view, run_fields
@@ -178,7 +178,11 @@ class WebView:
         )  # fmt: skip
 
     def run_page(self, request: Request) -> Response:
+        """A run; ``?attempt=N`` shows attempt N's output (GetRunOutput's ``attempt``; 0 or none: the latest)."""
         run = self.jobs.get_run(request.params["run_id"])
+        attempt_text = _arg(request, "attempt") or "0"
+        if not attempt_text.isdigit() or len(attempt_text) > 9:
+            raise ValidationError(f"attempt {attempt_text!r} is not a number: use 1, 2, ... (or 0 for the latest)")
         try:
             job: Job | None = self.jobs.get_job(run.job_id)
         except RejectedError:
@@ -189,7 +193,7 @@ class WebView:
         return self._page(
             request, 200, "run.html", f"Run {run.run_id}", crumbs,
             run=run, job=job, job_name=name, job_link=job_href(run.job_id), fields=run_fields(run, job),
-            output=output_view(self.jobs.get_run_output(run.run_id)),
+            output=output_view(self.jobs.get_run_output(run.run_id, int(attempt_text))), run_href=run_href(run.run_id),
             attempts=attempt_rows(run), explanation=explanation_rows(getattr(self.jobs, "explain_run", None), run.run_id),
             refresh=LIVE_REFRESH_S if going else 0,
         )  # fmt: skip
