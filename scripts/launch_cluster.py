@@ -10,7 +10,7 @@ Nodes and executors run in the background (their own sessions), so this
 script returns and the cluster keeps running; their pids are kept in
 DIR/pids.json for --stop, --pid and --start-node. Node i listens for Raft on
 127.0.0.1:(7000+i), for gRPC on 127.0.0.1:(50050+i), as in docs/config.md,
-and serves its HTTP endpoint (/metrics, /healthz) on 127.0.0.1:(8080+i)
+and serves its HTTP endpoint (the web view at /, /metrics, /healthz) on 127.0.0.1:(8080+i)
 (``--free-ports``: any free ports). It writes DIR/client.toml, which
 ``raftsched`` commands and executors run from DIR's parent (or below) find by
 themselves: every command knows every node with no export or flag.
@@ -23,7 +23,8 @@ instant). For a fresh cluster: --stop, then remove DIR.
 
 ``--secure`` makes a CA, node certificates and tokens in DIR/secure (with the
 ``cryptography`` package), serves gRPC over TLS with tokens required, gives
-each executor its own token, and prints the client settings to use;
+each executor its own token and the web view a reader token
+(``viewer.token``), and prints the client settings to use;
 ``--mtls`` also requires client certificates.
 """
 
@@ -164,6 +165,8 @@ def print_pid(root: str, which: str) -> int:
 
 
 SAMPLE_KEY = "sample-hello"
+#: the reader token a secure local cluster makes for the web view
+VIEWER = "viewer"
 
 
 def sample_job(client: Client) -> tuple[pb.Job | None, str]:
@@ -212,6 +215,23 @@ def write_client_config(cluster: LocalCluster) -> str:
     return path
 
 
+def web_url(cluster: LocalCluster) -> str:
+    """The web view of the cluster's first node ("" when its nodes serve no HTTP)."""
+    first = next(iter(cluster.nodes.values()))
+    return cluster.http_url(first.node_id, "/") if first.http else ""
+
+
+def _print_web_view(cluster: LocalCluster) -> None:
+    url = web_url(cluster)
+    if not url:
+        return
+    print(f"  web view: {url}  (every node serves one: its http address above)")
+    if cluster.security is not None:
+        token = cluster.security.token_file(VIEWER if VIEWER in cluster.security.tokens else "admin")
+        print(f"      sign in with the token in {token}; the browser warns of the certificate: it is signed by")
+        print(f"      this cluster's own CA ({cluster.security.ca_file}), which you may trust for 127.0.0.1")
+
+
 def _print_client_settings(cluster: LocalCluster, client_config: str) -> None:
     if cluster.security is None:
         return
@@ -241,6 +261,7 @@ def _open_or_create(root: str, a: argparse.Namespace) -> tuple[LocalCluster, boo
               "or start with --free-ports")  # fmt: skip
         return None
     grants = {f"executor-{i + 1}": Grant(("executor", "reader")) for i in range(a.executors)}
+    grants[VIEWER] = Grant(("reader",))  # to sign in to the web view with
     base = None if a.free_ports else BASE_PORTS  # None: free ports picked by LocalCluster
     cluster = LocalCluster.create(
         root, a.nodes, base_ports=base, secure=a.secure or a.mtls, client_auth=a.mtls, tokens=grants, http=True
@@ -295,6 +316,7 @@ def _summary(
     for name, pid in executors.items():
         print(f"  {name}: queue default, types noop shell http  pid {pid}  log {os.path.join(root, name + '.log')}")
     print(f"  run output: {cluster.output_dir}")
+    _print_web_view(cluster)
     if not a.no_sample:
         with Client(cluster.addresses, security=cluster.client_security()) as client:
             job, what = sample_job(client)
@@ -309,6 +331,8 @@ def _summary(
     print("  raftsched cluster status")
     print("  raftsched job list")
     print("  raftsched run watch")
+    if web_url(cluster):
+        print(f"  and open {web_url(cluster)} in a browser")
     print(f"Stop: scripts/launch_cluster.sh --stop{_dir_flag(root)}   (running this script again resumes it)")
 
 

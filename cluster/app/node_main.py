@@ -46,7 +46,7 @@ from raft.durable_files import make_private_dir
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
 from rpc.server.auth import AuthInterceptor
-from rpc.server.cluster_servicer import ClusterServicer
+from rpc.server.cluster_servicer import ClusterServicer, cluster_status
 from rpc.server.grpc_server import build_server
 from rpc.server.job_servicer import JobServicer
 from rpc.server.lease_servicer import LeaseServicer
@@ -167,10 +167,16 @@ class Node:
         )  # fmt: skip
         # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
         interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))])
+        version_text = f"{version} (command format {command_registry.FORMAT_VERSION})"
         cluster = ClusterServicer(
-            self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {command_registry.FORMAT_VERSION})",
+            self.raft, node_id, cfg.nodes, self.service.counts, version_text,
             self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout),
         )  # fmt: skip
+        self.ops.serve_web_view(
+            self.service,
+            lambda: cluster_status(self.raft, node_id, cfg.nodes, None, version_text, self.membership.view()),
+            self.clock.now_ms,
+        )
         self.server = build_server(
             me.grpc_listen,
             JobServicer(self.service, self.hub, quotas.max_watch_streams),

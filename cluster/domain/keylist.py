@@ -36,6 +36,11 @@ class KeyList:
         """The keys greater than ``key``, in order (a copy: safe to change the list meanwhile)."""
         return iter(self._keys[bisect_right(self._keys, key) :])
 
+    def before(self, key: Any) -> Iterator[Any]:
+        """The keys less than ``key`` (all keys when ``key`` is None), newest first (a copy, as ``after``)."""
+        end = len(self._keys) if key is None else bisect_left(self._keys, key)
+        return reversed(self._keys[:end])
+
     def slice_after(self, key: Any, limit: int) -> list[Any]:
         """At most ``limit`` keys greater than ``key`` (all keys when ``key`` is None), in order: a copy of
         only those, so a long list can be walked a chunk at a time."""

@@ -397,11 +397,16 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         for job_id in self.jobs.irange(minimum=after_id, inclusive=(False, True)) if after_id else self.jobs:
             yield self.jobs[job_id]
 
-    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None) -> Iterator[Run]:
+    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None, newest_first: bool = False) -> Iterator[Run]:
+        """A job's runs by (scheduled instant, run id) after ``after``; ``newest_first``: the other way, from
+        before ``after`` (None: from the newest)."""
         index = self.runs_by_job.get(job_id)
         if index is None:
             return
-        keys = index.after(after) if after else index
+        if newest_first:
+            keys = index.before(after)
+        else:
+            keys = index.after(after) if after else iter(index)
         for _, run_id in keys:
             yield self.runs[run_id]
 

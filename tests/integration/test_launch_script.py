@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tomllib
+import urllib.request
 
 import pytest
 
@@ -38,6 +40,10 @@ def test_launch_again_resume_and_stop(tmp_path) -> None:  # type: ignore[no-unty
         first = launch(cwd, "--free-ports")
         assert first.returncode == 0, first.stdout + first.stderr
         assert "starting a new 3-node cluster" in first.stdout and "runs in the background" in first.stdout
+        web = re.search(r"^  web view: (http://127\.0\.0\.1:\d+/) ", first.stdout, re.MULTILINE)
+        assert web, first.stdout
+        with urllib.request.urlopen(web.group(1), timeout=10) as page:  # node 1's web view answers
+            assert page.status == 200 and "<title>Cluster · raftsched n1</title>" in page.read().decode()
         with open(os.path.join(root, "client.toml"), "rb") as f:
             addresses = tomllib.load(f)["cluster"]
         sample = json.loads(cli(cwd, "job", "list", "-o", "json").stdout)["jobs"]

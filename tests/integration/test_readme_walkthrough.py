@@ -5,7 +5,9 @@ check whose line is gone) fails the test, so the README and the tools cannot dri
 
 Isolation: the lines run in a temp directory holding links to this checkout's ``scripts`` and
 the venv running the tests (``.venv``), so ``scripts/launch_cluster.sh`` keeps its cluster in
-that directory's ``local-cluster/``; the set-up command gets ``--free-ports``.
+that directory's ``local-cluster/``; the set-up command gets ``--free-ports``, so the one address
+the README spells out, node 1's HTTP endpoint ``127.0.0.1:8081``, is replaced in the lines run by
+the one that cluster got.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ from typing import Callable
 
 import pytest
 
+from cluster.app.local_cluster import LocalCluster
+
 pytestmark = pytest.mark.integration
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(REPO, "README.md")
+#: node 1's HTTP endpoint as the README spells it (scripts/launch_cluster.sh's port without --free-ports)
+README_HTTP = "127.0.0.1:8081"
 
 
 def fenced_block(text: str, info: str) -> str:
@@ -119,6 +125,19 @@ def check_status_first(s: Step, seen: dict[str, str]) -> None:
     assert "jobs: 1" in s.output  # the sample job
 
 
+def check_healthz(s: Step, seen: dict[str, str]) -> None:
+    assert re.fullmatch(r"ok: leader n[123], term \d+, quorum reached\n?", s.output), s.output
+
+
+def check_metrics(s: Step, seen: dict[str, str]) -> None:
+    assert re.search(r'^raftsched_runs\{status="PENDING"\} \d', s.output, re.MULTILINE), s.output
+    assert "raftsched_runs_finished_total" in s.output
+
+
+def check_web_view(s: Step, seen: dict[str, str]) -> None:
+    assert s.output.strip() == "<title>Cluster · raftsched n1</title>", s.output
+
+
 def check_preview(s: Step, seen: dict[str, str]) -> None:
     lines = s.output.strip().splitlines()
     assert len(lines) == 4, s.output
@@ -193,6 +212,9 @@ def check_stop(s: Step, seen: dict[str, str]) -> None:
 EXPECTED: list[tuple[str, Callable[[Step, dict[str, str]], None]]] = [
     (r"\. \.venv/bin/activate", lambda s, _: None),
     (r"raftsched cluster status", check_status_first),
+    (r"curl -s 127\.0\.0\.1:8081/healthz", check_healthz),
+    (r"curl -s 127\.0\.0\.1:8081/metrics \| grep raftsched_runs", check_metrics),
+    (r"curl -s 127\.0\.0\.1:8081/ \| grep -o '<title>\.\*</title>'", check_web_view),
     (r"raftsched job preview --cron '30 2 \* \* \*' --tz Europe/Berlin --from 2026-10-23 --count 4", check_preview),
     (r"raftsched job create --name nightly-report .*", check_create_nightly),
     (r"TICK=\$\(raftsched job create --name tick --every 2s .* -o id\)", check_tick_created),
@@ -246,7 +268,8 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path) -> None:  # type: igno
         )
         assert setup.returncode == 0, setup.stdout + setup.stderr
         assert "runs in the background" in setup.stdout and "client config: local-cluster/client.toml" in setup.stdout
-        steps = run_script(str(tmp_path), lines, env, timeout=240)
+        http = LocalCluster.open(root).nodes["n1"].http  # what the README calls 127.0.0.1:8081
+        steps = run_script(str(tmp_path), [line.replace(README_HTTP, http) for line in lines], env, timeout=240)
         seen: dict[str, str] = {}
         for step, (_, check) in zip(steps, EXPECTED):
             assert step.rc == 0, f"{step.command!r} exited {step.rc}:\n{step.output}"

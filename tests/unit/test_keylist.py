@@ -26,6 +26,8 @@ def test_keylist_matches_a_sorted_model(ops: list[tuple[bool, tuple[int, str]]],
         assert list(kl) == sorted(model)
     assert len(kl) == len(model) and bool(kl) == bool(model)
     assert list(kl.after(probe)) == [k for k in sorted(model) if k > probe]
+    assert list(kl.before(probe)) == [k for k in sorted(model, reverse=True) if k < probe]
+    assert list(kl.before(None)) == sorted(model, reverse=True)
     assert list(KeyList(model)) == sorted(model)
 
 
