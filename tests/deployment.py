@@ -158,8 +158,15 @@ class Deployment:
             return None
 
     def stop_all(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is None:
+        """Whatever still runs (a test that failed midway): SIGABRT first, so that a node's faulthandler
+        writes every thread's Python stack to its log, then SIGKILL."""
+        alive = {name: proc for name, proc in self.procs.items() if proc.poll() is None}
+        for proc in alive.values():
+            os.kill(proc.pid, signal.SIGABRT)
+        for name, proc in alive.items():
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
                 self.kill(name)
 
     def ops_env(self) -> dict[str, str]:

@@ -238,7 +238,10 @@ def _rpc_error_text(exc: grpc.RpcError) -> str:
     """The status and its details, with a hint for the connection failures TLS and tokens cause."""
     text = f"{exc.code().name}: {exc.details()}"
     details = (exc.details() or "").lower()
-    if exc.code() == grpc.StatusCode.UNAVAILABLE and any(w in details for w in ("ssl", "handshake", "certificate", "tls")):
+    tls_words = ("ssl", "handshake", "certificate", "tls")
+    if "tcp handshaker" in details:  # gRPC's words for a TCP connection that was never answered: not TLS
+        text += "\n(no answer from the node: is it down, or a firewall in the way? give --cluster the addresses of live nodes)"
+    elif exc.code() == grpc.StatusCode.UNAVAILABLE and any(w in details for w in tls_words):
         text += "\n(a TLS problem: check --ca-file (the CA that signed the nodes' certificates) and, if the nodes require client certificates, --cert-file/--key-file)"
     elif exc.code() == grpc.StatusCode.UNAVAILABLE and "socket closed" in details:
         text += "\n(if the nodes serve TLS, give --ca-file)"

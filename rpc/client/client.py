@@ -2,7 +2,9 @@
 
 ``Client(["127.0.0.1:50051", ...])`` keeps a channel per node and sends each
 call to the node that answered last; UNAVAILABLE (no leader yet, node down)
-moves to the next node with exponential backoff until ``deadline_s``. With
+moves to the next node with exponential backoff until ``deadline_s``; a
+stream (``backup``, ``watch_runs``) starts on the first node whose connection
+comes up. With
 ``prefer_leader=True`` (what executors use) it sends to the leader when the
 leader is among its addresses, asking who leads every ``LEADER_CHECK_S`` (an
 UNAVAILABLE rotates as usual and defers the next look): any node answers, but
@@ -25,7 +27,7 @@ import grpc
 
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
+from rpc.client.channel import CONNECT_TIMEOUT_MS, ChannelSecurity, open_channel
 
 log = logging.getLogger("raftsched.client")
 
@@ -164,13 +166,27 @@ class Client:
     def cluster_status(self) -> pb.ClusterStatus:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
+    def _reachable(self) -> int:
+        """Point ``_current`` at the first node, from it on, whose connection is up within ``CONNECT_TIMEOUT_MS``
+        (left as it is when none is), and return it: a stream, once begun, is not retried elsewhere."""
+        for step in range(len(self._channels)):
+            i = (self._current + step) % len(self._channels)
+            try:
+                grpc.channel_ready_future(self._channels[i]).result(timeout=CONNECT_TIMEOUT_MS / 1000)
+            except grpc.FutureTimeoutError:
+                continue
+            self._current = i
+            break
+        return self._current
+
     def backup(self, timeout: float = 120.0) -> Iterator[pb.BackupChunk]:
-        """The snapshot stream of ``Backup`` (admin) from the node calls go to."""
-        return iter(self._cluster[self._current].Backup(pb.BackupRequest(), timeout=timeout))
+        """The snapshot stream of ``Backup`` (admin) from a node that answers."""
+        return iter(self._cluster[self._reachable()].Backup(pb.BackupRequest(), timeout=timeout))
 
     def watch_runs(
         self, job_id: str = "", queue: str = "", include_existing: bool = False, kinds: list[str] | None = None
     ) -> Iterator[pb.RunEvent]:
-        stub = self._jobs[self._current]
+        """A ``WatchRuns`` stream from a node that answers (cancel it with ``.cancel()``)."""
+        stub = self._jobs[self._reachable()]
         req = pb.WatchRunsRequest(job_id=job_id, queue=queue, include_existing=include_existing, kinds=kinds or [])
         return stub.WatchRuns(req)
