@@ -24,7 +24,6 @@ Processes are the test's own, stopped by pid (``stop_all``).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -93,15 +92,11 @@ class Deployment:
         self.etc(host).parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(self.trusted / "hosts" / host, self.etc(host))
 
-    def replace_member(self, hosts: list[str], old: str, new: str, address: str, ports: tuple[int, int, int]) -> None:
-        """The guide's last replacement step: in cluster.toml on ``hosts`` (and the trusted copy), the
-        ``[[nodes]]`` table of ``old`` becomes one of ``new`` at ``address`` (raft, grpc, http ``ports``)."""
-        table = re.compile(rf'\[\[nodes\]\]\nid = "{re.escape(old)}"\n(?:(?:raft|grpc|http) = "[^"]*"\n)+')
-        raft, grpc, http = (f"{address}:{p}" for p in ports)
-        replacement = f'[[nodes]]\nid = "{new}"\nraft = "{raft}"\ngrpc = "{grpc}"\nhttp = "{http}"\n'
+    def write_members(self, hosts: list[str], nodes: dict[str, str]) -> None:
+        """The guide's last replacement step: ``cluster_files.sh config`` with the current members, as
+        cluster.toml in the trusted directory and on ``hosts``."""
+        text = _run([str(SCRIPT), "config", *(f"{n}={a}" for n, a in nodes.items())], self._script_env()).stdout
         for path in [self.trusted / "cluster.toml", *(self.etc(h) / "cluster.toml" for h in hosts)]:
-            text, count = table.subn(replacement, path.read_text(encoding="utf-8"))
-            assert count == 1, f"{path}: no [[nodes]] table of {old}"
             path.write_text(text, encoding="utf-8")
 
     def _unit_argv(self, unit_name: str, instance: str, host: str, env: dict[str, str]) -> list[str]:

@@ -11,6 +11,9 @@
 #       one more machine for the cluster made in OUT: its certificate and OUT/hosts/n4/, with a
 #       node.env that starts it with --join JOIN (default: the gRPC addresses of [[nodes]]); prints
 #       the `raftsched cluster add-node` command to run before the new node starts
+#   cluster_files.sh config n1=10.0.0.1 n2=10.0.0.2 n4=10.0.0.4
+#       cluster.toml for these members on standard output: after a replacement, the current members
+#       (executors and clients with --config read their node addresses from it)
 #
 # Environment (defaults): RAFTSCHED (raftsched: the command), DATA_DIR (/var/lib/raftsched),
 # LOGS_DIR (/var/lib/raftsched-logs), ETC_DIR (/etc/raftsched: where hosts/<id>/ goes; named in
@@ -56,7 +59,8 @@ data_dir = "$DATA_DIR"
 # the Raft secret: the same on every node, owner-only (chmod 600)
 secret_file = "raft.secret"
 
-# The first membership only: later changes live in the Raft log (raftsched cluster add-node / remove-node).
+# Nodes read [[nodes]] only at their first start: the membership then lives in the Raft log (raftsched
+# cluster add-node / remove-node). Executors and clients started with --config dial these nodes.
 # raft: reachable by the other nodes only (firewall); grpc: clients and executors;
 # http: HTTPS (under [tls]) with /metrics and /healthz, for Prometheus and probes.
 EOF
@@ -160,8 +164,16 @@ cmd_add() {
   echo "raftsched cluster add-node --id $host_id --raft $host_addr:$RAFT_PORT --grpc $host_addr:$GRPC_PORT --http $host_addr:$HTTP_PORT"
 }
 
+cmd_config() {
+  [ $# -ge 1 ] || usage
+  local pair
+  for pair in "$@"; do split_host "$pair"; done
+  write_config /dev/stdout "$@"
+}
+
 case "${1:-}" in
   new) shift; cmd_new "$@" ;;
   add) shift; cmd_add "$@" ;;
+  config) shift; cmd_config "$@" ;;
   *) usage ;;
 esac
