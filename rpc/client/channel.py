@@ -13,6 +13,7 @@ the next node rather than time out on a dead machine.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -79,6 +80,29 @@ def open_channel(address: str, security: ChannelSecurity | None = None, options:
     if security is not None and security.token:
         channel = grpc.intercept_channel(channel, BearerToken(security.token))
     return channel
+
+
+def connects(channel: grpc.Channel, timeout_s: float = CONNECT_TIMEOUT_MS / 1000) -> bool:
+    """Whether ``channel``'s connection is up, or comes up within ``timeout_s``: False as soon as it fails
+    (a refused port), or after ``timeout_s`` (a dead machine that drops packets)."""
+    settled = threading.Event()
+    states: list[grpc.ChannelConnectivity] = []
+
+    def seen(state: grpc.ChannelConnectivity) -> None:
+        if state in (
+            grpc.ChannelConnectivity.READY,
+            grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+            grpc.ChannelConnectivity.SHUTDOWN,
+        ):
+            states.append(state)
+            settled.set()
+
+    channel.subscribe(seen, try_to_connect=True)
+    try:
+        settled.wait(timeout_s)
+    finally:
+        channel.unsubscribe(seen)
+    return states[:1] == [grpc.ChannelConnectivity.READY]
 
 
 class _Details(NamedTuple):

@@ -27,7 +27,7 @@ import grpc
 
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import CONNECT_TIMEOUT_MS, ChannelSecurity, open_channel
+from rpc.client.channel import ChannelSecurity, connects, open_channel
 
 log = logging.getLogger("raftsched.client")
 
@@ -167,16 +167,13 @@ class Client:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
     def _reachable(self) -> int:
-        """Point ``_current`` at the first node, from it on, whose connection is up within ``CONNECT_TIMEOUT_MS``
-        (left as it is when none is), and return it: a stream, once begun, is not retried elsewhere."""
+        """Point ``_current`` at the first node, from it on, whose connection comes up (``connects``; left as
+        it is when none does), and return it: a stream, once begun, is not retried elsewhere."""
         for step in range(len(self._channels)):
             i = (self._current + step) % len(self._channels)
-            try:
-                grpc.channel_ready_future(self._channels[i]).result(timeout=CONNECT_TIMEOUT_MS / 1000)
-            except grpc.FutureTimeoutError:
-                continue
-            self._current = i
-            break
+            if connects(self._channels[i]):
+                self._current = i
+                break
         return self._current
 
     def backup(self, timeout: float = 120.0) -> Iterator[pb.BackupChunk]:
