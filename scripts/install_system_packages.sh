@@ -3,7 +3,8 @@
 set -euo pipefail
 # prometheus: the real Prometheus server that tests/integration/test_observability.py scrapes the nodes with
 # chromium, chromium-driver: the headless browser (and its WebDriver) tests/integration/test_web_view.py drives
-packages=(fuse3 iproute2 prometheus chromium chromium-driver)
+# curl: the health probes of docs/deploy.md, as tests/fault/test_three_hosts.py runs them
+packages=(curl fuse3 iproute2 prometheus chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

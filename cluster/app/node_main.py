@@ -25,6 +25,7 @@ from cluster.app.node_boot import Boot, prepare
 from cluster.app.observability import Observability
 from cluster.app.stop_signal import StopSignal
 from cluster.domain import command_registry
+from cluster.domain.model import Member
 from cluster.domain.output_location import OutputLocation
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits
@@ -162,7 +163,7 @@ class Node:
         self.membership = MembershipService(self.store, self.clock, node_id, tuple(n.id for n in cfg.nodes))
         self.keeper = MembershipKeeper(
             self.store, self.raft.membership, self.raft, self.clock, node_id, boot.seed, lambda: self.leader.leading,
-            lambda members: record_membership(node_dir, members), self._removed,
+            self._members_settled, self._removed,
             removed_after_s=2 * t.raft_max_timeout + 0.5, hold_until_index=boot.hold_until_index,
         )  # fmt: skip
         # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
@@ -187,6 +188,11 @@ class Node:
             interceptors=interceptors,
             health=self.ops.grpc_health,
         )
+
+    def _members_settled(self, members: tuple[Member, ...]) -> None:
+        """The keeper saw the members change (and at start): the data dir records them, health names them."""
+        record_membership(self.node_dir, members)
+        self.ops.learn_members(members)
 
     def _removed(self, reason: str) -> None:
         """The keeper found this node out of the cluster: retire the data dir, answer, then stop."""

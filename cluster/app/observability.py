@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from cluster.domain.model import Member
 from cluster.node.clock import Clock
 from cluster.node.config import ClusterConfig
 from cluster.node.health import Health, HealthMonitor, check_health
@@ -103,6 +104,11 @@ class Observability:
     def health(self) -> Health:
         """This node's health now (``/healthz``)."""
         return check_health(self._raft, self._names)
+
+    def learn_members(self, members: tuple[Member, ...]) -> None:
+        """The members as the log now says (the membership keeper hands them over): a leader that joined after
+        this node started is named by its id, not its Raft address (the monitor reads the same dict)."""
+        self._names.update({m.raft: m.node_id for m in members})
 
     @property
     def interceptors(self) -> list[Any]:

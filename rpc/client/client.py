@@ -2,13 +2,14 @@
 
 ``Client(["127.0.0.1:50051", ...])`` keeps a channel per node and sends each
 call to the node that answered last; UNAVAILABLE (no leader yet, node down)
-moves to the next node with exponential backoff until ``deadline_s``. A node
-that does not complete a connection within ``connect_timeout_s`` counts as
-down (gRPC's own default waits 20 s). When no node answers at all — every
-failure is one of reaching a node, not an answer — the call raises
-``ClusterUnreachable`` ("no node of the cluster answers at ...: is it
-running?"): once every node was tried and ``unreachable_after_s`` has passed,
-when set (the command line: 0.6 s), else at the deadline. With
+moves to the next node with exponential backoff until ``deadline_s``; a
+stream (``backup``, ``watch_runs``) starts on the first node whose connection
+comes up. A node that does not complete a connection within
+``connect_timeout_s`` counts as down (gRPC's own default waits 20 s). When no
+node answers at all — every failure is one of reaching a node, not an answer
+— the call raises ``ClusterUnreachable`` ("no node of the cluster answers at
+...: is it running?"): once every node was tried and ``unreachable_after_s``
+has passed, when set (the command line: 0.6 s), else at the deadline. With
 ``prefer_leader=True`` (what executors use) it sends to the leader when the
 leader is among its addresses, asking who leads every ``LEADER_CHECK_S`` (an
 UNAVAILABLE rotates as usual and defers the next look): any node answers, but
@@ -31,7 +32,7 @@ import grpc
 
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
+from rpc.client.channel import ChannelSecurity, connects, open_channel
 from rpc.client.errors import ClusterUnreachable, unreachable
 
 log = logging.getLogger("raftsched.client")
@@ -210,9 +211,19 @@ class Client:
     def cluster_status(self) -> pb.ClusterStatus:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
+    def _reachable(self) -> int:
+        """Point ``_current`` at the first node, from it on, whose connection comes up (``connects``; left as
+        it is when none does), and return it: a stream, once begun, is not retried elsewhere."""
+        for step in range(len(self._channels)):
+            i = (self._current + step) % len(self._channels)
+            if connects(self._channels[i]):
+                self._current = i
+                break
+        return self._current
+
     def backup(self, timeout: float = 120.0) -> Iterator[pb.BackupChunk]:
-        """The snapshot stream of ``Backup`` (admin) from the node calls go to."""
-        return iter(self._cluster[self._current].Backup(pb.BackupRequest(), timeout=timeout))
+        """The snapshot stream of ``Backup`` (admin) from a node that answers."""
+        return iter(self._cluster[self._reachable()].Backup(pb.BackupRequest(), timeout=timeout))
 
     def watch_runs(
         self,
@@ -223,9 +234,9 @@ class Client:
         resume_after: tuple[int, int] | None = None,
         bookmarks: bool = False,
     ) -> Iterator[pb.RunEvent]:
-        """One WatchRuns stream on the current node (a ``grpc`` call: ``cancel()`` ends it). To follow
+        """One WatchRuns stream from a node that answers (a ``grpc`` call: ``cancel()`` ends it). To follow
         the runs across node failures, resuming where the stream broke: ``rpc.client.watch.RunFollower``."""
-        stub = self._jobs[self._current]
+        stub = self._jobs[self._reachable()]
         req = pb.WatchRunsRequest(
             job_id=job_id, queue=queue, include_existing=include_existing, kinds=kinds or [], bookmarks=bookmarks
         )

@@ -49,6 +49,8 @@ def describe(exc: BaseException) -> str:
 
 
 def _hint(code: grpc.StatusCode | None, details: str) -> str:
+    if "tcp handshaker" in details.lower():  # gRPC's words for a TCP connection that was never answered: not TLS
+        return " (no answer from the node: is it down, or a firewall in the way? give --cluster the addresses of live nodes)"
     if code == grpc.StatusCode.UNAVAILABLE and _TLS.search(details):
         return (
             " (a TLS problem: check --ca-file (the CA that signed the nodes' certificates) and, if the nodes "
