@@ -23,8 +23,6 @@ import threading
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 class _Counter:
     def __init__(self) -> None:
