@@ -13,7 +13,8 @@ transport's own first-message exchange sets), and changes the wire:
 * Before the peer's first frame opens (authenticates), at most
   ``PRE_AUTH_LIMIT`` bytes are read from it, a frame may announce at most
   ``PRE_AUTH_MAX_FRAME`` bytes, and the connection must authenticate within
-  its timeout (``sweep`` enforces it for silent peers); anything else drops
+  its timeout (``sweep`` enforces it for silent peers, and for peers that
+  never answered our connect: a dead or unreachable node); anything else drops
   the connection. Nothing an unauthenticated peer sends is decompressed or
   unpickled.
 * Every frame, authenticated or not, and every decompressed message is at
@@ -215,7 +216,13 @@ class RaftConnection:
         if self._state == CONNECTION_STATE.DISCONNECTED or self.encryptor is None or self._authenticated:
             return
         if monotonic() - self._opened_at > self._timeout:
-            self._drop("it did not authenticate within %.1f s" % self._timeout)
+            if self._state == CONNECTION_STATE.CONNECTING:  # our connect: the peer never answered it
+                self._drop(
+                    "no answer to the connection within %.1f s: that node is down or unreachable, or a firewall "
+                    "drops its Raft port" % self._timeout
+                )
+            else:
+                self._drop("it did not authenticate within %.1f s" % self._timeout)
 
     # ---------------------------------------------------------- events
 

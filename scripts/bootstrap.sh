@@ -3,7 +3,7 @@
 # pinned in constraints.txt. Used by launch_cluster.sh and test.sh; prints the venv's python on
 # stdout and its progress on stderr.
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${RAFTSCHED_VENV:-$repo/.venv}"
 say() { echo "raftsched setup: $*" >&2; }
 if [ ! -x "$venv/bin/python" ]; then

@@ -2,7 +2,9 @@
 # Install the Debian packages raftsched's tests use (only those missing). Needs root (CI runs as root).
 set -euo pipefail
 # prometheus: the real Prometheus server that tests/integration/test_observability.py scrapes the nodes with
-packages=(fuse3 iproute2 prometheus)
+# chromium, chromium-driver: the headless browser (and its WebDriver) tests/integration/test_web_view.py drives
+# curl: the health probes of docs/deploy.md, as tests/fault/test_three_hosts.py runs them
+packages=(curl fuse3 iproute2 prometheus chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,18 +1,30 @@
-"""Start (or stop) a local raftsched cluster on loopback with an executor and a sample job.
+"""Start (or resume, or stop) a local raftsched cluster on loopback with an executor and a sample job.
 
-    python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample] [--secure | --mtls]
+    python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample]
+                                     [--secure | --mtls] [--free-ports]
     python scripts/launch_cluster.py --stop [--dir local-cluster]
     python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
+    python scripts/launch_cluster.py --pid n2|leader [--dir local-cluster]
 
-Nodes run in the background (their own sessions), so this script returns;
-their pids are kept in DIR/pids.json for --stop. Node i listens for Raft on
-127.0.0.1:(7000+i), for gRPC on 127.0.0.1:(50050+i), as in docs/config.md, so
-`raftsched ...` finds the cluster with no flags, and serves its HTTP endpoint
-(/metrics, /healthz) on 127.0.0.1:(8080+i).
+Nodes and executors run in the background (their own sessions), so this
+script returns and the cluster keeps running; their pids are kept in
+DIR/pids.json for --stop, --pid and --start-node. Node i listens for Raft on
+127.0.0.1:(7000+i), for gRPC on 127.0.0.1:(50050+i), as in docs/config.md,
+and serves its HTTP endpoint (the web view at /, /metrics, /healthz) on 127.0.0.1:(8080+i)
+(``--free-ports``: any free ports). It writes DIR/client.toml, which
+``raftsched`` commands and executors run from DIR's parent (or below) find by
+themselves: every command knows every node with no export or flag.
+
+Run again while the cluster runs, it says so and starts only what is not
+running. Run again after --stop (or a reboot), it resumes the same cluster
+from DIR: same ports, jobs and history (the sample job's misfire policy is
+FIRE_ONCE, so it fires once for everything it missed, not once per missed
+instant). For a fresh cluster: --stop, then remove DIR.
 
 ``--secure`` makes a CA, node certificates and tokens in DIR/secure (with the
 ``cryptography`` package), serves gRPC over TLS with tokens required, gives
-each executor its own token, and prints the client settings to use;
+each executor its own token and the web view a reader token
+(``viewer.token``), and prints the client settings to use;
 ``--mtls`` also requires client certificates.
 """
 
@@ -21,45 +33,61 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from typing import Any
 
+import grpc
+
+from cluster.app.client_config import client_config_text
 from cluster.app.local_cluster import LocalCluster
 from cluster.app.local_security import Grant
+from launch_procs import Recorded, alive, ours, port_in_use, spawn_executor, stop_all
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
+
+#: node i uses these Raft, gRPC and HTTP ports + i - 1
+BASE_PORTS = (7001, 50051, 8081)
 
 
 def _pids_path(root: str) -> str:
     return os.path.join(root, "pids.json")
 
 
+def read_pids(root: str) -> dict[str, int]:
+    try:
+        with open(_pids_path(root), encoding="utf-8") as f:
+            return {k: int(v) for k, v in json.load(f).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def write_pids(root: str, pids: dict[str, int]) -> None:
+    with open(_pids_path(root), "w", encoding="utf-8") as f:
+        json.dump(pids, f)
+
+
+def running(root: str) -> dict[str, int]:
+    """The recorded processes that still run (and are this cluster's: a reused pid is not)."""
+    config = os.path.join(root, "cluster.toml")
+    return {name: pid for name, pid in read_pids(root).items() if alive(pid) and ours(pid, config)}
+
+
 def stop(root: str) -> int:
-    path = _pids_path(root)
-    if not os.path.exists(path):
-        print(f"no cluster recorded in {root} (no pids.json)")
-        return 1
-    with open(path, encoding="utf-8") as f:
-        pids = json.load(f)
-    for name, pid in pids.items():
-        try:
-            os.kill(pid, signal.SIGTERM)
-            print(f"sent SIGTERM to {name} (pid {pid})")
-        except ProcessLookupError:
-            print(f"{name} (pid {pid}) was not running")
-    deadline = time.monotonic() + 10
-    for pid in pids.values():
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-    os.remove(path)
+    pids = read_pids(root)
+    if not pids:
+        print(f"no cluster recorded in {root} (no pids.json): nothing to stop")
+        return 0
+    config = os.path.join(root, "cluster.toml")
+    procs = [Recorded(name, pid) for name, pid in pids.items() if alive(pid) and ours(pid, config)]
+    gone = sorted(set(pids) - {p.name for p in procs})
+    print(f"stopping the cluster in {root}" + (f" ({', '.join(gone)} not running)" if gone else ""), flush=True)
+    # executors first: they finish (or hand back) their runs while the nodes still answer
+    stop_all([p for p in procs if not p.name.startswith("n")], grace_s=15.0)
+    stop_all([p for p in procs if p.name.startswith("n")], grace_s=15.0)
+    os.remove(_pids_path(root))
+    print(f"stopped. Its data stays in {root}: scripts/launch_cluster.sh resumes it (remove the directory for a fresh one)")
     return 0
 
 
@@ -67,47 +95,151 @@ def start_node(root: str, node_id: str) -> int:
     """Start one node of an existing local cluster again (after a kill)."""
     cluster = LocalCluster.open(root)
     if node_id not in cluster.nodes:
-        print(f"no node {node_id!r} in {cluster.config_path}")
+        print(f"no node {node_id!r} in {cluster.config_path} (it has {', '.join(cluster.nodes)})")
         return 1
+    pids = read_pids(root)
+    if node_id in running(root):
+        print(f"{node_id} already runs (pid {pids[node_id]})")
+        return 0
     node = cluster.start(node_id)  # the config names the TLS files and tokens, if any
-    pids = {}
-    if os.path.exists(_pids_path(root)):
-        with open(_pids_path(root), encoding="utf-8") as f:
-            pids = json.load(f)
-    pids[node_id] = node.pid
-    with open(_pids_path(root), "w", encoding="utf-8") as f:
-        json.dump(pids, f)
-    print(f"{node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}  log {node.log_path}")
-    if node.http:
-        print(f"    metrics {cluster.http_url(node_id, '/metrics')}  health {cluster.http_url(node_id, '/healthz')}")
+    pids[node_id] = node.pid or 0
+    write_pids(root, pids)
+    print(f"{node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}  log {node.log_path}", flush=True)
+    others = [n for n in running(root) if n in cluster.nodes and n != node_id]
+    wait_rejoined(cluster, node_id, others)
     return 0
 
 
-def sample_job(client: Any) -> Any:
+def wait_rejoined(cluster: LocalCluster, node_id: str, others: list[str], timeout_s: float = 30.0) -> None:
+    """Say when ``node_id`` has caught up with the others' commit index and it and every running node
+    reach each other."""
+    started = time.monotonic()
+    target = max((s.commit_index for s in (cluster.status(n) for n in others) if s is not None), default=0)
+    while time.monotonic() - started < timeout_s:
+        mine = cluster.status(node_id)
+        views = [cluster.status(n) for n in others]
+        sees = all(v is not None and any(m.id == node_id and m.reachable for m in v.members) for v in views)
+        seen = mine is not None and all(m.reachable for m in mine.members if m.id in others)
+        if mine is not None and mine.applied_index >= target and sees and seen:
+            print(f"{node_id} rejoined in {time.monotonic() - started:.1f} s: it applied the log up to index "
+                  f"{mine.applied_index} and every running node reaches it")  # fmt: skip
+            return
+        time.sleep(0.2)
+    print(f"{node_id} has not caught up after {timeout_s:.0f} s; see its log {cluster.nodes[node_id].log_path}")
+
+
+def wait_leader(cluster: LocalCluster, timeout_s: float) -> str | None:
+    """The leader once every node that answers names the same one, and it answers too (the
+    processes may be this run's or an earlier one's)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answers = {n: cluster.status(n) for n in cluster.nodes}
+        leaders = {s.leader_id for s in answers.values() if s is not None}
+        if len(leaders) == 1:
+            (leader,) = leaders
+            if leader and answers.get(leader) is not None:
+                return leader
+        time.sleep(0.1)
+    return None
+
+
+def print_pid(root: str, which: str) -> int:
+    """The pid of node ``which`` (or of the node that leads now), for ``kill``."""
+    live = running(root)
+    if which == "leader":
+        cluster = LocalCluster.open(root)
+        with Client(cluster.addresses, security=cluster.client_security(), unreachable_after_s=2.0) as client:
+            try:
+                which = client.cluster_status().leader_id
+            except grpc.RpcError as exc:
+                print(f"cannot ask who leads: {exc.details()}", file=sys.stderr)
+                return 1
+        if not which:
+            print("no node leads right now (an election takes a second or two): try again", file=sys.stderr)
+            return 1
+    if which not in live:
+        print(f"{which} is not running (running: {', '.join(live) or 'nothing'})", file=sys.stderr)
+        return 1
+    print(live[which])
+    return 0
+
+
+SAMPLE_KEY = "sample-hello"
+#: the reader token a secure local cluster makes for the web view
+VIEWER = "viewer"
+
+
+def sample_job(client: Client) -> tuple[pb.Job | None, str]:
+    """The sample job, created once (a relaunch finds it; one made by an older version of this script,
+    with misfire FIRE_ALL, is changed to FIRE_ONCE); (job, what it is)."""
+    for job in client.list_jobs(name_prefix="hello"):
+        if job.idempotency_key != SAMPLE_KEY or job.status == pb.JOB_STATUS_DELETED:
+            continue
+        if job.spec.misfire == pb.MISFIRE_POLICY_FIRE_ONCE:
+            return job, "every 10 s, misfire FIRE_ONCE"
+        spec = pb.JobSpec()
+        spec.CopyFrom(job.spec)
+        spec.misfire = pb.MISFIRE_POLICY_FIRE_ONCE
+        job = client.job("UpdateJob", pb.UpdateJobRequest(job_id=job.job_id, spec=spec))
+        return job, "every 10 s, misfire now FIRE_ONCE"
     spec = pb.JobSpec(
         name="hello",
         queue="default",
         type="shell",
         payload=json.dumps({"command": "echo hello from raftsched at $(date -u +%H:%M:%S)"}).encode(),
+        misfire=pb.MISFIRE_POLICY_FIRE_ONCE,  # after downtime: one run for what it missed, not one per instant
     )
     cv.to_dur(10_000, spec.every)
-    return client.create_job(spec, idempotency_key="sample-hello")
+    try:
+        return client.create_job(spec, idempotency_key=SAMPLE_KEY), "every 10 s, misfire FIRE_ONCE"
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+            raise
+        return None, f"not created: {exc.details()}"
 
 
 def _executor_command(cluster: LocalCluster, name: str) -> list[str]:
     cmd = [sys.executable, "-m", "cluster.app.main", "executor", "--config", cluster.config_path, "--queue", "default"]
-    cmd += ["--executor-id", name]
+    cmd += ["--executor-id", name, "--grace", "5"]
     cmd += ["--allow-type", "shell", "--allow-type", "http"]  # off unless allowed; the sample job is a shell job
     if cluster.security is not None:  # the CA comes from the config's [tls] ca_file
         cmd += [f for f in cluster.security.flags(name) if f not in ("--ca-file", cluster.security.ca_file)]
     return cmd
 
 
-def _print_client_settings(cluster: LocalCluster) -> None:
+def write_client_config(cluster: LocalCluster) -> str:
+    path = os.path.join(cluster.root, "client.toml")
+    ca = os.path.relpath(cluster.security.ca_file, cluster.root) if cluster.security is not None else ""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(client_config_text(cluster.addresses, os.path.relpath(cluster.output_dir, cluster.root), ca))
+    return path
+
+
+def web_url(cluster: LocalCluster) -> str:
+    """The web view of the cluster's first node ("" when its nodes serve no HTTP)."""
+    first = next(iter(cluster.nodes.values()))
+    return cluster.http_url(first.node_id, "/") if first.http else ""
+
+
+def _print_web_view(cluster: LocalCluster) -> None:
+    url = web_url(cluster)
+    if not url:
+        return
+    print(f"  web view: {url}  (every node serves one: its http address above)")
+    if cluster.security is not None:
+        token = cluster.security.token_file(VIEWER if VIEWER in cluster.security.tokens else "admin")
+        print(f"      sign in with the token in {token}; the browser warns of the certificate: it is signed by")
+        print(f"      this cluster's own CA ({cluster.security.ca_file}), which you may trust for 127.0.0.1")
+
+
+def _print_client_settings(cluster: LocalCluster, client_config: str) -> None:
     if cluster.security is None:
         return
     print("\nThe nodes serve TLS and require a token. For the `raftsched` client (the admin token):")
-    for key, value in cluster.security.env().items():
+    env = cluster.security.env()
+    env.pop("RAFTSCHED_CA_FILE")  # the client config names the CA
+    print(f"  export RAFTSCHED_CONFIG={client_config}")
+    for key, value in env.items():
         print(f"  export {key}={value}")
     print("  (or the flags: " + " ".join(cluster.security.flags()) + ")")
     print(
@@ -115,60 +247,97 @@ def _print_client_settings(cluster: LocalCluster) -> None:
     )
 
 
-def start(root: str, count: int, sample: bool, n_executors: int, secure: bool = False, mtls: bool = False) -> int:
-    if os.path.exists(_pids_path(root)):
-        print(f"a cluster seems to run from {root} already; stop it first: scripts/launch_cluster.sh --stop --dir {root}")
-        return 1
-    grants = {f"executor-{i + 1}": Grant(("executor", "reader")) for i in range(n_executors)}
+def _open_or_create(root: str, a: argparse.Namespace) -> tuple[LocalCluster, bool] | None:
+    """The cluster in ``root``: the existing one (resumed), else a new one; None when it cannot be made."""
+    if os.path.exists(os.path.join(root, "cluster.toml")):
+        cluster = LocalCluster.open(root)
+        if a.nodes != len(cluster.nodes) or (a.secure or a.mtls) != (cluster.security is not None):
+            print(f"(the cluster in {root} keeps what it was made with: {len(cluster.nodes)} nodes, "
+                  f"{'TLS and tokens' if cluster.security else 'plaintext'}; --nodes/--secure apply to a new one)")  # fmt: skip
+        return cluster, True
+    taken = [] if a.free_ports else [p + i for i in range(a.nodes) for p in BASE_PORTS if port_in_use(p + i)]
+    if taken:
+        print(f"port(s) {', '.join(map(str, taken))} on 127.0.0.1 are in use (another cluster?): stop what uses them, "
+              "or start with --free-ports")  # fmt: skip
+        return None
+    grants = {f"executor-{i + 1}": Grant(("executor", "reader")) for i in range(a.executors)}
+    grants[VIEWER] = Grant(("reader",))  # to sign in to the web view with
+    base = None if a.free_ports else BASE_PORTS  # None: free ports picked by LocalCluster
     cluster = LocalCluster.create(
-        root, count, base_ports=(7001, 50051, 8081), secure=secure, client_auth=mtls, tokens=grants, http=True
+        root, a.nodes, base_ports=base, secure=a.secure or a.mtls, client_auth=a.mtls, tokens=grants, http=True
     )
-    cluster.start_all()
-    try:
-        leader = cluster.wait_leader(30)
-    except TimeoutError as exc:
-        print(f"error: {exc}")
-        cluster.stop_all()
+    return cluster, False
+
+
+def start(root: str, a: argparse.Namespace) -> int:
+    opened = _open_or_create(root, a)
+    if opened is None:
         return 1
-    pids = {n.node_id: n.pid for n in cluster.nodes.values()}
+    cluster, resumed = opened
+    live = running(root)
+    pids = {name: pid for name, pid in read_pids(root).items() if name in live}
+    if resumed:
+        missing = [n for n in [*cluster.nodes, *(f"executor-{i + 1}" for i in range(a.executors))] if n not in live]
+        if missing:
+            print(f"raftsched: resuming the cluster in {root} (its jobs and history are kept): starting {', '.join(missing)}")
+        else:
+            print(f"raftsched: the cluster in {root} already runs; nothing to start")
+    else:
+        print(f"raftsched: starting a new {len(cluster.nodes)}-node cluster in {root}", flush=True)
+    for node_id in cluster.nodes:
+        if node_id not in live:
+            pids[node_id] = cluster.start(node_id).pid or 0
+    write_pids(root, pids)
+    leader = wait_leader(cluster, 30.0)
+    if leader is None:
+        print(f"error: the nodes agreed on no leader within 30 s; see their logs in {root}")
+        return 1
     executors = {}
-    for i in range(n_executors):
+    for i in range(a.executors):
         name = f"executor-{i + 1}"
-        log_path = os.path.join(root, f"{name}.log")
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                _executor_command(cluster, name),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=root,
-                start_new_session=True,
-            )
-        pids[name] = proc.pid
-        executors[name] = (proc.pid, log_path)
-    with open(_pids_path(root), "w", encoding="utf-8") as f:
-        json.dump(pids, f)
-    print(f"raftsched: {count}-node cluster on loopback, leader {leader}")
-    print(f"  config: {cluster.config_path}")
+        if name not in live:
+            pids[name] = spawn_executor(_executor_command(cluster, name), os.path.join(root, f"{name}.log"), root)
+        executors[name] = pids[name]
+    write_pids(root, pids)
+    client_config = write_client_config(cluster)
+    _summary(cluster, leader, pids, executors, client_config, a)
+    return 0
+
+
+def _summary(
+    cluster: LocalCluster, leader: str, pids: dict[str, int], executors: dict[str, int], client_config: str, a: Any
+) -> None:
+    root = cluster.root
+    print(f"  leader {leader}; config {cluster.config_path}")
     for n in cluster.nodes.values():
-        print(f"  {n.node_id}: grpc {n.grpc}  raft {n.raft}  pid {n.pid}  log {n.log_path}")
-        print(f"      metrics {cluster.http_url(n.node_id, '/metrics')}  health {cluster.http_url(n.node_id, '/healthz')}")
-    for name, (pid, log_path) in executors.items():
-        print(f"  {name}: queue default, types noop shell http  pid {pid}  log {log_path}")
-        print(f"    run logs in {os.path.join(root, 'var', 'outputs')}")
-    if sample:
+        print(f"  {n.node_id}: grpc {n.grpc}  raft {n.raft}  pid {pids.get(n.node_id)}  log {n.log_path}")
+        if n.http:
+            print(f"      metrics {cluster.http_url(n.node_id, '/metrics')}  health {cluster.http_url(n.node_id, '/healthz')}")
+    for name, pid in executors.items():
+        print(f"  {name}: queue default, types noop shell http  pid {pid}  log {os.path.join(root, name + '.log')}")
+    print(f"  run output: {cluster.output_dir}")
+    _print_web_view(cluster)
+    if not a.no_sample:
         with Client(cluster.addresses, security=cluster.client_security()) as client:
-            job = sample_job(client)
-        print(f"  sample job: {job.job_id} ('hello', every 10 s)")
-    addrs = ",".join(cluster.addresses)
-    _print_client_settings(cluster)
-    print("\nTry:")
+            job, what = sample_job(client)
+        print(f"  sample job: {job.job_id if job is not None else '-'} ('hello', {what})")
+    _print_client_settings(cluster, client_config)
+    shown = os.path.relpath(client_config)
+    if os.path.basename(root) == "local-cluster":
+        print(f"\nclient config: {shown} (raftsched finds it from {os.path.dirname(root)} and below: no export needed)")
+    else:
+        print(f"\nclient config: {shown} (for raftsched: export RAFTSCHED_CONFIG={client_config}, or --config {shown})")
+    print("The cluster runs in the background. Try (after `. .venv/bin/activate`):")
     print("  raftsched cluster status")
     print("  raftsched job list")
     print("  raftsched run watch")
-    print("  raftsched run logs <run id>")
-    print(f"Stop: scripts/launch_cluster.sh --stop --dir {root}   (or: kill {' '.join(str(p) for p in pids.values())})")
-    print(f"Addresses for clients: RAFTSCHED_CLUSTER={addrs}")
-    return 0
+    if web_url(cluster):
+        print(f"  and open {web_url(cluster)} in a browser")
+    print(f"Stop: scripts/launch_cluster.sh --stop{_dir_flag(root)}   (running this script again resumes it)")
+
+
+def _dir_flag(root: str) -> str:
+    return "" if root == os.path.join(os.getcwd(), "local-cluster") else f" --dir {os.path.relpath(root)}"
 
 
 def main() -> int:
@@ -177,8 +346,10 @@ def main() -> int:
     p.add_argument("--dir", default=os.path.join(os.getcwd(), "local-cluster"))
     p.add_argument("--no-sample", action="store_true", help="do not create the sample job")
     p.add_argument("--executors", type=int, default=1, help="executor processes to start (default 1)")
-    p.add_argument("--stop", action="store_true", help="stop every node of the cluster in --dir")
+    p.add_argument("--stop", action="store_true", help="stop every node and executor of the cluster in --dir")
     p.add_argument("--start-node", metavar="ID", help="start one node of the cluster in --dir again (after a kill)")
+    p.add_argument("--pid", metavar="ID", help="print the pid of node ID, or of the node that leads now with 'leader'")
+    p.add_argument("--free-ports", action="store_true", help="a new cluster listens on free ports, not 7001-/50051-")
     p.add_argument("--secure", action="store_true", help="TLS and tokens: a CA, certificates and tokens made in DIR/secure")
     p.add_argument("--mtls", action="store_true", help="as --secure, and the nodes require client certificates")
     a = p.parse_args()
@@ -187,9 +358,11 @@ def main() -> int:
         return stop(root)
     if a.start_node:
         return start_node(root, a.start_node)
+    if a.pid:
+        return print_pid(root, a.pid)
     if a.nodes < 1:
         p.error("--nodes must be at least 1")
-    return start(root, a.nodes, not a.no_sample, a.executors, a.secure, a.mtls)
+    return start(root, a)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from raft.snapshotter import BytesCopy
 
 

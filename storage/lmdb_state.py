@@ -272,6 +272,28 @@ class LmdbStateStore:
                 found = cur.next()
         return out
 
+    def scan_back(
+        self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+    ) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        if limit <= 0:
+            return out
+        with self._reader() as txn:
+            cur = txn.cursor(db=self._dbs[table])
+            if stop is None:
+                found = cur.last()
+            else:  # the first key >= stop, then one back (none >= stop: the last key)
+                found = cur.prev() if cur.set_range(stop) else cur.last()
+            while found:
+                key = cur.key()
+                if key < start:
+                    break
+                out.append((key, cur.value()))
+                if len(out) >= limit:
+                    break
+                found = cur.prev()
+        return out
+
     def count(self, table: str) -> int:
         with self._reader() as txn:
             return int(txn.stat(self._dbs[table])["entries"])

@@ -2,7 +2,8 @@
 
 - ``read_history`` asks every node, one client per node (each ``ListRuns`` and
   ``ListJobs`` is a linearizable read on the node asked), for the runs of the
-  checked jobs and, given a name prefix, the ids of the jobs it knows.
+  checked jobs and, given a name prefix, the ids of the jobs it knows
+  (``read_nodes``: the same of nodes given by address, with TLS and a token).
 - ``check_cluster`` reads them and runs ``check_history`` over every node of the cluster.
 - ``LeaseWatch`` follows one node's ``WatchRuns`` of a queue in a thread and
   records each lease from its grant to the change that ended it (retry or
@@ -16,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import grpc
 
 from cluster.app.local_cluster import LocalCluster
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
+from rpc.client.channel import ChannelSecurity
 from rpc.client.client import Client
 from tests.history import Expected, History, LeaseRecord, RunRecord, check_history
 
@@ -47,13 +49,25 @@ def read_history(
     cluster: LocalCluster, job_ids: Iterable[str], job_prefix: str | None = None, leases: Sequence[LeaseRecord] = ()
 ) -> History:
     """The runs of ``job_ids`` on every node, and (with ``job_prefix``) the ids of the jobs each node knows."""
+    addresses = {node.node_id: node.grpc for node in cluster.nodes.values()}
+    return read_nodes(addresses, job_ids, job_prefix, leases, cluster.client_security())
+
+
+def read_nodes(
+    addresses: Mapping[str, str],
+    job_ids: Iterable[str],
+    job_prefix: str | None = None,
+    leases: Sequence[LeaseRecord] = (),
+    security: ChannelSecurity | None = None,
+) -> History:
+    """``read_history`` of the nodes at ``addresses`` (node id -> gRPC address), called with ``security``."""
     ids = list(dict.fromkeys(job_ids))
     history = History(runs={}, leases=list(leases))
-    for node in cluster.nodes.values():
-        with Client([node.grpc], deadline_s=30) as one:
-            history.runs[node.node_id] = [run_record(r) for jid in ids for r in one.list_runs(job_id=jid)]
+    for node_id, address in addresses.items():
+        with Client([address], deadline_s=30, security=security) as one:
+            history.runs[node_id] = [run_record(r) for jid in ids for r in one.list_runs(job_id=jid)]
             if job_prefix is not None:
-                history.jobs[node.node_id] = {j.job_id for j in one.list_jobs(name_prefix=job_prefix)}
+                history.jobs[node_id] = {j.job_id for j in one.list_jobs(name_prefix=job_prefix)}
     return history
 
 

@@ -1,7 +1,9 @@
 """TLS and token settings of the command-line clients (``job``/``run``/``cluster`` and ``executor``).
 
-Each comes from its flag, else its environment variable, else (the CA only)
-the ``[tls] ca_file`` of ``--config``:
+Each comes from its flag, else its environment variable, else the client
+config (``cluster.app.client_config``: a cluster.toml gives its ``[tls]
+ca_file``, a client config any of ``ca_file``, ``cert_file``, ``key_file``,
+``token_file``):
 
 =============== ===================== ============================================
 flag            environment           meaning
@@ -31,15 +33,19 @@ def add_security_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", help="file holding the bearer token ($RAFTSCHED_TOKEN_FILE; or the token in $RAFTSCHED_TOKEN)")
 
 
-def _pick(args: argparse.Namespace, flag: str, env: Mapping[str, str], var: str) -> str:
-    return str(getattr(args, flag, None) or env.get(var, ""))
+def _pick(args: argparse.Namespace, flag: str, env: Mapping[str, str], var: str, default: str = "") -> str:
+    return str(getattr(args, flag, None) or env.get(var, "") or default)
 
 
-def read_token(args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    """The bearer token: --token-file, else $RAFTSCHED_TOKEN_FILE, else $RAFTSCHED_TOKEN ("" for none)."""
+def read_token(args: argparse.Namespace, env: Mapping[str, str], default_file: str = "") -> str:
+    """The bearer token: --token-file, else $RAFTSCHED_TOKEN_FILE, else $RAFTSCHED_TOKEN, else
+    ``default_file`` ("" for none)."""
     path = _pick(args, "token_file", env, "RAFTSCHED_TOKEN_FILE")
+    if not path and env.get("RAFTSCHED_TOKEN", "").strip():
+        return env["RAFTSCHED_TOKEN"].strip()
+    path = path or default_file
     if not path:
-        return env.get("RAFTSCHED_TOKEN", "").strip()
+        return ""
     check_private_file(path, "the token file")
     try:
         with open(path, encoding="utf-8") as f:
@@ -52,18 +58,24 @@ def read_token(args: argparse.Namespace, env: Mapping[str, str]) -> str:
 
 
 def security_from_args(
-    args: argparse.Namespace, cfg: ClusterConfig | None = None, env: Mapping[str, str] = os.environ
+    args: argparse.Namespace,
+    cfg: ClusterConfig | None = None,
+    env: Mapping[str, str] = os.environ,
+    files: Mapping[str, str] | None = None,
 ) -> ChannelSecurity:
-    """The channel security the flags, the environment and ``cfg`` ask for; ``ConfigError`` saying what to fix."""
-    ca_file = _pick(args, "ca_file", env, "RAFTSCHED_CA_FILE")
+    """The channel security the flags, the environment, ``cfg`` and a client config's ``files`` ask for;
+    ``ConfigError`` saying what to fix."""
+    files = files or {}
+    ca_file = _pick(args, "ca_file", env, "RAFTSCHED_CA_FILE", files.get("ca_file", ""))
     tls = bool(ca_file)
     if not ca_file and cfg is not None and cfg.tls is not None:
         ca_file, tls = cfg.tls.ca_file, True
-    cert_file = _pick(args, "cert_file", env, "RAFTSCHED_CERT_FILE")
-    key_file = _pick(args, "key_file", env, "RAFTSCHED_KEY_FILE")
+    cert_file = _pick(args, "cert_file", env, "RAFTSCHED_CERT_FILE", files.get("cert_file", ""))
+    key_file = _pick(args, "key_file", env, "RAFTSCHED_KEY_FILE", files.get("key_file", ""))
     if key_file:
         check_private_file(key_file, "the client key file")
     try:
-        return ChannelSecurity.from_files(ca_file, cert_file, key_file, read_token(args, env), tls=tls)
+        token = read_token(args, env, files.get("token_file", ""))
+        return ChannelSecurity.from_files(ca_file, cert_file, key_file, token, tls=tls)
     except ValueError as exc:
         raise ConfigError(f"{exc} (--ca-file, --cert-file, --key-file)") from exc

@@ -1,16 +1,27 @@
 """``raftsched executor``: run an executor process until SIGTERM (graceful) or SIGKILL.
 
+The cluster comes from ``--config`` (a cluster.toml), ``--cluster``, or the
+client config the command line finds by itself (``cluster.app.client_config``:
+``$RAFTSCHED_CONFIG``, ``local-cluster/client.toml`` that
+``scripts/launch_cluster.sh`` writes, ...).
+
 Run output goes to the store named by ``--logs-store`` or the config's
-``[logs]`` section (flags win): ``local`` (files under ``--output-dir``, by
-default the config's ``[logs] dir``, else ``<data_dir>/outputs``: the nodes
-accept logs only under their own ``[logs] dir``) or ``s3`` (``--s3-bucket``, ``--s3-prefix``,
-``--s3-region``, ``--s3-endpoint-url``; credentials by boto3's usual chain).
-The store is checked before any run is leased — a wrong bucket or bad
+``[logs]`` section (flags win): ``local`` or ``s3`` (``--s3-bucket``,
+``--s3-prefix``, ``--s3-region``, ``--s3-endpoint-url``; credentials by
+boto3's usual chain). The nodes accept a local log only inside their own
+output directory (``[logs] dir``, default ``<data_dir>/outputs``), so the
+local store writes under ``--output-dir``, else that directory of
+``--config``, else the ``output_dir`` of the client config that names these
+nodes; with none of them the executor refuses to start and says what to
+give. The store is checked before any run is leased — a wrong bucket or bad
 credentials exit with status 2 and a message saying what to fix.
 
 ``--live-interval`` (default 1 s; 0: off) is how often a running attempt's new
 output is shipped to the store as live parts (``cluster.executor.live_log``),
 so that ``raftsched run logs --follow`` shows it while the run goes.
+
+Handlers (``--handler TYPE=module:function``) are imported with the current
+directory first on the path, as ``python -m`` would.
 
 TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
 ``--token-file`` (or their environment variables, or ``[tls] ca_file`` of
@@ -18,7 +29,8 @@ TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
 is required: the node accepts only the token's name or ``name/...``.
 What jobs may do here: ``--allow-type shell|http`` (both off unless named),
 ``--pass-env NAME``, ``--kill-grace SECONDS`` and ``--http-deny CIDR`` (see
-``cluster.executor.shell`` and ``cluster.executor.http_guard``).
+``cluster.executor.shell`` and ``cluster.executor.http_guard``). Failed calls
+are logged as one line each (``rpc.client.errors``).
 """
 
 from __future__ import annotations
@@ -28,8 +40,10 @@ import importlib
 import logging
 import os
 import socket
+import sys
 import time
 
+from cluster.app.client_config import ClientConfig, discover, load_any, resolve
 from cluster.app.client_security import security_from_args
 from cluster.app.log_setup import configure_logging
 from cluster.app.stop_signal import StopSignal
@@ -41,19 +55,34 @@ from cluster.executor.live_log import LiveSettings
 from cluster.executor.ports import OutputStore
 from cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
-from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
+from cluster.node.config import ConfigError, LogsConfig
+from rpc.client.channel import ChannelSecurity
 from storage.local_store import LocalOutputStore
 
 
 def _load_handler(spec: str) -> tuple[str, object]:
+    """``TYPE=module:function``; the module is looked up in the current directory first, as
+    ``python -m`` would (only while handlers are imported: nothing else the executor imports can
+    be shadowed by a file there)."""
     job_type, sep, target = spec.partition("=")
     module, colon, attr = target.partition(":")
-    if not sep or not colon or not job_type:
+    if not sep or not colon or not job_type or not module or not attr:
         raise ConfigError(f"--handler {spec!r}: use TYPE=module:function, e.g. report=myjobs:make_report")
+    cwd = os.getcwd()
+    sys.path.insert(0, cwd)
     try:
-        return job_type, getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"--handler {spec!r}: cannot load {target}: {exc}") from exc
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"--handler {spec!r}: cannot import {module} ({exc}); modules are found in the current directory "
+            f"({cwd}) and on the Python path"
+        ) from exc
+    finally:
+        sys.path.remove(cwd)
+    try:
+        return job_type, getattr(loaded, attr)
+    except AttributeError as exc:
+        raise ConfigError(f"--handler {spec!r}: {module} has no {attr}") from exc
 
 
 def add_safety_args(p: argparse.ArgumentParser) -> None:
@@ -186,6 +215,43 @@ def _live_settings(interval_s: float) -> LiveSettings:
     return LiveSettings(interval_s=interval_s, max_backoff_s=max(30.0, interval_s))
 
 
+NO_OUTPUT_DIR = (
+    "cannot tell where run output goes: the nodes accept a run's log only inside their own output directory "
+    "([logs] dir, default <data_dir>/outputs). Give --config cluster.toml (its [logs]), --output-dir DIR (that "
+    "directory, on a disk the nodes read), or --logs-store s3 --s3-bucket NAME"
+)
+
+
+def resolve_target(args: argparse.Namespace) -> ClientConfig:
+    """The cluster and the output directory (``cluster.app.client_config``): --config, else --cluster with
+    the client config found by itself when it names the same nodes, else that client config."""
+    if args.config or not args.cluster:
+        return resolve(args.cluster, args.config, os.environ)
+    given = resolve(args.cluster, None, os.environ)
+    found = discover(os.environ)
+    if found is not None:
+        known = load_any(found, found)
+        if set(given.addresses) <= set(known.addresses):
+            return ClientConfig(given.addresses, "--cluster", known.output_dir, known.files)
+    return given
+
+
+def _store_and_security(args: argparse.Namespace, target: ClientConfig) -> tuple[OutputStore, ChannelSecurity, float]:
+    """The output store (where the nodes accept output), the channel security and the store's retry span."""
+    cfg = target.cluster
+    logs = logs_config(args, cfg.logs if cfg is not None else LogsConfig())
+    output_dir = args.output_dir or target.output_dir
+    if logs.store == "local" and not output_dir:
+        raise ConfigError(NO_OUTPUT_DIR)
+    security = security_from_args(args, cfg, os.environ, target.files)
+    if security.token and not args.executor_id:
+        raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
+    retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
+    if retry_s < 0:
+        raise ConfigError("--output-retry-seconds must not be negative")
+    return build_output_store(logs, output_dir), security, retry_s
+
+
 def run_executor(args: argparse.Namespace) -> int:
     from rpc.client.client import Client
     from rpc.client.lease_api import GrpcLeaseApi
@@ -199,21 +265,8 @@ def run_executor(args: argparse.Namespace) -> int:
     )
     log = logging.getLogger("raftsched.executor")
     try:
-        base_logs = LogsConfig()
-        cfg: ClusterConfig | None = None
-        if args.cluster:
-            addresses = [a.strip() for a in args.cluster.split(",") if a.strip()]
-            output_dir = args.output_dir or os.path.abspath("raftsched-output")
-        elif args.config:
-            cfg = load_config(args.config)
-            addresses = cfg.grpc_addresses()
-            output_dir = args.output_dir or cfg.output_dir()  # where the nodes read: [logs] dir
-            base_logs = cfg.logs
-        else:
-            raise ConfigError("give --config cluster.toml or --cluster host:port,...")
-        security = security_from_args(args, cfg)
-        if security.token and not args.executor_id:
-            raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
+        target = resolve_target(args)
+        store, security, retry_s = _store_and_security(args, target)
         handlers = dict(_load_handler(h) for h in args.handler)
         allow = list(getattr(args, "allow_type", []))
         unknown = sorted(set(allow) - set(GUARDED_TYPES) - set(handlers) - {"noop"})
@@ -225,17 +278,14 @@ def run_executor(args: argparse.Namespace) -> int:
         builtin = builtin_settings(args)
         if args.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1")
-        retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)
-        if retry_s < 0:
-            raise ConfigError("--output-retry-seconds must not be negative")
         log_settings = _log_settings(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
         live = _live_settings(getattr(args, "live_interval", LiveSettings().interval_s))
-        store = build_output_store(logs_config(args, base_logs), output_dir)
         check_output_store(store, retry_s, log)
     except ConfigError as exc:
         log.error("cannot start executor: %s", exc)
         return 2
-    client = Client(addresses, deadline_s=30, prefer_leader=True, security=security)
+    client = Client(target.addresses, deadline_s=30, prefer_leader=True, security=security)
+    client.source = target.source
     executor = Executor(
         GrpcLeaseApi(client, executor_id),
         args.queue or ["default"],

@@ -16,24 +16,41 @@ def _no_grpc_fork_handlers() -> None:
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 
+class _Version(argparse.Action):
+    """``--version``: the versions are looked up only when asked (reading package metadata is slow)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        from cluster.node.version import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from cluster.app import client_cli
+    from cluster.app import cli
     from cluster.app.client_security import add_security_args
     from cluster.app.executor_main import add_output_args, add_safety_args
     from cluster.app.log_setup import add_log_args
     from cluster.app.tls_cli import add_tls_commands
     from cluster.app.token_cli import add_token_commands
-    from cluster.node.version import version_text
 
     parser = argparse.ArgumentParser(
-        prog="raftsched", description="raftsched: cron as a service on Raft", formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="raftsched",
+        description="raftsched: cron as a service on Raft",
+        epilog="a local cluster to try it on: scripts/launch_cluster.sh (then `raftsched cluster status`)\n"
+        "`raftsched COMMAND --help` says more about each command, with examples",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions of raftsched and of what it runs on")
     sub = parser.add_subparsers(dest="command", required=True)
     node = sub.add_parser(
         "node",
         help="run one scheduler node in the foreground (or: node restore FILE, to seed a new cluster's data dir)",
         description="raftsched node --config C --node-id ID [--join H:P,...]  |  raftsched node restore FILE --config C --node-id ID",
+        epilog="examples:\n  raftsched node --config /etc/raftsched/cluster.toml --node-id n1\n"
+        "  raftsched node --config cluster.toml --node-id n4 --join 10.0.0.1:50051,10.0.0.2:50051   # a member added with cluster add-node\n"
+        "  raftsched node restore backup.file --config cluster.toml --node-id n1   # seed a new cluster's node",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     node.add_argument("action", nargs="?", choices=["restore"], help="restore: seed this node's empty data dir from a backup")
     node.add_argument("file", nargs="?", help="the backup file (raftsched cluster backup FILE) for restore")
@@ -47,24 +64,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_security_args(node)
     add_log_args(node)
-    execu = sub.add_parser("executor", help="run an executor that leases and runs jobs")
-    execu.add_argument("--config", help="path to cluster.toml")
-    execu.add_argument("--cluster", help="comma-separated gRPC addresses instead of --config")
+    execu = sub.add_parser(
+        "executor",
+        help="run an executor that leases and runs jobs",
+        epilog="examples:\n  raftsched executor --config cluster.toml --queue default --allow-type shell\n"
+        "  raftsched executor --queue reports --handler report=myjobs:make_report   # myjobs.py here; the cluster of "
+        "local-cluster/client.toml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    execu.add_argument("--config", help="path to cluster.toml (its nodes, [logs] and [tls])")
+    execu.add_argument(
+        "--cluster",
+        help="comma-separated gRPC addresses instead of --config (default: the client config, as the client commands find it)",
+    )
     execu.add_argument("--queue", action="append", default=[], help="queue to serve (repeatable)")
     execu.add_argument("--concurrency", type=int, default=4, help="runs executed at once (default 4)")
-    execu.add_argument("--handler", action="append", default=[], help="TYPE=module:function: a Python handler")
+    execu.add_argument(
+        "--handler",
+        action="append",
+        default=[],
+        help="TYPE=module:function: a Python handler (the module is looked up in the current directory first)",
+    )
     execu.add_argument("--executor-id", default="", help="default: host:pid")
     execu.add_argument(
         "--output-dir",
         default="",
-        help="where run logs go (default: [logs] dir, else <data_dir>/outputs; the nodes accept logs only under their [logs] dir)",
+        help="where run logs go (default: [logs] dir of --config, else the client config's output_dir; the nodes accept logs only under their [logs] dir)",
     )
     execu.add_argument("--grace", type=float, default=30.0, help="seconds to finish running work on SIGTERM")
     add_safety_args(execu)
     add_output_args(execu)
     add_security_args(execu)
     add_log_args(execu)
-    client_cli.add_client_commands(sub)
+    cli.add_client_commands(sub)
     add_token_commands(sub)
     add_tls_commands(sub)
     return parser
@@ -72,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _no_grpc_fork_handlers()
-    from cluster.app import client_cli
+    from cluster.app import cli
     from cluster.app.client_security import security_from_args
 
     args = build_parser().parse_args(argv)
@@ -103,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         from cluster.app.tls_cli import run_tls
 
         return run_tls(args)
-    return client_cli.run(args)
+    return cli.run(args)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ In this order:
    (``cluster.app.data_dir``): every restart after the first;
 2. with ``--join H:P[,H:P...]`` and no recorded membership: the membership
    the given nodes answer (``GetClusterStatus``, asked until one lists this
-   node: it must have been added with ``raftsched cluster add-node`` first).
+   node: it must have been added with ``raftsched cluster add-node`` first;
+   with ``[auth]`` on it asks with the token of ``--token-file``, a reader's:
+   a refused token stops it at once, saying so).
    The node then holds its own elections until it has applied the log up to
    the commit index it was told (a new member must not raise the term before
    it has the log);
@@ -96,6 +98,11 @@ def ask_membership(addresses: list[str], node_id: str, security: ChannelSecurity
                     status = pb_grpc.ClusterServiceStub(ch).GetClusterStatus(pb.GetClusterStatusRequest(), timeout=3)
             except grpc.RpcError as exc:
                 problem = f"{address}: {exc.code().name}: {exc.details()}"
+                if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    raise ConfigError(  # asking again will not change it
+                        f"cannot join through {problem}. A joining node asks the members with the token of "
+                        "--token-file or $RAFTSCHED_TOKEN_FILE (or $RAFTSCHED_TOKEN): give it one with the reader role"
+                    ) from exc
                 continue
             members = tuple(Member(m.id, m.raft_address, m.grpc_address, m.http_address) for m in status.members)
             if any(m.node_id == node_id for m in members):

@@ -28,6 +28,7 @@ from cluster.app.replica_state import ReplicaState, open_state
 from cluster.app.stop_signal import StopSignal
 from cluster.domain import command_registry
 from cluster.domain.errors import NewerState
+from cluster.domain.model import Member
 from cluster.domain.output_location import OutputLocation
 from cluster.domain.validation import Limits
 from cluster.node.backup import open_backup
@@ -48,7 +49,7 @@ from raft.durable_files import make_private_dir
 from raft.lmdb_journal import JournalError
 from raft.snapshot_file import SnapshotError
 from rpc.server.auth import AuthInterceptor
-from rpc.server.cluster_servicer import ClusterServicer
+from rpc.server.cluster_servicer import ClusterServicer, cluster_status
 from rpc.server.grpc_server import build_server
 from rpc.server.job_servicer import JobServicer
 from rpc.server.lease_servicer import LeaseServicer
@@ -151,7 +152,7 @@ class Node:
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
         self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
-        replica = ReplicaState(self.machine, self.state_store)
+        replica = ReplicaState(self.machine, self.state_store, self.store.restored)
         self.raft = RaftNode(settings, replica, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
         self.ops = Observability(cfg, node_id, self.store, self.raft, self.clock, tokens)  # health, metrics, HTTP
@@ -165,15 +166,21 @@ class Node:
         self.membership = MembershipService(self.store, self.clock, node_id, tuple(n.id for n in cfg.nodes))
         self.keeper = MembershipKeeper(
             self.store, self.raft.membership, self.raft, self.clock, node_id, boot.seed, lambda: self.leader.leading,
-            lambda members: record_membership(node_dir, members), self._removed,
+            self._members_settled, self._removed,
             removed_after_s=2 * t.raft_max_timeout + 0.5, hold_until_index=boot.hold_until_index,
         )  # fmt: skip
         # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
         interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))])
+        version_text = f"{version} (command format {command_registry.FORMAT_VERSION})"
         cluster = ClusterServicer(
-            self.raft, node_id, cfg.nodes, self.service.counts, f"{version} (command format {command_registry.FORMAT_VERSION})",
+            self.raft, node_id, cfg.nodes, self.service.counts, version_text,
             self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout),
         )  # fmt: skip
+        self.ops.serve_web_view(
+            self.service,
+            lambda: cluster_status(self.raft, node_id, cfg.nodes, None, version_text, self.membership.view()),
+            self.clock.now_ms,
+        )
         self.server = build_server(
             me.grpc_listen,
             JobServicer(self.service, self.hub, quotas.max_watch_streams),
@@ -184,6 +191,11 @@ class Node:
             interceptors=interceptors,
             health=self.ops.grpc_health,
         )
+
+    def _members_settled(self, members: tuple[Member, ...]) -> None:
+        """The keeper saw the members change (and at start): the data dir records them, health names them."""
+        record_membership(self.node_dir, members)
+        self.ops.learn_members(members)
 
     def _removed(self, reason: str) -> None:
         """The keeper found this node out of the cluster: retire the data dir, answer, then stop."""

@@ -10,13 +10,20 @@
   ``http`` there are no metrics at all: nothing is counted that nobody reads.
 
 With ``[auth]`` on, ``/metrics`` and ``/healthz`` stay public; every other
-route of the router (the web view) asks for a token that may read.
+route of the router (the web view) asks for a token that may read: in an
+``Authorization: Bearer`` header, or through the web view's sign-in form and
+its session cookie (``rpc.http.web.WebAuth``).
+
+The web view (``serve_web_view``, once the node's services exist): the
+read-only pages at ``/`` on the same endpoint, reading through the job
+service and the cluster status function GetClusterStatus answers with.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from cluster.domain.model import Member
 from cluster.node.clock import Clock
 from cluster.node.config import ClusterConfig
 from cluster.node.health import Health, HealthMonitor, check_health
@@ -28,6 +35,7 @@ from rpc.http.router import Authorizer, Router, bearer_reader
 from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
 from rpc.http.server import HttpServer
 from rpc.http.state_collector import StateCollector
+from rpc.http.web import JobReader, TokenVerdict, WebAuth, WebView, add_web_routes, overview_of
 from rpc.server.auth import Access, decide
 from rpc.server.health import GrpcHealth
 from rpc.server.metrics_interceptor import MetricsInterceptor
@@ -38,13 +46,21 @@ def reader_authorizer(tokens: TokenTable | None) -> Authorizer | None:
     """With tokens on: let through a bearer token whose roles may read (as for ListJobs over gRPC)."""
     if tokens is None:
         return None
-    table = tokens
+    check = token_check(tokens)
+    return bearer_reader(lambda presented: bool(check(presented).holder))
 
-    def may_read(presented: str) -> bool:
-        token = table.find(presented)
-        return token is not None and decide(token, "ListJobs", Access()) is None
 
-    return bearer_reader(may_read)
+def token_check(tokens: TokenTable) -> Callable[[str], TokenVerdict]:
+    """The web view's check of a presented token: its name when its roles may read (as for ListJobs), else why not."""
+
+    def check(presented: str) -> TokenVerdict:
+        token = tokens.find(presented)
+        if token is None:
+            return TokenVerdict(refusal="it is not one of this cluster's tokens ([auth] tokens_file): paste the whole token")
+        why = decide(token, "ListJobs", Access())
+        return TokenVerdict(refusal=why) if why is not None else TokenVerdict(holder=token.name)
+
+    return check
 
 
 class Observability:
@@ -59,8 +75,12 @@ class Observability:
         self.monitor.listeners.append(self.grpc_health.on_health)
         self.metrics: NodeMetrics | None = None
         self.http: HttpServer | None = None
+        self._node_id = node_id
+        self._secure = cfg.tls is not None
+        #: under [auth]: who may look at the web view (a bearer token, or a signed-in session)
+        self.web_auth = None if tokens is None else WebAuth(token_check(tokens), node_id, secure=self._secure)
         #: the HTTP routes: the web view adds its own here (they need a reader token under [auth])
-        self.router = Router(reader_authorizer(tokens))
+        self.router = Router(None if self.web_auth is None else self.web_auth.authorize)
         if not me.http:
             return
         metrics = self.metrics = NodeMetrics()
@@ -72,9 +92,23 @@ class Observability:
         tls = None if cfg.tls is None else cfg.tls.for_node(node_id)
         self.http = HttpServer(me.http_listen, self.router, None if tls is None else (tls.cert_file, tls.key_file))
 
+    def serve_web_view(self, jobs: JobReader, cluster_status: Callable[[], Any], now_ms: Callable[[], int]) -> None:
+        """Add the web view's pages (``cluster_status()``: the node's ``pb.ClusterStatus``, as GetClusterStatus
+        answers). Nothing without an HTTP endpoint."""
+        if self.http is None:
+            return
+        scheme = "https" if self._secure else "http"
+        view = WebView(jobs, lambda: overview_of(cluster_status()), now_ms, self._node_id, scheme, self.web_auth)
+        add_web_routes(self.router, view)
+
     def health(self) -> Health:
         """This node's health now (``/healthz``)."""
         return check_health(self._raft, self._names)
+
+    def learn_members(self, members: tuple[Member, ...]) -> None:
+        """The members as the log now says (the membership keeper hands them over): a leader that joined after
+        this node started is named by its id, not its Raft address (the monitor reads the same dict)."""
+        self._names.update({m.raft: m.node_id for m in members})
 
     @property
     def interceptors(self) -> list[Any]:
@@ -84,7 +118,7 @@ class Observability:
     def describe(self) -> str:
         if self.http is None:
             return "no HTTP endpoint (no [[nodes]] http)"
-        return f"HTTP on {self.http.scheme}://{self.http.address}: /metrics, /healthz"
+        return f"HTTP on {self.http.scheme}://{self.http.address}: the web view at /, /metrics, /healthz"
 
     def start(self) -> None:
         self.monitor.start()

@@ -11,7 +11,7 @@ the machine rereads its small state and rebuilds its in-memory indexes.
 from __future__ import annotations
 
 import os
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 from cluster.domain.errors import NewerState
 from cluster.domain.state import JobStateMachine
@@ -22,9 +22,10 @@ STATE_FILE = "state.mdb"
 
 
 class ReplicaState:
-    def __init__(self, machine: JobStateMachine, store: LmdbStateStore) -> None:
+    def __init__(self, machine: JobStateMachine, store: LmdbStateStore, restored: Callable[[], None]) -> None:
         self.machine = machine
         self.store = store
+        self._restored = restored  # told after an install or a restore replaced the state
 
     @property
     def committed_index(self) -> int:
@@ -42,9 +43,11 @@ class ReplicaState:
     def install(self, source: BinaryIO, size: int) -> None:
         self.store.install(source, size)
         self.machine.load()
+        self._restored()
 
     def restore(self, data: bytes) -> None:
         self.machine.restore(data)
+        self._restored()
 
     def has_room(self) -> bool:
         return self.store.has_room()

@@ -19,10 +19,21 @@ from cluster.app.pki import issue, load_ca, make_ca
 
 def add_tls_commands(sub: Any) -> None:
     tls = sub.add_parser("tls", help="make a CA and certificates for [tls]").add_subparsers(dest="action", required=True)
-    ca = tls.add_parser("ca", help="a new CA: DIR/ca.crt (give to nodes and clients) and DIR/ca.key (keep safe)")
+    ca = tls.add_parser(
+        "ca",
+        help="a new CA: DIR/ca.crt (give to nodes and clients) and DIR/ca.key (keep safe)",
+        epilog="example:\n  raftsched tls ca --dir pki",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ca.add_argument("--dir", required=True)
     ca.add_argument("--days", type=int, default=3650)
-    cert = tls.add_parser("cert", help="a node or client certificate signed by DIR/ca.key: DIR/NAME.crt and DIR/NAME.key")
+    cert = tls.add_parser(
+        "cert",
+        help="a node or client certificate signed by DIR/ca.key: DIR/NAME.crt and DIR/NAME.key",
+        epilog="examples:\n  raftsched tls cert --dir pki --name n1 --host 10.0.0.1\n"
+        "  raftsched tls cert --dir pki --name alice --client",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cert.add_argument("--dir", required=True, help="where ca.crt and ca.key are, and the new files go")
     cert.add_argument("--name", required=True, help="the node id (or the client's name)")
     cert.add_argument(

@@ -18,7 +18,13 @@ from rpc.server.tokens import ROLES, new_token, token_entry
 
 def add_token_commands(sub: Any) -> None:
     token = sub.add_parser("token", help="make bearer tokens for [auth] tokens_file").add_subparsers(dest="action", required=True)
-    create = token.add_parser("create", help="a new token and its [[token]] table (the secret is shown once)")
+    create = token.add_parser(
+        "create",
+        help="a new token and its [[token]] table (the secret is shown once)",
+        epilog="example:\n  raftsched token create --name reports-team --role submitter --queue reports --out reports.token "
+        ">> tokens.toml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     create.add_argument("--name", required=True, help="who it is for; executors act as NAME or NAME/<suffix>")
     create.add_argument("--role", action="append", required=True, choices=ROLES, help="a role (repeatable)")
     create.add_argument("--queue", action="append", default=[], help="limit it to this queue (repeatable; default: any)")

@@ -36,6 +36,10 @@ class Overloaded(RaftschedError):
     """A consumer fell too far behind or a limit of the node was hit: RESOURCE_EXHAUSTED."""
 
 
+class OutOfRange(RaftschedError):
+    """A position the node no longer holds (a watch resume point older than its history): OUT_OF_RANGE."""
+
+
 class ConfigError(RaftschedError):
     """A configuration (file, flags, data dir) that cannot be used: the message says what to fix."""
 

@@ -56,6 +56,10 @@ MAX_WATCH_KINDS = 16  # WatchRuns.kinds
 MAX_PAGE_SIZE = 1000  # larger page_size values are served as 1000 pages (AIP-158)
 MAX_PREVIEW_COUNT = 1000  # larger counts are served as 1000 instants
 MAX_WAIT_MS = 60_000  # AcquireLease.wait
+#: run changes each node keeps in memory, so a WatchRuns stream can resume (``resume_after``) on any node,
+#: and the most they may weigh (results and errors, roughly: a result may be up to 1 MiB)
+WATCH_HISTORY = 20_000
+WATCH_HISTORY_BYTES = 64 << 20
 
 # ----------------------------------------------------------------- time
 
@@ -95,6 +99,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("AcquireLease.types", f"{MAX_ACQUIRE_TYPES} items", "INVALID_ARGUMENT"),
     ("AcquireLease.max_runs / wait", f"1-999 runs / up to {MAX_WAIT_MS // 1000} s", "INVALID_ARGUMENT"),
     ("WatchRuns.kinds", f"{MAX_WATCH_KINDS} items", "INVALID_ARGUMENT"),
+    ("WatchRuns.resume_after", f"within the node's last {WATCH_HISTORY:,} run changes (at most {WATCH_HISTORY_BYTES >> 20} MiB, kept in memory)", "OUT_OF_RANGE: watch again"),
     ("CompleteRun.result", "[scheduler] max_result_bytes (default 1 MiB)", "INVALID_ARGUMENT"),
     ("CompleteRun.error", f"{MAX_ERROR_CHARS} characters", "cut to the limit with a note (never refused: a completion must not be lost for its error text)"),
     ("CompleteRun.log_uri", f"{MAX_LOG_URI_CHARS} characters, inside the node's output store", "INVALID_ARGUMENT"),

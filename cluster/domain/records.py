@@ -170,10 +170,11 @@ class RecordReader:
         """At most ``limit`` ``(scheduled_ms, run_id)`` of ``job_id``'s runs after ``after`` (None: from the first)."""
         return _job_keys(self.store, Table.JOB_RUNS, job_id, after, limit)
 
-    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None) -> Iterator[Run]:
-        """``job_id``'s runs by (scheduled_ms, run_id), after ``after``."""
+    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None, newest_first: bool = False) -> Iterator[Run]:
+        """``job_id``'s runs by (scheduled_ms, run_id), after ``after``; ``newest_first``: the other way, from
+        before ``after`` (None: from the newest)."""
         while True:
-            keys = self.job_run_keys(job_id, after, _CHUNK)
+            keys = (_job_keys_back if newest_first else _job_keys)(self.store, Table.JOB_RUNS, job_id, after, _CHUNK)
             for _, run_id in keys:
                 run = self.run(run_id)
                 if run is not None:
@@ -206,6 +207,16 @@ def _job_keys(store: StateStore, table: str, job_id: str, after: tuple[int, str]
     prefix = rc.job_prefix(job_id)
     start = rc.job_run_key(job_id, after[0], after[1]) + b"\x00" if after is not None else prefix
     rows = store.scan(table, start, rc.prefix_end(prefix), limit)
+    n = len(prefix)
+    return [rc.job_run_from(key, n) for key, _ in rows]
+
+
+def _job_keys_back(
+    store: StateStore, table: str, job_id: str, before: tuple[int, str] | None, limit: int
+) -> list[tuple[int, str]]:
+    prefix = rc.job_prefix(job_id)
+    stop = rc.job_run_key(job_id, before[0], before[1]) if before is not None else rc.prefix_end(prefix)
+    rows = store.scan_back(table, prefix, stop, limit)
     n = len(prefix)
     return [rc.job_run_from(key, n) for key, _ in rows]
 

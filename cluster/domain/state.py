@@ -424,8 +424,10 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     def iter_jobs(self, after_id: str = "") -> Iterator[Job]:
         return self.view.iter_jobs(after_id)
 
-    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None) -> Iterator[Run]:
-        return self.view.iter_job_runs(job_id, after)
+    def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None, newest_first: bool = False) -> Iterator[Run]:
+        """A job's runs by (scheduled instant, run id) after ``after``; ``newest_first``: the other way, from
+        before ``after`` (None: from the newest)."""
+        return self.view.iter_job_runs(job_id, after, newest_first)
 
     def active_runs(self, job_id: str = "") -> list[Run]:
         """PENDING and LEASED runs (of ``job_id``, or of every job), by scheduled time: from the

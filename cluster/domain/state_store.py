@@ -89,6 +89,12 @@ class StateStore(Protocol):
         """At most ``limit`` pairs with ``start <= key < stop`` (no ``stop``: to the end), in key order."""
         ...
 
+    def scan_back(
+        self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+    ) -> list[tuple[bytes, bytes]]:
+        """As ``scan``, from the other end: the pairs nearest below ``stop`` (no ``stop``: the last ones) first."""
+        ...
+
     def count(self, table: str) -> int: ...
 
     def begin(self) -> None:
@@ -133,6 +139,20 @@ class MemoryStore:
         if limit <= 0:
             return out
         keys = rows.irange(minimum=start, maximum=stop, inclusive=(True, False)) if stop is not None else rows.irange(start)
+        for key in keys:
+            out.append((key, rows[key]))
+            if len(out) >= limit:
+                break
+        return out
+
+    def scan_back(
+        self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
+    ) -> list[tuple[bytes, bytes]]:
+        rows = self._tables[table]
+        out: list[tuple[bytes, bytes]] = []
+        if limit <= 0:
+            return out
+        keys = rows.irange(start, stop, (True, False), reverse=True) if stop is not None else rows.irange(start, reverse=True)
         for key in keys:
             out.append((key, rows[key]))
             if len(out) >= limit:

@@ -1,31 +1,71 @@
-"""Fan-out of applied run changes to WatchRuns subscribers.
+"""Fan-out of applied run changes to WatchRuns subscribers, and a bounded history to resume from.
 
-``publish`` runs on the Raft tick thread right after an apply: it only
-copies the changed runs and appends them to each subscriber's bounded
-queue. A subscriber that falls more than ``max_backlog`` events behind is
-closed with ``overflowed`` set (its stream ends with a clear error), so one
-slow watcher can never stall replication.
+``publish(events, index)`` runs on the Raft tick thread right after every
+apply (also one that changed no run): it snapshots each changed run (a tuple
+of its fields, not a deep copy), appends the change to the history and to
+each interested subscriber's bounded queue. A subscriber that falls more than
+``max_backlog`` changes behind is closed with ``overflowed`` set (its stream
+ends with a clear error), so one slow watcher can never stall replication.
+
+**Positions.** Every change is numbered ``(index, position)``: the Raft index
+of the entry whose apply made it and its place among that entry's changes.
+The state machine is deterministic, so a position names the same change on
+every node, which is what lets a watch resume on another node
+(``subscribe(..., resume_after=point)``). The history holds the last
+``history`` changes, whole entries at a time (fewer when their results and
+errors would pass ``history_bytes``); ``covered_from`` is the first entry index all of whose
+changes this node still holds (it moves on as old changes are dropped, and
+jumps when a snapshot replaces the state: ``reset``). A resume point before
+it is ``OutOfRange``.
+
+Locking: ``publish`` holds the hub's lock while it appends and queues, so a
+new subscriber sees every change exactly once, either in its replay or in
+its queue, and ``bookmark`` can tell, atomically, that a subscriber has
+been handed everything up to the last applied entry.
 """
 
 from __future__ import annotations
 
-import copy
+import collections
+import operator
 import queue
 import threading
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
+from cluster.domain.errors import OutOfRange, Unavailable
+from cluster.domain.limits import WATCH_HISTORY, WATCH_HISTORY_BYTES
 from cluster.domain.model import Run
 
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
 
+#: a run's fields, snapshotted as a tuple: they hold immutable values (a field holding a list or a dict
+#: that apply changes in place would need a copy here)
+_FIELDS = Run.__slots__
+_snapshot = operator.attrgetter(*_FIELDS)
+_new = tuple.__new__
 
-@dataclass(frozen=True, slots=True)
-class RunChange:
+Point = tuple[int, int]
+
+
+class RunChange(NamedTuple):
     kind: str
-    run: Run
+    state: tuple  # the run's fields when it changed (``Run.__slots__`` order)
     observed_ms: int
+    log_index: int  # the Raft index of the entry whose apply made it
+    position: int  # its place among that entry's changes
+
+    @property
+    def point(self) -> Point:
+        return (self.log_index, self.position)
+
+    @property
+    def run(self) -> Run:
+        """The run as it was after the change (a new, detached record)."""
+        run = object.__new__(Run)
+        for name, value in zip(_FIELDS, self.state):
+            object.__setattr__(run, name, value)
+        return run
 
 
 class Subscription:
@@ -35,6 +75,8 @@ class Subscription:
         self.kinds = kinds
         self.queue: queue.Queue[RunChange | None] = queue.Queue(maxsize=max_backlog)
         self.overflowed = False
+        #: set when the node replaced its state from a snapshot: changes in between were never seen here
+        self.gap = False
 
     def get(self, timeout: float) -> RunChange | None:
         try:
@@ -42,49 +84,129 @@ class Subscription:
         except queue.Empty:
             return None
 
+    def check(self) -> None:
+        """Raise what ends the stream, if anything does."""
+        if self.gap:
+            raise Unavailable("this node caught up from a snapshot and did not see every change in between; watch again")
+
     def close(self) -> None:
         self._hub.unsubscribe(self)
 
 
+#: what a change costs the history besides its run's result and error (counted roughly)
+_CHANGE_COST = 256
+
+
 class EventHub:
-    def __init__(self, now_ms: Callable[[], int], max_backlog: int = 100_000) -> None:
+    def __init__(
+        self,
+        now_ms: Callable[[], int],
+        max_backlog: int = 100_000,
+        history: int = WATCH_HISTORY,
+        history_bytes: int = WATCH_HISTORY_BYTES,
+    ) -> None:
         self._now_ms = now_ms
         self._max_backlog = max_backlog
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
+        #: per applied entry that changed runs: (its index, its changes, their rough weight in bytes)
+        self._history: collections.deque[tuple[int, list[RunChange], int]] = collections.deque()
+        self._max_changes = max(1, history)
+        self._max_bytes = history_bytes
+        self._count = 0
+        self._bytes = 0
+        #: the first entry index all of whose changes are still held (or still to come)
+        self.covered_from = 1
+        #: the last entry published, and how many changes it made
+        self._last: Point = (0, 0)
 
-    def subscribe(self, accept: Callable[[Run], bool], kinds: frozenset[str] | None = None) -> Subscription:
-        """Changes of runs ``accept`` takes, of the given ``kinds`` (None: all)."""
+    def subscribe(
+        self, accept: Callable[[Run], bool], kinds: frozenset[str] | None = None, resume_after: Point | None = None
+    ) -> tuple[Subscription, list[RunChange]]:
+        """Changes of runs ``accept`` takes, of the given ``kinds`` (None: all), from now on; with
+        ``resume_after``, also the held changes after that point (returned, in order).
+        ``OutOfRange`` when the point is older than the history."""
         sub = Subscription(self, accept, self._max_backlog, kinds)
-        with self._lock:
+        held: list[list[RunChange]] = []
+        with self._lock:  # held changes and queued ones meet exactly here: none is missed or sent twice
+            if resume_after is not None:
+                if resume_after[0] < self.covered_from:
+                    raise OutOfRange(
+                        f"resume point {resume_after[0]}.{resume_after[1]} is older than this node's history of run "
+                        f"changes (it holds entries from index {self.covered_from}): watch again without it"
+                    )
+                held = [changes for index, changes, _ in self._history if index >= resume_after[0]]
             self._subs.append(sub)
-        return sub
+        # filtered outside the lock (the Raft thread publishes under it); the changes never change
+        replay = [ch for changes in held for ch in changes if ch.point > (resume_after or (0, 0))]
+        return sub, [ch for ch in replay if self._wants(sub, ch.kind, ch.run)]
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             if sub in self._subs:
                 self._subs.remove(sub)
 
+    def bookmark(self, sub: Subscription) -> Point | None:
+        """The point up to which ``sub`` has been handed every change (past every change of the
+        last applied entry), or None while changes wait in its queue."""
+        with self._lock:
+            return self._last if sub.queue.empty() else None
+
     @property
     def has_subscribers(self) -> bool:
         return bool(self._subs)
 
-    def publish(self, events: list[tuple[str, Run]]) -> None:
+    @staticmethod
+    def _wants(sub: Subscription, kind: str, run: Run) -> bool:
+        return not sub.overflowed and (sub.kinds is None or kind in sub.kinds) and sub.accept(run)
+
+    def publish(self, events: list[tuple[str, Run]], index: int) -> None:
+        """The run changes entry ``index`` made (called after every applied entry, in order)."""
         with self._lock:
-            subs = list(self._subs)
-        if not subs or not events:
-            return
-        now = self._now_ms()
-        for kind, run in events:
-            if kind not in RUN_EVENT_KINDS:  # the machine's events for the metrics only (``lease_expired``)
-                continue
-            interested = [s for s in subs if not s.overflowed and (s.kinds is None or kind in s.kinds) and s.accept(run)]
-            if not interested:
-                continue
-            change = RunChange(kind, copy.copy(run), now)
-            for sub in interested:
-                try:
-                    sub.queue.put_nowait(change)
-                except queue.Full:
-                    sub.overflowed = True
-                    self.unsubscribe(sub)
+            # the machine's events for the metrics only (``lease_expired``) are not run changes
+            events = [e for e in events if e[0] in RUN_EVENT_KINDS]
+            self._last = (index, len(events))
+            if not events:
+                return
+            now = self._now_ms()
+            # tuple.__new__: a NamedTuple's own __new__ costs more than the snapshot itself on this hot path
+            changes = [_new(RunChange, (kind, _snapshot(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
+            weight = _CHANGE_COST * len(events) + sum(len(run.result) + len(run.error) for _, run in events)
+            self._remember(index, changes, weight)
+            if self._subs:
+                self._deliver(changes, events)
+
+    def _deliver(self, changes: list[RunChange], events: list[tuple[str, Run]]) -> None:
+        for change, (kind, run) in zip(changes, events):
+            for sub in self._subs:
+                if self._wants(sub, kind, run):
+                    try:
+                        sub.queue.put_nowait(change)
+                    except queue.Full:
+                        sub.overflowed = True
+        self._subs = [s for s in self._subs if not s.overflowed]
+
+    def _remember(self, index: int, changes: list[RunChange], weight: int) -> None:
+        """Keep an entry's changes; drop the oldest entries over either bound (the history then starts
+        later). The newest entry is always kept."""
+        history = self._history
+        history.append((index, changes, weight))
+        self._count += len(changes)
+        self._bytes += weight
+        while len(history) > 1 and (self._count > self._max_changes or self._bytes > self._max_bytes):
+            old_index, old_changes, old_weight = history.popleft()
+            self._count -= len(old_changes)
+            self._bytes -= old_weight
+            self.covered_from = max(self.covered_from, old_index + 1)
+
+    def reset(self, applied_index: int) -> None:
+        """The state was replaced by a snapshot at ``applied_index``: forget the history, and end
+        every open stream (it missed the changes the snapshot stands for)."""
+        with self._lock:
+            self._history.clear()
+            self._count = self._bytes = 0
+            self.covered_from = applied_index + 1
+            self._last = (applied_index, 0)
+            for sub in self._subs:
+                sub.gap = True
+            self._subs = []

@@ -12,7 +12,7 @@ them to gRPC status codes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, TypeVar
 
 from cluster.domain import commands as c
@@ -57,6 +57,8 @@ class Counts:
     pending_by_queue: dict[str, int]  # queues with PENDING runs only
     #: node id -> (raftsched version, command format), as each node reported it
     members: dict[str, tuple[str, int]]
+    #: jobs by status (kept ones: DELETED jobs are gone)
+    jobs_by_status: dict[JobStatus, int] = field(default_factory=dict)
 
 
 def new_job_id(now_ms: int) -> str:
@@ -211,7 +213,7 @@ class JobService:
 
         def count(m: JobStateMachine) -> Counts:
             pending = {q: len(runs) for q, runs in m.pending.items() if runs}
-            return Counts(dict(m.run_counts), sum(m.job_counts.values()), pending, dict(m.members))
+            return Counts(dict(m.run_counts), sum(m.job_counts.values()), pending, dict(m.members), dict(m.job_counts))
 
         return self._store.read(count, barrier=False)
 
@@ -234,10 +236,22 @@ class JobService:
         page = self._scan(lambda r, after: r.iter_jobs(after), keep, size, lambda j: j.job_id, cursor)
         return Page(page.items, self._tokens.issue(query, page.next_token))
 
-    def list_runs(self, job_id: str = "", status: RunStatus | None = None, page_size: int = 0, page_token: str = "") -> Page:
+    def list_runs(
+        self,
+        job_id: str = "",
+        status: RunStatus | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        newest_first: bool = False,
+    ) -> Page:
+        """Runs (of ``job_id``, or all by run id) in ``status``; a job's by scheduled instant, oldest first
+        unless ``newest_first`` (the web view's order; only with a ``job_id``)."""
         size = _page_size(page_size)
         lim.check_chars("job_id", job_id, lim.MAX_ID_CHARS)
-        query = _query("runs", job_id, status.value if status else "")
+        if newest_first and not job_id:
+            raise ValidationError("newest_first needs a job_id: runs of every job are listed by run id")
+        # the oldest-first query is bound as it always was (tokens of older nodes stay good)
+        query = _query("runs", job_id, status.value if status else "", *(("newest",) if newest_first else ()))
         cursor = self._tokens.open(query, page_token)
 
         def keep(r: Run) -> bool:
@@ -249,7 +263,7 @@ class JobService:
             def job_runs(r: RecordReader, after: str) -> Iterator[Run]:
                 if not r.has_job(job_id):
                     raise RejectedError(NotFound(f"job {job_id} not found"))
-                return r.iter_job_runs(job_id, _parse_run_token(after))
+                return r.iter_job_runs(job_id, _parse_run_token(after), newest_first)
 
             page = self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", cursor)
         else:

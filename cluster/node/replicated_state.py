@@ -131,10 +131,15 @@ class ReplicatedState:
         """Called on the tick thread after every apply: publish run changes, wake waiters."""
         with self.lock:
             events = self._machine.drain_events()
-        if events:
-            self._hub.publish(events)
+            index = self._machine.applied_index
+        self._hub.publish(events, index)  # also without changes: the hub counts the entries it saw
         for hook in self.on_applied:
             hook(events)
+
+    def restored(self) -> None:
+        """Called after the state was replaced from a snapshot: the event hub's history of changes no
+        longer joins up with the state, so watchers resume from the new applied index."""
+        self._hub.reset(self._machine.applied_index)
 
     # ------------------------------------------------------------ writes
 

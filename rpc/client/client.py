@@ -2,7 +2,14 @@
 
 ``Client(["127.0.0.1:50051", ...])`` keeps a channel per node and sends each
 call to the node that answered last; UNAVAILABLE (no leader yet, node down)
-moves to the next node with exponential backoff until ``deadline_s``. With
+moves to the next node with exponential backoff until ``deadline_s``; a
+stream (``backup``, ``watch_runs``) starts on the first node whose connection
+comes up. A node that does not complete a connection within
+``connect_timeout_s`` counts as down (gRPC's own default waits 20 s). When no
+node answers at all — every failure is one of reaching a node, not an answer
+— the call raises ``ClusterUnreachable`` ("no node of the cluster answers at
+...: is it running?"): once every node was tried and ``unreachable_after_s``
+has passed, when set (the command line: 0.6 s), else at the deadline. With
 ``prefer_leader=True`` (what executors use) it sends to the leader when the
 leader is among its addresses, asking who leads every ``LEADER_CHECK_S`` (an
 UNAVAILABLE rotates as usual and defers the next look): any node answers, but
@@ -25,7 +32,8 @@ import grpc
 
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
+from rpc.client.channel import ChannelSecurity, connects, open_channel
+from rpc.client.errors import ClusterUnreachable, unreachable
 
 log = logging.getLogger("raftsched.client")
 
@@ -44,6 +52,8 @@ class Client:
         call_timeout_s: float = 10.0,
         prefer_leader: bool = False,
         security: ChannelSecurity | None = None,
+        connect_timeout_s: float = 5.0,
+        unreachable_after_s: float | None = None,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [a.strip() for a in addresses.split(",") if a.strip()]
@@ -52,7 +62,18 @@ class Client:
         self.addresses = list(addresses)
         self.deadline_s = deadline_s
         self.call_timeout_s = call_timeout_s
-        options = [("grpc.max_receive_message_length", 64 << 20)]
+        #: give up after this long when no node answers at all (None: at ``deadline_s``)
+        self.unreachable_after_s = unreachable_after_s
+        #: where the addresses came from, named when no node answers (e.g. "local-cluster/client.toml")
+        self.source = ""
+        options = [
+            ("grpc.max_receive_message_length", 64 << 20),
+            # gRPC's minimum reconnect backoff is also its connect timeout (doc/connection-backoff.md):
+            # a node that accepts TCP but never completes HTTP/2 (stopped, overloaded) fails after it
+            ("grpc.min_reconnect_backoff_ms", int(connect_timeout_s * 1000)),
+            ("grpc.initial_reconnect_backoff_ms", 250),
+            ("grpc.max_reconnect_backoff_ms", 2000),  # a node back from a restart is found again soon
+        ]
         self._channels = [open_channel(a, security, options) for a in addresses]
         self._jobs = [pb_grpc.JobServiceStub(ch) for ch in self._channels]
         self._leases = [pb_grpc.LeaseServiceStub(ch) for ch in self._channels]
@@ -95,9 +116,16 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, stubs: list[Any], method: str, request: Any, timeout: float | None = None) -> Any:
-        deadline = time.monotonic() + self.deadline_s
+    def _call(
+        self, stubs: list[Any], method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None
+    ) -> Any:
+        start = time.monotonic()
+        deadline = start + self.deadline_s
+        patience = self.unreachable_after_s if unreachable_after_s is None else unreachable_after_s
+        give_up = None if patience is None else start + patience
         delay = 0.05
+        answered = False  # some node gave an answer (an error included) during this call
+        tried: set[int] = set()  # the nodes that could not be reached during this call
         while True:
             if self.prefer_leader and time.monotonic() - self._leader_checked >= LEADER_CHECK_S:
                 self._follow_leader()
@@ -105,22 +133,41 @@ class Client:
             try:
                 return getattr(stub, method)(request, timeout=timeout or self.call_timeout_s)
             except grpc.RpcError as exc:
-                code = exc.code()
-                if code not in RETRYABLE or time.monotonic() + delay > deadline:
+                lost = unreachable(exc)
+                answered = answered or not lost
+                if lost:
+                    tried.add(self._current)
+                if exc.code() not in RETRYABLE:
+                    raise
+                now = time.monotonic()
+                pause = delay * (0.5 + random.random())
+                if not answered and give_up is not None:
+                    if now >= give_up and len(tried) == len(stubs):  # every node tried, none answered
+                        raise ClusterUnreachable(self.addresses, exc, self.source) from None
+                    pause = min(pause, max(0.0, give_up - now))
+                elif now + pause > deadline:
+                    if not answered:
+                        raise ClusterUnreachable(self.addresses, exc, self.source) from None
                     raise
                 self._current = (self._current + 1) % len(stubs)
                 # rotate like any client, and look for the leader again only later: a leader this
                 # client cannot reach must not win every retry over the followers that forward
                 self._leader_checked = time.monotonic()
-                time.sleep(delay * (0.5 + random.random()))
+                time.sleep(pause)
                 delay = min(delay * 2, 1.0)
+
+    def rotate(self) -> str:
+        """Send the next calls (and watches) to the next node; its address."""
+        self._current = (self._current + 1) % len(self.addresses)
+        return self.current_address
 
     def job(self, method: str, request: Any, timeout: float | None = None) -> Any:
         """Call any JobService method by name."""
         return self._call(self._jobs, method, request, timeout)
 
-    def lease(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        return self._call(self._leases, method, request, timeout)
+    def lease(self, method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None) -> Any:
+        """Call a LeaseService method; ``unreachable_after_s`` overrides the client's for this call."""
+        return self._call(self._leases, method, request, timeout, unreachable_after_s)
 
     def cluster(self, method: str, request: Any, timeout: float | None = None) -> Any:
         return self._call(self._cluster, method, request, timeout)
@@ -164,13 +211,35 @@ class Client:
     def cluster_status(self) -> pb.ClusterStatus:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
+    def _reachable(self) -> int:
+        """Point ``_current`` at the first node, from it on, whose connection comes up (``connects``; left as
+        it is when none does), and return it: a stream, once begun, is not retried elsewhere."""
+        for step in range(len(self._channels)):
+            i = (self._current + step) % len(self._channels)
+            if connects(self._channels[i]):
+                self._current = i
+                break
+        return self._current
+
     def backup(self, timeout: float = 120.0) -> Iterator[pb.BackupChunk]:
-        """The snapshot stream of ``Backup`` (admin) from the node calls go to."""
-        return iter(self._cluster[self._current].Backup(pb.BackupRequest(), timeout=timeout))
+        """The snapshot stream of ``Backup`` (admin) from a node that answers."""
+        return iter(self._cluster[self._reachable()].Backup(pb.BackupRequest(), timeout=timeout))
 
     def watch_runs(
-        self, job_id: str = "", queue: str = "", include_existing: bool = False, kinds: list[str] | None = None
+        self,
+        job_id: str = "",
+        queue: str = "",
+        include_existing: bool = False,
+        kinds: list[str] | None = None,
+        resume_after: tuple[int, int] | None = None,
+        bookmarks: bool = False,
     ) -> Iterator[pb.RunEvent]:
-        stub = self._jobs[self._current]
-        req = pb.WatchRunsRequest(job_id=job_id, queue=queue, include_existing=include_existing, kinds=kinds or [])
+        """One WatchRuns stream from a node that answers (a ``grpc`` call: ``cancel()`` ends it). To follow
+        the runs across node failures, resuming where the stream broke: ``rpc.client.watch.RunFollower``."""
+        stub = self._jobs[self._reachable()]
+        req = pb.WatchRunsRequest(
+            job_id=job_id, queue=queue, include_existing=include_existing, kinds=kinds or [], bookmarks=bookmarks
+        )
+        if resume_after is not None:
+            req.resume_after.index, req.resume_after.position = resume_after
         return stub.WatchRuns(req)

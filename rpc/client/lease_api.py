@@ -1,4 +1,9 @@
-"""The executor's view of LeaseService: domain values in, domain values out."""
+"""The executor's view of LeaseService: domain values in, domain values out.
+
+A failed call leaves as ``LeaseLost`` (a stale lease or token:
+FAILED_PRECONDITION) or as ``RpcFailure``, whose text is one readable line
+(``rpc.client.errors.describe``): the executor logs it as it is.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from cluster.executor.ports import Finished, LeaseLost, Task
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
+from rpc.client.errors import RpcFailure
 
 
 class GrpcLeaseApi:
@@ -23,7 +29,11 @@ class GrpcLeaseApi:
     def acquire(self, queues: list[str], max_runs: int, wait_ms: int, types: list[str] | None = None) -> list[Task]:
         req = pb.AcquireLeaseRequest(executor_id=self.executor_id, queues=queues, max_runs=max_runs, types=types or [])
         cv.to_dur(wait_ms, req.wait)
-        resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10)
+        try:
+            # no node at all: say so soon (the executor logs it and asks again); a completion keeps trying
+            resp = self.client.lease("AcquireLease", req, timeout=wait_ms / 1000.0 + 10, unreachable_after_s=ACQUIRE_PATIENCE_S)
+        except grpc.RpcError as exc:
+            raise RpcFailure(exc) from None
         return [
             Task(
                 lease_id=lease.lease_id,
@@ -48,7 +58,7 @@ class GrpcLeaseApi:
             resp = self.client.lease("RenewLease", req)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
-                raise
+                raise RpcFailure(exc) from None
             return [Renewal(lease_id, False, 0, False, exc.details()) for lease_id, _ in leases]
         return [Renewal(r.lease_id, r.ok, cv.ts_ms(r.expires_at), r.cancel_requested, r.error) for r in resp.leases]
 
@@ -57,8 +67,8 @@ class GrpcLeaseApi:
             self.client.lease("CompleteRun", _complete_request(finished, self.executor_id))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
-                raise LeaseLost(exc.details()) from exc
-            raise
+                raise LeaseLost(exc.details()) from None
+            raise RpcFailure(exc) from None
 
     def complete_many(self, done: list[Finished]) -> list[Exception | None]:
         """Several completions in one CompleteRuns call; per run None, ``LeaseLost`` or another error.
@@ -72,7 +82,7 @@ class GrpcLeaseApi:
                 resp = self.client.lease("CompleteRuns", req)
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-                    raise
+                    raise RpcFailure(exc) from None
                 return [self._complete_one(item) for item in done]
             retry = []
             for i, r in zip(todo, resp.results):
@@ -94,6 +104,8 @@ class GrpcLeaseApi:
 
 
 UNAVAILABLE_ROUNDS = 4
+#: how long an acquire waits for any node to answer before it fails (and the executor logs it)
+ACQUIRE_PATIENCE_S = 5.0
 
 
 def _complete_request(done: Finished, executor_id: str) -> pb.CompleteRunRequest:

@@ -1,5 +1,5 @@
 """The node's HTTP endpoint (``[[nodes]] http``): a WSGI router served on threads, with the operations
-routes (``/metrics``, ``/healthz``) and the node's Prometheus metrics. The web view is added as routes."""
+routes (``/metrics``, ``/healthz``) and the node's Prometheus metrics. The web view (``rpc.http.web``) is added as routes."""
 
 from rpc.http.metrics import METRICS, NodeMetrics
 from rpc.http.router import Request, Response, Router, bearer_reader

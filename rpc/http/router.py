@@ -1,8 +1,8 @@
 """A small WSGI application: routes by method and path to handlers of ``Request`` -> ``Response``.
 
 The node's HTTP endpoint is this app (``rpc.http.server`` serves it): the
-operations routes (``/metrics``, ``/healthz``: ``rpc.http.ops``) and, later,
-the read-only web view at ``/`` are added as routes. A path is matched
+operations routes (``/metrics``, ``/healthz``: ``rpc.http.ops``) and the
+read-only web view at ``/`` (``rpc.http.web``) are added as routes. A path is matched
 segment by segment; a segment ``{name}`` matches any one segment and lands in
 ``Request.params`` (``/jobs/{job_id}``).
 
@@ -10,7 +10,12 @@ Access: a route added with ``public=True`` is served to anyone (Prometheus
 and probes carry no token). Every other route first asks the router's
 ``authorize(request)`` (None: no check, as when ``[auth]`` is off): it
 answers None to let the request through, or why not, which becomes a 401
-with that reason. ``bearer_reader`` builds one from a token check.
+with that reason (as plain text, or as the page ``refused(request, reason)``
+builds: the web view's sign-in form). ``bearer_reader`` builds one from a
+token check.
+
+Requests: a POST's body (a form) is read up to ``MAX_BODY_BYTES`` (a larger
+one is a 413 before any handler runs); cookies are parsed on demand.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from urllib.parse import parse_qs
 log = logging.getLogger("raftsched.http")
 
 TEXT = "text/plain; charset=utf-8"
+#: the largest request body read (a sign-in form is a few hundred bytes)
+MAX_BODY_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -34,9 +41,32 @@ class Request:
     headers: dict[str, str]
     #: what ``{name}`` segments of the route matched
     params: dict[str, str] = field(default_factory=dict)
+    #: the body of a POST (at most ``MAX_BODY_BYTES``)
+    body: bytes = b""
+    #: the body was larger than ``MAX_BODY_BYTES`` (and was not read)
+    body_too_large: bool = False
 
     def header(self, name: str, default: str = "") -> str:
         return self.headers.get(name.lower(), default)
+
+    def cookie(self, name: str) -> str:
+        """The value of cookie ``name`` ("" when absent or the header cannot be parsed)."""
+        # by hand, not http.cookies: one odd cookie of another site on this host must not hide ours
+        for pair in self.header("cookie").split(";"):
+            key, sep, value = pair.strip().partition("=")
+            if sep and key == name:
+                return value.strip().strip('"')
+        return ""
+
+    def form(self) -> dict[str, str]:
+        """The fields of an ``application/x-www-form-urlencoded`` body (the first value of each)."""
+        if not self.header("content-type").lower().startswith("application/x-www-form-urlencoded"):
+            return {}
+        fields = parse_qs(self.body.decode("utf-8", "replace"), keep_blank_values=True)
+        return {key: values[0] for key, values in fields.items()}
+
+    def with_params(self, params: dict[str, str]) -> "Request":
+        return Request(self.method, self.path, self.query, self.headers, params, self.body, self.body_too_large)
 
 
 @dataclass(frozen=True)
@@ -54,16 +84,21 @@ class Response:
 Handler = Callable[[Request], Response]
 #: None to let a request through; else why not (the 401's body)
 Authorizer = Callable[[Request], "str | None"]
+#: the 401 answer to a refused request, given why (the default: that reason as text)
+Refusal = Callable[[Request, str], Response]
 
 _REASONS = {
     200: "OK",
     204: "No Content",
+    303: "See Other",
     304: "Not Modified",
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    413: "Content Too Large",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -92,9 +127,15 @@ def _split(path: str) -> list[str]:
     return [p for p in path.split("/") if p]
 
 
+def _refused_as_text(request: Request, reason: str) -> Response:
+    return Response(401, (reason + "\n").encode())
+
+
 class Router:
     def __init__(self, authorize: Authorizer | None = None) -> None:
         self.authorize = authorize
+        #: builds the 401 of a refused request (the web view sets its sign-in page here)
+        self.refused: Refusal = _refused_as_text
         self._routes: list[Route] = []
 
     def add(self, path: str, handler: Handler, methods: Iterable[str] = ("GET",), public: bool = False) -> None:
@@ -117,8 +158,12 @@ class Router:
             if not route.public and self.authorize is not None:
                 refusal = self.authorize(request)
                 if refusal is not None:
-                    return Response(401, (refusal + "\n").encode(), headers=(("WWW-Authenticate", 'Bearer realm="raftsched"'),))
-            return route.handler(Request(request.method, request.path, request.query, request.headers, params))
+                    page = self.refused(request, refusal)
+                    challenge = ("WWW-Authenticate", 'Bearer realm="raftsched"')
+                    return Response(401, page.body, page.content_type, (challenge, *page.headers))
+            if request.body_too_large:
+                return Response.text(413, f"the request body is over {MAX_BODY_BYTES} bytes: send less")
+            return route.handler(request.with_params(params))
         if allowed:
             return Response(
                 405,
@@ -137,18 +182,38 @@ class Router:
             log.exception("HTTP %s %s failed", request.method, request.path)
             response = Response.text(500, f"internal error serving {request.path}: {exc!r}; see the node log")
         headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))), *response.headers]
+        if not any(name.lower() == "x-content-type-options" for name, _ in headers):
+            headers.append(("X-Content-Type-Options", "nosniff"))  # text is text: no browser may guess HTML in it
         start_response(f"{response.status} {_REASONS.get(response.status, 'Status')}", headers)
         return [] if request.method == "HEAD" else [response.body]
 
 
 def request_of(environ: dict[str, Any]) -> Request:
     headers = {key[5:].replace("_", "-").lower(): str(value) for key, value in environ.items() if key.startswith("HTTP_")}
+    if environ.get("CONTENT_TYPE"):
+        headers["content-type"] = str(environ["CONTENT_TYPE"])
+    body, too_large = _body(environ)
     return Request(
         method=str(environ.get("REQUEST_METHOD", "GET")).upper(),
         path=str(environ.get("PATH_INFO", "/")) or "/",
         query=parse_qs(str(environ.get("QUERY_STRING", ""))),
         headers=headers,
+        body=body,
+        body_too_large=too_large,
     )
+
+
+def _body(environ: dict[str, Any]) -> tuple[bytes, bool]:
+    """(body, too large): at most ``MAX_BODY_BYTES`` of what ``Content-Length`` announces."""
+    try:
+        length = int(str(environ.get("CONTENT_LENGTH") or "0"))
+    except ValueError:
+        return b"", False
+    if length <= 0 or environ.get("wsgi.input") is None:
+        return b"", False
+    if length > MAX_BODY_BYTES:
+        return b"", True
+    return environ["wsgi.input"].read(length), False
 
 
 def bearer_reader(may_read: Callable[[str], bool]) -> Authorizer:

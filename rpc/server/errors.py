@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar
 
 import grpc
 
-from cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
+from cluster.domain.errors import OutOfRange, Overloaded, RejectedError, Unavailable, ValidationError
 from cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
@@ -42,6 +42,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
         return grpc.StatusCode.UNAVAILABLE, str(exc)
     if isinstance(exc, Overloaded):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
+    if isinstance(exc, OutOfRange):
+        return grpc.StatusCode.OUT_OF_RANGE, str(exc)
     return None
 
 

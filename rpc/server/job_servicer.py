@@ -16,7 +16,7 @@ import grpc
 from cluster.domain import limits as lim
 from cluster.domain.errors import Overloaded, ValidationError
 from cluster.domain.model import Run
-from cluster.node.event_hub import RUN_EVENT_KINDS, EventHub
+from cluster.node.event_hub import RUN_EVENT_KINDS, EventHub, RunChange
 from cluster.node.job_service import JobService
 from cluster.node.slots import Slots
 from protos.raftsched.v1 import scheduler_pb2 as pb
@@ -136,20 +136,40 @@ class JobServicer(pb_grpc.JobServiceServicer):
             release()
 
     def _watch(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext, accept: Any) -> Iterator[pb.RunEvent]:
-        job_id = request.job_id
-        sub = self._hub.subscribe(accept, frozenset(request.kinds) or None)
+        resume = (request.resume_after.index, request.resume_after.position) if request.HasField("resume_after") else None
+        if resume is not None and request.include_existing:
+            raise ValidationError("give resume_after or include_existing, not both: a resumed watch has seen the existing runs")
+        sub, replay = self._hub.subscribe(accept, frozenset(request.kinds) or None, resume)
+        sent = resume or (0, 0)  # the point of the last change sent: nothing at or before it goes out again
+        bookmarked: tuple[int, int] | None = None
         try:
             if request.include_existing:
-                for run in self._svc.active_runs(job_id, accept, MAX_EXISTING):
+                for run in self._svc.active_runs(request.job_id, accept, MAX_EXISTING):
                     yield pb.RunEvent(run=cv.run_to_pb(run), kind="existing")
+            for change in replay:
+                sent = change.point
+                yield _event(change)
+            quiet = True  # a bookmark opens the stream
             while context.is_active():
+                sub.check()
                 if sub.overflowed:
-                    raise Overloaded("this watcher fell too far behind the applied changes; watch again")
-                change = sub.get(WATCH_POLL_S)
-                if change is None:
+                    raise Overloaded("this watcher fell too far behind the applied changes; watch again (resume_after)")
+                if request.bookmarks and quiet:
+                    point = self._hub.bookmark(sub)
+                    if point is not None and point != bookmarked and point > sent:
+                        bookmarked = point
+                        yield pb.RunEvent(kind="bookmark", index=point[0], position=point[1])
+                live = sub.get(WATCH_POLL_S)
+                quiet = live is None
+                if live is None or live.point <= sent:
                     continue
-                event = pb.RunEvent(run=cv.run_to_pb(change.run), kind=change.kind)
-                cv.to_ts(change.observed_ms, event.observed_at)
-                yield event
+                sent = live.point
+                yield _event(live)
         finally:
             sub.close()
+
+
+def _event(change: RunChange) -> pb.RunEvent:
+    event = pb.RunEvent(run=cv.run_to_pb(change.run), kind=change.kind, index=change.log_index, position=change.position)
+    cv.to_ts(change.observed_ms, event.observed_at)
+    return event

@@ -1,4 +1,4 @@
-"""A prefer_leader client still gets through when the leader it is told of cannot be reached."""
+"""A prefer_leader client still gets through when the leader it is told of cannot be reached; a stream starts\non a node that answers."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ class Follower(pb_grpc.ClusterServiceServicer, pb_grpc.JobServiceServicer):
         self.answered += 1
         return pb.Job(job_id=request.job_id)
 
+    def WatchRuns(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext) -> Iterator[pb.RunEvent]:
+        yield pb.RunEvent(kind="fired")
+
 
 @pytest.fixture()
 def follower() -> Iterator[tuple[Follower, str, str]]:
@@ -63,3 +66,14 @@ def test_an_unreachable_leader_does_not_win_every_retry(follower: tuple[Follower
             assert cl.job("GetJob", pb.GetJobRequest(job_id=f"j-{k}")).job_id == f"j-{k}"
         assert servicer.answered == 3
         assert cl.current_address == me  # it stays on the node that answers until the next look
+
+
+def test_a_stream_starts_on_a_node_that_answers(follower: tuple[Follower, str, str]) -> None:
+    """A stream is not retried once begun: it must not begin on a node that is down (seen with a dead machine
+    in the three-host test: a backup failed when the list named it first)."""
+    _, me, dead = follower
+    with Client([dead, me], deadline_s=5) as cl:
+        cl._current = 0
+        stream = cl.watch_runs(queue="q")
+        assert [e.kind for e in stream] == ["fired"]
+        assert cl.current_address == me

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import grpc
 import pytest
 
 from cluster.app import node_boot
@@ -161,3 +162,38 @@ def test_join_asks_until_a_node_lists_this_one(tmp_path: Path, monkeypatch: pyte
     assert boot.joined and boot.cfg.node("n4").raft_listen == "127.0.0.1:7004"
     ensure_identity(node_dir(boot.cfg, "n4"), "n4", cfg, boot.joined)
     assert read_identity(cfg.node_dir("n4")).membership == boot.joined  # type: ignore[union-attr]
+
+
+class _Refused(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAUTHENTICATED
+
+    def details(self) -> str:
+        return "no token: send metadata 'authorization: Bearer <token>'"
+
+
+class _RefusingChannel:
+    """A channel whose every call is refused for want of a token, as a node under [auth] answers."""
+
+    def __enter__(self) -> "_RefusingChannel":
+        return self
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def unary_unary(self, *args: object, **kwargs: object) -> object:
+        def call(*a: object, **k: object) -> None:
+            raise _Refused()
+
+        return call
+
+    unary_stream = unary_unary
+
+
+def test_join_refused_for_its_token_stops_at_once_saying_which_token_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node_boot, "open_channel", lambda address, security: _RefusingChannel())
+    monkeypatch.setattr(node_boot, "JOIN_TIMEOUT_S", 60.0)
+    with pytest.raises(ConfigError) as info:
+        node_boot.ask_membership(["10.0.0.1:50051"], "n4", None)
+    text = str(info.value)
+    assert "cannot join through 10.0.0.1:50051: UNAUTHENTICATED: no token" in text
+    assert "--token-file" in text and "reader role" in text

@@ -10,7 +10,9 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 from grpc_health.v1 import health_pb2
 
-from cluster.app.observability import reader_authorizer
+from cluster.app.observability import Observability, reader_authorizer
+from cluster.domain.model import Member
+from cluster.node.config import parse_config
 from cluster.node.health import Health, HealthMonitor, check_health
 from rpc.http.metrics import NodeMetrics
 from rpc.http.ops import add_ops_routes
@@ -128,6 +130,21 @@ def test_the_monitor_tells_listeners_of_each_change_once() -> None:
     monitor.poll()
     assert seen == [(None, True), (True, False), (False, True)]
     assert monitor.last is not None and monitor.last.leader == "n1"
+
+
+def test_a_leader_that_joined_later_is_named_by_its_id_once_the_members_are_learned() -> None:
+    """Seen by tests/fault/test_three_hosts.py: an original node named the new member, leading, by its Raft
+    address on /healthz (its names came from the config's [[nodes]] only)."""
+    cfg = parse_config('[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\ngrpc = "127.0.0.1:50051"\n')
+    raft = FakeRaft()
+    ops = Observability(cfg, "n1", None, raft, None, None)  # type: ignore[arg-type]  # no [[nodes]] http: no metrics
+    raft.leader = "127.0.0.1:7004"
+    ops.monitor.poll()
+    assert ops.health().leader == "127.0.0.1:7004"
+    ops.learn_members((Member("n1", "127.0.0.1:7001", "127.0.0.1:50051"), Member("n4", "127.0.0.1:7004", "127.0.0.1:50054")))
+    assert ops.health().reason == "ok: leader n4, term 3, quorum reached"
+    ops.monitor.poll()
+    assert ops.monitor.last is not None and ops.monitor.last.leader == "n4"
 
 
 def _check(servicer: Any, service: str) -> int:

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import lmdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from cluster.domain.state_store import StoreFailure, Table
+from cluster.domain.state_store import MemoryStore, StoreFailure, Table
 from storage import state_trust
 from storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
 
@@ -221,3 +223,34 @@ def test_a_restart_replays_only_the_log_after_the_stored_index(tmp_path: Path) -
     again.commit()
     assert fired is not None and len(fired.value.created) == 2 and again.committed_index == 4
     again.store.close()
+
+
+_KEYS = st.binary(min_size=0, max_size=3)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keys=st.sets(st.binary(min_size=1, max_size=3), max_size=30),
+    start=_KEYS,
+    stop=st.none() | _KEYS,
+    limit=st.integers(min_value=0, max_value=8),
+)
+def test_both_stores_scan_either_way_as_a_sorted_list_does(
+    tmp_path_factory: pytest.TempPathFactory, keys: set[bytes], start: bytes, stop: bytes | None, limit: int
+) -> None:
+    """``scan`` and ``scan_back`` of the LMDB store and of the in-memory store answer what a sorted list
+    of the keys does: the keys in [start, stop), from the low end or from the high end, at most ``limit``."""
+    lmdb_store = _store(tmp_path_factory.mktemp("scan"))
+    memory = MemoryStore()
+    for store in (lmdb_store, memory):
+        store.begin()
+        for key in keys:
+            store.put(Table.JOBS, key, key[::-1])
+        store.commit()
+    inside = [k for k in sorted(keys) if k >= start and (stop is None or k < stop)]
+    ahead = [(k, k[::-1]) for k in inside][:limit]
+    back = [(k, k[::-1]) for k in reversed(inside)][:limit]
+    for store in (lmdb_store, memory):
+        assert store.scan(Table.JOBS, start, stop, limit) == ahead
+        assert store.scan_back(Table.JOBS, start, stop, limit) == back
+    lmdb_store.close()

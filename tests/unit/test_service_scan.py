@@ -113,3 +113,20 @@ def test_runs_of_a_job_page_through_chunks(world: Any) -> None:
         svc.list_runs(job_id="j-missing")
     with pytest.raises(ValidationError):
         svc.list_runs(job_id="j-0003", page_token="not-a-token")
+
+
+def test_runs_of_a_job_newest_first_page_through_chunks(world: Any) -> None:
+    svc, _, m = world
+    for k in range(1, 24):
+        due = m.jobs["j-0005"].next_fire_ms  # a record read is a copy: read it again after each Fire
+        assert isinstance(m.apply(c.encode(c.Fire(due, (("j-0005", due),), 0, 5_000)), 2000 + k), Ok)
+    oldest_first = [r.run_id for r in m.iter_job_runs("j-0005")]
+    got = _all_pages(
+        lambda token: svc.list_runs(job_id="j-0005", page_size=4, page_token=token, newest_first=True), lambda r: r.run_id
+    )
+    assert got == oldest_first[::-1] and len(got) == 23
+    first = svc.list_runs(job_id="j-0005", page_size=4, newest_first=True)
+    with pytest.raises(ValidationError):  # a token is bound to its order: no mixing the two
+        svc.list_runs(job_id="j-0005", page_size=4, page_token=first.next_token)
+    with pytest.raises(ValidationError):
+        svc.list_runs(newest_first=True)  # only a job's runs have an order by instant

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -32,12 +33,31 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def _wait_until_main_thread_blocks(pid: int, timeout: float = 10.0) -> None:
+    """Until the main thread sleeps in a futex (the event's wait): a signal sent while it still runs
+    bytecode (between "ready" and the wait) would be handled there, and prove nothing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/wchan") as f:
+            wchan = f.read()
+        if state == "S" and "futex" in wchan:
+            time.sleep(0.05)  # and still there a moment later
+            with open(f"/proc/{pid}/wchan") as f:
+                if "futex" in f.read():
+                    return
+        time.sleep(0.01)
+    raise AssertionError(f"the main thread of {pid} never blocked in its wait")
+
+
 def _run(mode: str, timeout: float) -> tuple[bool, str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, mode], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        _wait_until_main_thread_blocks(proc.pid)
         os.kill(proc.pid, signal.SIGTERM)
         try:
             out, _ = proc.communicate(timeout=timeout)

@@ -376,26 +376,42 @@ class RunOutput(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log: _Optional[bytes] = ..., result: _Optional[bytes] = ..., log_uri: _Optional[str] = ..., missing_reason: _Optional[str] = ..., live: _Optional[bool] = ..., next_offset: _Optional[int] = ..., size: _Optional[int] = ..., fencing_token: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
 
 class WatchRunsRequest(_message.Message):
-    __slots__ = ("job_id", "queue", "include_existing", "kinds")
+    __slots__ = ("job_id", "queue", "include_existing", "kinds", "resume_after", "bookmarks")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_EXISTING_FIELD_NUMBER: _ClassVar[int]
     KINDS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
+    BOOKMARKS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     queue: str
     include_existing: bool
     kinds: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., include_existing: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ...) -> None: ...
+    resume_after: WatchPosition
+    bookmarks: bool
+    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., include_existing: _Optional[bool] = ..., kinds: _Optional[_Iterable[str]] = ..., resume_after: _Optional[_Union[WatchPosition, _Mapping]] = ..., bookmarks: _Optional[bool] = ...) -> None: ...
+
+class WatchPosition(_message.Message):
+    __slots__ = ("index", "position")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    position: int
+    def __init__(self, index: _Optional[int] = ..., position: _Optional[int] = ...) -> None: ...
 
 class RunEvent(_message.Message):
-    __slots__ = ("run", "observed_at", "kind")
+    __slots__ = ("run", "observed_at", "kind", "index", "position")
     RUN_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_AT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
     run: Run
     observed_at: _timestamp_pb2.Timestamp
     kind: str
-    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
+    index: int
+    position: int
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ..., observed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., index: _Optional[int] = ..., position: _Optional[int] = ...) -> None: ...
 
 class PreviewScheduleRequest(_message.Message):
     __slots__ = ("spec", "after", "count")

@@ -220,7 +220,9 @@ class JobServiceServicer:
 
     def WatchRuns(self, request, context):
         """Live run status changes, optionally preceded by the existing active runs.
-        UNAVAILABLE when the answering node loses the cluster: reconnect.
+        UNAVAILABLE when the answering node loses the cluster: reconnect (to any
+        node, with resume_after: nothing is lost or sent twice). OUT_OF_RANGE when
+        resume_after is older than the node's history of changes.
         RESOURCE_EXHAUSTED over the node's [limits] max_watch_streams open watches.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -1,0 +1,50 @@
+"""Build the client commands' parsers and run one: exit 0, 1 (the cluster refused or could not be
+reached: one line on stderr saying why) or 2 (a command line or config that cannot be used)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import grpc
+
+from cluster.app.cli import cluster, jobs, runs
+from cluster.app.cli.args import CommandFailed, UsageError, add_noun, common_parser
+from cluster.app.cli.connect import connect
+from cluster.node.config import ConfigError
+from rpc.client.errors import describe
+
+NOUNS = (
+    ("job", "create, list, change and preview jobs", jobs.COMMANDS),
+    ("run", "list, inspect, cancel and watch runs, and read their logs", runs.COMMANDS),
+    ("cluster", "the cluster: status and leader", cluster.COMMANDS),
+)
+
+
+def add_client_commands(sub: Any) -> None:
+    common = common_parser()
+    for noun, help_text, commands in NOUNS:
+        add_noun(sub, noun, help_text, commands, common)
+
+
+def run(a: argparse.Namespace) -> int:
+    try:
+        with connect(a) as client:
+            a.handler(a, client)
+    except (UsageError, ConfigError) as exc:
+        print(f"raftsched: {exc}", file=sys.stderr)
+        return 2
+    except CommandFailed as exc:
+        print(f"raftsched: {exc}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as exc:
+        print(f"raftsched: {describe(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return 0

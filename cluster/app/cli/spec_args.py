@@ -1,0 +1,150 @@
+"""The flags that describe a job (``job create``, ``job update``, ``job preview``) and the JobSpec
+they make, checked where the user is: one schedule, ``--tz`` only with ``--cron``, spans with units.
+
+``build_spec(a)`` makes a new spec from the flags; ``update_spec(spec, a)``
+changes only what the flags name in an existing one (``job update``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cluster.app.cli.args import UsageError, parse_span_ms, parse_time_ms
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc import convert as cv
+
+SCHEDULES = ("at", "after", "every", "cron")
+_SPANS = (("lease_ttl", "--lease-ttl"), ("timeout", "--timeout"), ("catchup_window", "--catchup-window"),
+          ("history_ttl", "--history-ttl"))  # fmt: skip
+
+
+def add_spec_args(p: argparse.ArgumentParser, schedule_only: bool = False) -> None:
+    s = p.add_argument_group("schedule (exactly one of --at, --after, --every, --cron)")
+    s.add_argument("--at", metavar="TIME", help="once, at this instant: ISO 8601 with Z or an offset, e.g. 2026-12-01T09:00:00Z")
+    s.add_argument("--after", metavar="SPAN", help="once, this long after creation, e.g. 30s, 5m, 1h30m")
+    s.add_argument("--every", metavar="SPAN", help="repeatedly, every span counted from creation, e.g. 2s, 10m, 1d")
+    s.add_argument(
+        "--cron",
+        metavar="EXPR",
+        help="at the instants of a cron expression, e.g. '30 2 * * *' (5 fields, or 6 with seconds last)",
+    )
+    s.add_argument("--tz", metavar="ZONE", help="IANA time zone of --cron, e.g. Europe/Berlin (default UTC); only with --cron")
+    if schedule_only:
+        return
+    j = p.add_argument_group("what runs")
+    j.add_argument("--name", help="a human name (need not be unique)")
+    j.add_argument("--queue", help="the queue its runs are offered on (default: default)")
+    j.add_argument("--type", help="shell (default), http, noop, or a type an executor's --handler registers")
+    j.add_argument(
+        "--payload",
+        metavar="TEXT",
+        help='for shell: JSON such as \'{"command": "echo hi", "env": {}, "cwd": "/tmp"}\'; '
+        'for http: \'{"url": "https://...", "method": "POST", "headers": {}, "body": "..."}\'',
+    )
+    j.add_argument("--payload-file", metavar="FILE", help="read the payload from a file")
+    r = p.add_argument_group("policies")
+    r.add_argument("--max-attempts", type=int, metavar="N", help="attempts per run before DEAD_LETTER (default 3)")
+    r.add_argument("--lease-ttl", metavar="SPAN", help="how long an executor holds a run without renewing (default 30s)")
+    r.add_argument("--timeout", metavar="SPAN", help="longest an attempt may run (default: none)")
+    r.add_argument("--concurrency", choices=["allow", "forbid", "replace"], help="when a run is due while another still runs")
+    r.add_argument("--misfire", choices=["fire_all", "fire_once", "skip"], help="instants missed while no leader fired them")
+    r.add_argument("--catchup-window", metavar="SPAN", help="how late a missed instant may still fire")
+    r.add_argument("--history-limit", type=int, metavar="N", help="finished runs kept (default 1000)")
+    r.add_argument("--history-ttl", metavar="SPAN", help="how long finished runs are kept (default 7d)")
+
+
+def _given_schedule(a: argparse.Namespace) -> list[str]:
+    return [k for k in SCHEDULES if getattr(a, k, None)]
+
+
+def _check_tz(a: argparse.Namespace, kind: str | None) -> None:
+    if a.tz and kind not in (None, "cron"):
+        raise UsageError(
+            f"--tz applies only to --cron (a time of day in a zone); --{kind} does not use it: "
+            f"{'--at takes an offset or Z' if kind == 'at' else f'--{kind} counts real time'}. Drop --tz"
+        )
+
+
+def set_schedule(spec: pb.JobSpec, a: argparse.Namespace, keep_zone: str = "") -> None:
+    """Set the one schedule the flags give (``keep_zone``: the zone a --cron without --tz keeps)."""
+    chosen = _given_schedule(a)
+    if len(chosen) != 1:
+        got = f" (got {', '.join('--' + k for k in chosen)})" if chosen else ""
+        raise UsageError(f"give exactly one schedule: --at TIME, --after SPAN, --every SPAN or --cron EXPR [--tz ZONE]{got}")
+    kind = chosen[0]
+    _check_tz(a, kind)
+    if kind == "at":
+        cv.to_ts(parse_time_ms(a.at, "--at"), spec.at)
+    elif kind in ("after", "every"):
+        cv.to_dur(parse_span_ms(getattr(a, kind), f"--{kind}"), getattr(spec, kind))
+    else:
+        spec.cron.expression, spec.cron.timezone = a.cron, a.tz or keep_zone or "UTC"
+
+
+def build_spec(a: argparse.Namespace) -> pb.JobSpec:
+    """A new spec from the flags (the server fills in the defaults of what is not given)."""
+    spec = pb.JobSpec(name=a.name or "", queue=a.queue or "", type=a.type or "")
+    set_schedule(spec, a)
+    _apply_rest(spec, a)
+    return spec
+
+
+def update_spec(spec: pb.JobSpec, a: argparse.Namespace) -> pb.JobSpec:
+    """``spec`` with what the flags give changed, the rest kept."""
+    new = pb.JobSpec()
+    new.CopyFrom(spec)
+    for name in ("name", "queue", "type"):
+        if getattr(a, name) is not None:
+            setattr(new, name, getattr(a, name))
+    change_schedule(new, a)
+    _apply_rest(new, a)
+    if new == spec:
+        raise UsageError("nothing to change: give the flags of what to change, e.g. --every 5m or --payload '...'")
+    return new
+
+
+def _apply_rest(spec: pb.JobSpec, a: argparse.Namespace) -> None:
+    if a.payload is not None and a.payload_file:
+        raise UsageError("give --payload or --payload-file, not both")
+    if a.payload_file:
+        try:
+            with open(a.payload_file, "rb") as f:
+                spec.payload = f.read()
+        except OSError as exc:
+            raise UsageError(f"--payload-file {a.payload_file}: cannot read it: {exc.strerror}") from exc
+    elif a.payload is not None:
+        spec.payload = a.payload.encode("utf-8")
+    if a.max_attempts is not None:
+        spec.retry.max_attempts = a.max_attempts
+    if a.history_limit is not None:
+        spec.history_limit = a.history_limit
+    for field, flag in _SPANS:
+        text = getattr(a, field)
+        if text is not None:
+            cv.to_dur(parse_span_ms(text, flag), getattr(spec, field))
+    if a.concurrency:
+        spec.concurrency = pb.ConcurrencyPolicy.Value(f"CONCURRENCY_POLICY_{a.concurrency.upper()}")
+    if a.misfire:
+        spec.misfire = pb.MisfirePolicy.Value(f"MISFIRE_POLICY_{a.misfire.upper()}")
+
+
+def change_schedule(spec: pb.JobSpec, a: argparse.Namespace) -> None:
+    """Replace ``spec``'s schedule with the one the flags give, if any; ``--tz`` alone changes a cron
+    job's zone (and is refused for any other schedule)."""
+    kind = spec.WhichOneof("schedule")
+    if _given_schedule(a):
+        set_schedule(spec, a, keep_zone=spec.cron.timezone if kind == "cron" else "")
+    elif a.tz:
+        _check_tz(a, kind)
+        spec.cron.timezone = a.tz
+
+
+def preview_spec(a: argparse.Namespace, base: pb.JobSpec | None = None) -> pb.JobSpec:
+    """The schedule to preview: ``base``'s (a job's) with the flags laid over it, else the flags'."""
+    spec = pb.JobSpec()
+    if base is not None:
+        spec.CopyFrom(base)
+        change_schedule(spec, a)
+    else:
+        set_schedule(spec, a)
+    return spec

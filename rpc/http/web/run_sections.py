@@ -1,0 +1,186 @@
+"""The sections of a run's page: its fields, its output (log and result), its attempts, its explanation.
+
+Each section is built on its own, so that what issue 16 adds plugs in
+beside what exists:
+
+* **fields** — the run's record as it is (status, attempt, executor, lease,
+  token, times, error, log URI).
+* **output** — ``GetRunOutput`` of the latest attempt (live while the run is
+  LEASED: the page then reloads itself; no script), cut to ``LOG_SHOWN_BYTES``
+  (head and tail) for the page; the note when it is missing, and why.
+* **attempts** — every attempt (``Run.attempts``, issue 16 point 1) when the
+  record carries them; until then ``None``, and the page says that the run
+  keeps its latest attempt only. The field names read are the API's (docs/api.md)
+  (``attempt``, ``executor_id``, ``lease_id``, ``fencing_token``,
+  ``leased_at``/``_ms``, ``finished_at``/``_ms``, ``outcome``, ``error``,
+  ``log_uri``): check them here when the record lands.
+* **explanation** — ``ExplainRun``'s steps (``explain_run(run_id)`` on the
+  job service, issue 16 point 2) when the service has it; until then
+  ``None``, and the page says so. Each step: ``at``/``at_ms``, ``kind``,
+  ``detail``, ``node_id``.
+
+Nothing is made up: a section without data says it has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cluster.domain.model import Job, Run
+from cluster.node.run_output import RunOutput
+from rpc.http.web import words
+
+#: bytes of a log a page shows: the head and the tail, with a note between, beyond this
+LOG_SHOWN_BYTES = 256 * 1024
+CLI_HINT = "raftsched run logs {run_id}"
+
+
+@dataclass(frozen=True)
+class Field:
+    label: str
+    value: str
+    #: the element id tests and people can find it by (``run-status``)
+    key: str
+
+
+def run_fields(run: Run, job: Job | None) -> list[Field]:
+    """The run's record, in the order a reader asks about it."""
+    attempts_allowed = f" of at most {job.spec.retry.max_attempts}" if job is not None else ""
+    lease = run.lease_id or words.NONE
+    rows = [
+        Field("Status", run.status.value, "run-status"),
+        Field("Attempt", f"{run.attempt}{attempts_allowed}" if run.attempt else "0 (not leased yet)", "run-attempt"),
+        Field("Executor", run.executor_id or words.NONE, "run-executor"),
+        Field("Lease", lease, "run-lease"),
+        Field("Fencing token", str(run.fencing_token) if run.fencing_token else words.NONE, "run-token"),
+        Field("Lease expires", words.utc(run.lease_expires_ms, millis=True), "run-lease-expires"),
+        Field("Scheduled", words.utc(run.scheduled_ms, millis=True), "run-scheduled"),
+        Field("Fired", words.utc(run.fired_ms, millis=True), "run-fired"),
+        Field("Not before", words.utc(run.not_before_ms, millis=True), "run-not-before"),
+        Field("Started", words.utc(run.started_ms, millis=True), "run-started"),
+        Field("Finished", words.utc(run.finished_ms, millis=True), "run-finished"),
+        Field("Error", run.error or words.NONE, "run-error"),
+        Field("Log URI", run.log_uri or words.NONE, "run-log-uri"),
+    ]
+    if run.manual:
+        rows.insert(1, Field("Fired by", "a manual trigger (TriggerJob)", "run-manual"))
+    if run.cancel_requested:
+        rows.insert(1, Field("Cancel", "requested: the executor stops it at its next renewal", "run-cancel"))
+    if run.skipped_count:
+        rows.append(
+            Field(
+                "Skipped",
+                f"{run.skipped_count} instant(s), up to {words.utc(run.skipped_until_ms)}",
+                "run-skipped",
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class OutputView:
+    #: the attempt whose output this is
+    attempt: int
+    log: str
+    #: the log is not UTF-8 (shown with replacement marks)
+    binary_log: bool
+    result: str
+    live: bool
+    size: int
+    #: why the log is missing ("" when it is there)
+    missing: str
+    #: what else to know (cut, live output held, leftover of a lost attempt)
+    notes: list[str]
+    cli: str
+
+
+def _cut(log: bytes, size: int, run_id: str) -> tuple[bytes, str]:
+    if len(log) <= LOG_SHOWN_BYTES:
+        return log, ""
+    half = LOG_SHOWN_BYTES // 2
+    note = f"the log is {size:,} bytes; this page shows its first and last {half // 1024} KiB: {CLI_HINT.format(run_id=run_id)} prints it all"
+    return log[:half] + f"\n\n[... {len(log) - 2 * half:,} bytes not shown ...]\n\n".encode() + log[-half:], note
+
+
+def output_view(out: RunOutput) -> OutputView:
+    shown, cut_note = _cut(out.log, max(out.size, len(out.log)), out.run_id)
+    log, utf8 = words.text_of(shown)
+    result, _ = words.text_of(out.result)
+    notes = [n for n in (out.note, cut_note) if n]
+    if out.live:
+        notes.insert(0, f"live: what attempt {out.attempt}'s executor has shipped so far ({out.size:,} bytes)")
+    cli = CLI_HINT.format(run_id=out.run_id)
+    return OutputView(out.attempt, log, not utf8, result, out.live, out.size, out.missing_reason, notes, cli)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    attempt: int
+    executor_id: str
+    lease_id: str
+    fencing_token: str
+    leased_at: str
+    finished_at: str
+    outcome: str
+    error: str
+    log_uri: str
+
+
+def _ms(record: Any, name: str) -> int:
+    """A time field of a record that may be spelt ``<name>_ms`` (domain) or ``<name>`` (as in docs/api.md)."""
+    value = getattr(record, f"{name}_ms", None)
+    if value is None:
+        value = getattr(record, name, 0)
+    return int(value or 0)
+
+
+def _text(record: Any, name: str) -> str:
+    value = getattr(record, name, "")
+    return str(getattr(value, "value", value) or "")
+
+
+def attempt_rows(run: Run) -> list[AttemptRow] | None:
+    """Every attempt of the run, oldest first; None when the record keeps only the latest (this version)."""
+    attempts = getattr(run, "attempts", None)
+    if attempts is None:
+        return None
+    return [
+        AttemptRow(
+            int(getattr(a, "attempt", 0)),
+            _text(a, "executor_id") or words.NONE,
+            _text(a, "lease_id") or words.NONE,
+            _text(a, "fencing_token") or words.NONE,
+            words.utc(_ms(a, "leased_at") or _ms(a, "leased"), millis=True),
+            words.utc(_ms(a, "finished_at") or _ms(a, "finished"), millis=True),
+            _text(a, "outcome") or words.NONE,
+            _text(a, "error"),
+            _text(a, "log_uri") or words.NONE,
+        )
+        for a in attempts
+    ]
+
+
+@dataclass(frozen=True)
+class StepRow:
+    at: str
+    kind: str
+    detail: str
+    node_id: str
+
+
+def explanation_rows(explain: Callable[[str], Any] | None, run_id: str) -> list[StepRow] | None:
+    """The run's explanation, in order; None when this node's job service cannot explain runs yet."""
+    if explain is None:
+        return None
+    answer = explain(run_id)
+    steps = getattr(answer, "steps", answer)
+    return [
+        StepRow(
+            words.utc(_ms(s, "at"), millis=True),
+            _text(s, "kind"),
+            _text(s, "detail"),
+            _text(s, "node_id") or words.NONE,
+        )
+        for s in steps
+    ]

@@ -1,0 +1,166 @@
+"""How the web view writes things for people: instants (UTC, named), instants in a job's zone with UTC
+beside them, spans, a job's spec in plain words, payloads and logs as text, statuses as labels.
+
+Pure: no I/O, no clock (``now_ms`` comes in). Every function returns plain
+strings; the templates escape them (autoescape), so nothing here builds HTML.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+
+from cluster.domain.model import After, At, ConcurrencyPolicy, Cron, Every, JobSpec, MisfirePolicy, Schedule
+
+UTC = dt.timezone.utc
+NONE = "-"
+
+_CONCURRENCY = {
+    ConcurrencyPolicy.ALLOW: "runs may overlap: an instant fires even while an earlier run is still going",
+    ConcurrencyPolicy.FORBID: "no overlap: an instant that comes while a run is still going is skipped",
+    ConcurrencyPolicy.REPLACE: "the newest wins: an instant that comes while a run is still going cancels that run",
+}
+_MISFIRE = {
+    MisfirePolicy.FIRE_ALL: "after downtime, one run for every missed instant",
+    MisfirePolicy.FIRE_ONCE: "after downtime, one run for all the missed instants together",
+    MisfirePolicy.SKIP: "after downtime, missed instants are skipped (recorded as SKIPPED)",
+}
+#: (name, plural) of each cron field, in the order they are written (seconds, when given, LAST)
+_CRON_FIELDS = (
+    ("minute", "minutes"),
+    ("hour", "hours"),
+    ("day of the month", "days"),
+    ("month", "months"),
+    ("day of the week", "days of the week"),
+    ("second", "seconds"),
+)
+
+
+def utc(ms: int | None, millis: bool | None = None) -> str:
+    """``2026-10-25 01:30:00 UTC``, or ``01:30:00.250`` with ``millis`` (None: when the instant has any);
+    "-" for none (None or 0)."""
+    if not ms:
+        return NONE
+    when = dt.datetime.fromtimestamp(ms / 1000, UTC)
+    if millis is None:
+        millis = ms % 1000 != 0
+    clock = when.strftime("%H:%M:%S") + (f".{when.microsecond // 1000:03d}" if millis else "")
+    return f"{when:%Y-%m-%d} {clock} UTC"
+
+
+def relative(ms: int | None, now_ms: int) -> str:
+    """``in 4s`` / ``12s ago`` / ``in 1d12h`` / ``now``: the two largest units; "" for none."""
+    if not ms:
+        return ""
+    delta = ms - now_ms
+    if abs(delta) < 1000:
+        return "now"
+    text = "".join(_units(abs(delta))[:2])
+    return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+def _units(ms: int) -> list[str]:
+    parts, left = [], ms
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return parts
+
+
+def zone_of(name: str) -> dt.tzinfo:
+    """The IANA zone ``name``; UTC for "" or "UTC" (or a name this machine does not know)."""
+    if not name or name.upper() == "UTC":
+        return UTC
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def in_zone(ms: int, zone_name: str) -> str:
+    """``Sun 2026-10-25 02:30:00 CET (UTC+01:00)``: the instant as a clock in ``zone_name`` shows it."""
+    when = dt.datetime.fromtimestamp(ms / 1000, UTC).astimezone(zone_of(zone_name))
+    offset = when.strftime("%z")
+    clock = when.strftime("%H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "")
+    return f"{when:%a %Y-%m-%d} {clock} {when.tzname()} (UTC{offset[:3]}:{offset[3:]})"
+
+
+def span(ms: int) -> str:
+    """``1h30m``, ``2s``, ``500ms``: the largest units that divide it."""
+    if ms == 0:
+        return "0s"
+    parts, left = _units(abs(ms)), abs(ms) % 1000
+    if left:
+        parts.append(f"{left}ms")
+    return ("-" if ms < 0 else "") + "".join(parts)
+
+
+def cron_fields(expression: str) -> str:
+    """Each field of a cron expression in words: ``minute 30, hour 2, any day of the month, ...``."""
+    fields = expression.split()
+    if not fields or fields[0].startswith("@") or len(fields) > len(_CRON_FIELDS):
+        return expression
+    words = []
+    for (name, plural), text in zip(_CRON_FIELDS, fields):
+        if text in ("*", "?"):
+            words.append(f"any {name}")
+        elif text.startswith("*/"):
+            words.append(f"every {text[2:]} {plural}")
+        else:
+            words.append(f"{name} {text}")
+    return ", ".join(words)
+
+
+def schedule_words(schedule: Schedule, anchor_ms: int) -> str:
+    """When a job fires, in a sentence."""
+    if isinstance(schedule, At):
+        return f"once, at {utc(schedule.at_ms)}"
+    if isinstance(schedule, After):
+        return f"once, {span(schedule.after_ms)} after it was created (at {utc(anchor_ms + schedule.after_ms)})"
+    if isinstance(schedule, Every):
+        return f"every {span(schedule.every_ms)}, counted from {utc(anchor_ms, millis=True)}"
+    if isinstance(schedule, Cron):
+        return f"cron '{schedule.expression}' in {schedule.timezone or 'UTC'}: {cron_fields(schedule.expression)}"
+    return NONE
+
+
+def retry_words(spec: JobSpec) -> str:
+    r = spec.retry
+    if r.max_attempts <= 1:
+        return "no retry: one attempt, then DEAD_LETTER"
+    return (
+        f"up to {r.max_attempts} attempts; the wait between them starts at {span(r.initial_backoff_ms)}, "
+        f"x{r.multiplier:g} each time, at most {span(r.max_backoff_ms)}, +/-{r.jitter:.0%} jitter; then DEAD_LETTER"
+    )
+
+
+def spec_rows(spec: JobSpec, anchor_ms: int) -> list[tuple[str, str]]:
+    """A job's spec as (what, in words) rows, in the order a reader asks about them."""
+    return [
+        ("Schedule", schedule_words(spec.schedule, anchor_ms)),
+        ("Queue", spec.queue),
+        ("Type", spec.type),
+        ("Retries", retry_words(spec)),
+        ("Lease", f"{span(spec.lease_ttl_ms)}, renewed by the executor while the run goes on"),
+        ("Timeout", span(spec.timeout_ms) if spec.timeout_ms else "none"),
+        ("Concurrency", f"{spec.concurrency.value}: {_CONCURRENCY.get(spec.concurrency, '')}"),
+        (
+            "Misfire",
+            f"{spec.misfire.value}: {_MISFIRE.get(spec.misfire, '')} (within a catch-up window of {span(spec.catchup_window_ms)})",
+        ),
+        ("History", f"keeps the last {spec.history_limit} finished runs, each for {span(spec.history_ttl_ms)}"),
+    ]
+
+
+def text_of(data: bytes) -> tuple[str, bool]:
+    """(text, was UTF-8): bytes as text to show; bytes that are not UTF-8 are shown with replacement marks."""
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace"), False
+
+
+def status_class(value: str) -> str:
+    """The CSS class of a status label (``status-dead-letter``); the label itself always shows its name."""
+    return "status-" + value.lower().replace("_", "-")

@@ -1,0 +1,91 @@
+"""`scripts/launch_cluster.sh` as a user runs it again and again: a second run while the cluster runs
+starts nothing; --stop says as each process stops; a run after --stop resumes the same cluster (same
+ports and jobs) and says so; the sample job does not flood after downtime (misfire FIRE_ONCE)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tomllib
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def launch(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"RAFTSCHED_VENV": sys.prefix}
+    return subprocess.run(
+        [os.path.join(REPO, "scripts", "launch_cluster.sh"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def cli(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": cwd}
+    return subprocess.run(
+        [sys.executable, "-m", "cluster.app.main", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_launch_again_resume_and_stop(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cwd, root = str(tmp_path), str(tmp_path / "local-cluster")
+    try:
+        first = launch(cwd, "--free-ports")
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert "starting a new 3-node cluster" in first.stdout and "runs in the background" in first.stdout
+        web = re.search(r"^  web view: (http://127\.0\.0\.1:\d+/) ", first.stdout, re.MULTILINE)
+        assert web, first.stdout
+        with urllib.request.urlopen(web.group(1), timeout=10) as page:  # node 1's web view answers
+            assert page.status == 200 and "<title>Cluster · raftsched n1</title>" in page.read().decode()
+        with open(os.path.join(root, "client.toml"), "rb") as f:
+            addresses = tomllib.load(f)["cluster"]
+        sample = json.loads(cli(cwd, "job", "list", "-o", "json").stdout)["jobs"]
+        assert [(j["spec"]["name"], j["spec"]["misfire"]) for j in sample] == [("hello", "MISFIRE_POLICY_FIRE_ONCE")]
+
+        again = launch(cwd)
+        assert again.returncode == 0 and "already runs; nothing to start" in again.stdout, again.stdout
+
+        leader = cli(cwd, "cluster", "leader").stdout.strip()
+        pid = launch(cwd, "--pid", "leader")
+        assert pid.returncode == 0 and int(pid.stdout) == json.load(open(os.path.join(root, "pids.json")))[leader]
+
+        stopped = launch(cwd, "--stop")
+        assert stopped.returncode == 0, stopped.stdout
+        lines = stopped.stdout.splitlines()
+        order = [line.split()[0] for line in lines if line.startswith("  ") and " stopped (" in line]
+        assert sorted(order) == ["executor-1", "n1", "n2", "n3"] and order[0] == "executor-1", stopped.stdout
+        down = cli(cwd, "cluster", "status")
+        assert down.returncode == 1 and "is it running? (addresses from local-cluster/client.toml)" in down.stderr
+
+        resumed = launch(cwd)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert "resuming the cluster" in resumed.stdout and "starting n1, n2, n3, executor-1" in resumed.stdout
+        with open(os.path.join(root, "client.toml"), "rb") as f:
+            assert tomllib.load(f)["cluster"] == addresses  # the same ports
+        jobs = json.loads(cli(cwd, "job", "list", "-o", "json").stdout)["jobs"]
+        assert [j["job_id"] for j in jobs] == [j["job_id"] for j in sample]  # the same job, not a second one
+    finally:
+        if os.path.exists(os.path.join(root, "pids.json")):
+            launch(cwd, "--stop")
+        _kill_leftovers(root)
+
+
+def _kill_leftovers(root: str) -> None:
+    try:
+        pids = json.load(open(os.path.join(root, "pids.json")))
+    except FileNotFoundError:
+        return
+    for pid in pids.values():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if root.encode() in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -1,0 +1,168 @@
+"""The command line's output formats (-o), how it writes instants and previews, and readable gRPC errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+import zoneinfo
+from typing import Iterator
+
+import grpc
+import pytest
+
+from cluster.app.cli.output import render, render_message, to_plain, to_yaml
+from cluster.app.cli.timefmt import UTC, local, preview_line, span_text
+from cluster.app.cli.views import JOB_VIEW, RUN_VIEW
+from cluster.app.cli.watch import format_event
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc import convert as cv
+from rpc.client.errors import ClusterUnreachable, describe, unreachable
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def berlin() -> Iterator[None]:
+    """Tables write local time: make it one with DST."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "Europe/Berlin"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def job(payload: bytes = b'{"command": "date"}') -> pb.Job:
+    j = pb.Job(job_id="j-1", status=pb.JOB_STATUS_ACTIVE)
+    j.spec.name, j.spec.queue, j.spec.type, j.spec.payload = "tick", "default", "shell", payload
+    cv.to_dur(2000, j.spec.every)
+    cv.to_ts(1_790_000_000_000, j.next_fire_time)  # 2026-09-21T14:13:20Z
+    return j
+
+
+def test_json_shows_utf8_payloads_as_text_and_others_as_base64() -> None:
+    text = to_plain(job())
+    assert text["spec"]["payload"] == '{"command": "date"}' and "payload_base64" not in text["spec"]
+    binary = to_plain(job(b"\xff\x00\x01"))
+    assert "payload" not in binary["spec"] and binary["spec"]["payload_base64"] == "/wAB"
+    out = to_plain(pb.RunOutput(run_id="r", log="héllo\n".encode(), result=b"\x80"))
+    assert out["log"] == "héllo\n" and out["result_base64"] == "gA==" and "result" not in out
+
+
+def test_bytes_inside_repeated_messages_are_text_too() -> None:
+    resp = pb.ListJobsResponse(jobs=[job(), job(b"\xfe")])
+    plain = to_plain(resp)
+    assert plain["jobs"][0]["spec"]["payload"] == '{"command": "date"}'
+    assert plain["jobs"][1]["spec"]["payload_base64"] == "/g=="
+
+
+def test_every_format_of_a_list() -> None:
+    jobs = [job(), job()]
+    table = render("table", JOB_VIEW, jobs).splitlines()
+    assert table[0].split()[:3] == ["JOB", "ID", "NAME"] and len(table) == 3
+    assert "2026-09-21 16:13:20 CEST" in table[1]  # local time, its zone named
+    wide = render("wide", JOB_VIEW, jobs).splitlines()
+    assert "PAYLOAD" in wide[0] and '{"command": "date"}' in wide[1]
+    assert render("id", JOB_VIEW, jobs) == "j-1\nj-1"
+    lines = render("jsonl", JOB_VIEW, jobs).splitlines()
+    assert len(lines) == 2 and json.loads(lines[0])["job_id"] == "j-1"
+    doc = json.loads(render("json", JOB_VIEW, jobs))
+    assert [j["status"] for j in doc["jobs"]] == ["JOB_STATUS_ACTIVE"] * 2
+    assert json.loads(render("json", JOB_VIEW, [], single=False)) == {"jobs": []}
+    assert json.loads(render("json", JOB_VIEW, jobs[:1], single=True))["spec"]["every"] == "2s"
+
+
+def test_yaml_is_the_json_document() -> None:
+    yaml = pytest.importorskip("yaml")
+    for value in [
+        to_plain(pb.ListJobsResponse(jobs=[job(), job(b"\xfe")])),
+        {"a": "yes", "b": "1.5", "c": "x: y", "d": "#no", "e": "", "f": [], "g": {}, "h": [{"i": None}], "j": "- z"},
+        {"text": "line\nnext", "unicode": "héllo", "n": 3, "t": True, "f": 1.25, "s": " lead", "colon": "a:b"},
+    ]:
+        assert yaml.safe_load(to_yaml(value)) == value
+    assert render("yaml", JOB_VIEW, [job()], single=True).splitlines()[0] == "job_id: j-1"
+
+
+def test_run_table_and_watch_lines() -> None:
+    r = pb.Run(run_id="j-1@5", status=pb.RUN_STATUS_LEASED, attempt=1, executor_id="w1")
+    cv.to_ts(1_790_000_000_100, r.scheduled_time)
+    cv.to_ts(1_790_000_000_000, r.fired_at)
+    rows = render("table", RUN_VIEW, [r]).splitlines()
+    assert "2026-09-21 16:13:20.100 CEST" in rows[1] and "2026-09-21 16:13:20.000 CEST" in rows[1] and "on w1" in rows[1]
+    ev = pb.RunEvent(run=r, kind="leased", index=12, position=3)
+    assert format_event("id", ev) == "j-1@5"
+    assert json.loads(format_event("jsonl", ev))["index"] == "12"  # uint64: a string, as protobuf's JSON has it
+    assert "12.3" in format_event("wide", ev) and "leased" in format_event("table", ev)
+    assert format_event("yaml", ev).startswith("---\nrun:")
+
+
+def test_messages_without_a_table_and_ids() -> None:
+    s = pb.ClusterStatus(leader_id="n2")
+    assert render_message("table", s, lambda: "text", "n2") == "text"
+    assert render_message("id", s, lambda: "text", "n2") == "n2"
+    assert json.loads(render_message("json", s, lambda: "", "n2")) == {"leader_id": "n2"}
+
+
+def test_preview_lines_in_the_jobs_zone_with_utc_beside() -> None:
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    ms = int(dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC).timestamp() * 1000)
+    assert preview_line(ms, berlin, "repeated hour") == (
+        "Sun 2026-10-25 02:30:00 CEST (UTC+02:00)  2026-10-25T00:30:00Z  repeated hour"
+    )
+    assert preview_line(ms + 3_600_000, berlin) == "Sun 2026-10-25 02:30:00 CET (UTC+01:00)  2026-10-25T01:30:00Z"
+    assert preview_line(ms, UTC) == "Sun 2026-10-25 00:30:00 UTC"  # UTC once
+    assert preview_line(ms + 250, UTC, "note") == "Sun 2026-10-25 00:30:00 UTC  note"
+
+
+def test_local_times_and_spans() -> None:
+    assert local(None) == "-"
+    assert local(1_790_000_000_123, millis=True) == "2026-09-21 16:13:20.123 CEST"
+    now_ms = int(time.time() * 1000)
+    assert len(local(now_ms, millis=True, today_short=True)) == len("16:13:20.123")
+    assert [span_text(ms) for ms in (0, 500, 2000, 5_400_000, 90_061_001, -30_000)] == [
+        "0s",
+        "500ms",
+        "2s",
+        "1h30m",
+        "1d1h1m1s1ms",
+        "-30s",
+    ]
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_grpc_errors_read_as_one_line() -> None:
+    refused = FakeRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused",
+    )
+    assert unreachable(refused)
+    assert describe(refused).startswith("UNAVAILABLE: failed to connect") and "\n" not in describe(refused)
+    no_leader = FakeRpcError(grpc.StatusCode.UNAVAILABLE, "no leader\nyet; retry")
+    assert not unreachable(no_leader) and describe(no_leader) == "UNAVAILABLE: no leader yet; retry"
+    assert unreachable(FakeRpcError(grpc.StatusCode.UNKNOWN, "Stream removed"))
+    assert not unreachable(FakeRpcError(grpc.StatusCode.NOT_FOUND, "run r-x not found"))
+    tls = FakeRpcError(
+        grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; Ssl handshake failed: CERTIFICATE_VERIFY_FAILED"
+    )
+    assert "--ca-file" in describe(tls)
+    down = ClusterUnreachable(["127.0.0.1:1", "127.0.0.1:2"], refused, "local-cluster/client.toml")
+    assert str(down) == (
+        "no node of the cluster answers at 127.0.0.1:1, 127.0.0.1:2: is it running? (addresses from local-cluster/client.toml)"
+    )
+    assert describe(down) == str(down) and down.code() == grpc.StatusCode.UNAVAILABLE
+    assert "--ca-file" in str(ClusterUnreachable(["h:1"], tls))

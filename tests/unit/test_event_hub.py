@@ -1,0 +1,106 @@
+"""The event hub's positions, bounded history and resume points (what lets WatchRuns resume on any node)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.domain.errors import OutOfRange, Unavailable
+from cluster.domain.model import Run, RunStatus
+from cluster.node.event_hub import EventHub
+
+pytestmark = pytest.mark.unit
+
+
+def run(n: int, job: str = "j1", queue: str = "q") -> Run:
+    return Run(f"{job}@{n}", job, queue, n, n)
+
+
+def everything(_run: Run) -> bool:
+    return True
+
+
+def test_changes_are_numbered_by_entry_and_position_and_snapshot_the_run() -> None:
+    hub = EventHub(lambda: 7, history=100)
+    sub, replay = hub.subscribe(everything)
+    assert replay == []
+    r = run(1)
+    hub.publish([("fired", r), ("leased", r)], index=5)
+    r.status = RunStatus.SUCCEEDED  # a later apply changes the live record: the change keeps what it was
+    got = [sub.get(0.1), sub.get(0.1)]
+    assert [(c.kind, c.point, c.observed_ms) for c in got if c] == [("fired", (5, 0), 7), ("leased", (5, 1), 7)]
+    assert got[0] is not None and got[0].run.status is RunStatus.PENDING and got[0].run.run_id == "j1@1"
+
+
+def test_a_resumed_subscription_gets_the_held_changes_after_its_point_then_live_ones() -> None:
+    hub = EventHub(lambda: 0, history=100)
+    for i in range(1, 6):
+        hub.publish([("fired", run(i)), ("finished", run(i))], index=10 + i)
+    sub, replay = hub.subscribe(everything, resume_after=(12, 0))
+    assert [c.point for c in replay] == [(12, 1), (13, 0), (13, 1), (14, 0), (14, 1), (15, 0), (15, 1)]
+    hub.publish([("fired", run(6))], index=16)
+    live = sub.get(0.1)
+    assert live is not None and live.point == (16, 0)
+    assert sub.get(0.01) is None  # nothing twice: the replay and the queue do not overlap
+
+
+def test_the_replay_keeps_to_the_filters() -> None:
+    hub = EventHub(lambda: 0, history=100)
+    hub.publish([("fired", run(1, "a")), ("fired", run(2, "b")), ("finished", run(1, "a"))], index=3)
+    _, replay = hub.subscribe(lambda r: r.job_id == "a", frozenset({"finished"}), resume_after=(2, 0))
+    assert [(c.kind, c.run.job_id) for c in replay] == [("finished", "a")]
+
+
+def test_a_point_older_than_the_history_is_out_of_range() -> None:
+    hub = EventHub(lambda: 0, history=4)
+    for i in range(1, 6):
+        hub.publish([("fired", run(i)), ("finished", run(i))], index=i)  # 10 changes, 4 kept: entries 4 and 5
+    assert hub.covered_from == 4
+    with pytest.raises(OutOfRange) as err:
+        hub.subscribe(everything, resume_after=(3, 1))
+    assert "3.1" in str(err.value) and "index 4" in str(err.value)
+    _, replay = hub.subscribe(everything, resume_after=(4, 0))
+    assert [c.point for c in replay] == [(4, 1), (5, 0), (5, 1)]
+
+
+def test_entries_without_changes_count_and_a_bookmark_is_past_the_last_entry() -> None:
+    hub = EventHub(lambda: 0, history=10)
+    sub, _ = hub.subscribe(everything)
+    hub.publish([("fired", run(1)), ("leased", run(1))], index=8)
+    assert hub.bookmark(sub) is None  # changes still wait in the queue
+    sub.get(0.1), sub.get(0.1)
+    assert hub.bookmark(sub) == (8, 2)  # after both changes of entry 8
+    hub.publish([], index=9)
+    assert hub.bookmark(sub) == (9, 0)
+    _, replay = hub.subscribe(everything, resume_after=(8, 2))
+    assert replay == []
+
+
+def test_a_restore_from_a_snapshot_ends_open_streams_and_moves_the_history_on() -> None:
+    hub = EventHub(lambda: 0, history=10)
+    sub, _ = hub.subscribe(everything)
+    hub.publish([("fired", run(1))], index=3)
+    hub.reset(applied_index=50)
+    with pytest.raises(Unavailable):
+        sub.check()
+    with pytest.raises(OutOfRange):
+        hub.subscribe(everything, resume_after=(3, 0))
+    _, replay = hub.subscribe(everything, resume_after=(51, 0))
+    assert replay == []
+
+
+def test_a_subscriber_that_falls_behind_is_dropped_not_waited_for() -> None:
+    hub = EventHub(lambda: 0, max_backlog=2, history=10)
+    sub, _ = hub.subscribe(everything)
+    hub.publish([("fired", run(i)) for i in range(3)], index=1)
+    assert sub.overflowed and not hub.has_subscribers
+
+
+def test_large_results_bound_the_history_by_bytes_too() -> None:
+    hub = EventHub(lambda: 0, history=1000, history_bytes=3 * (1 << 20))
+    for i in range(1, 6):
+        r = run(i)
+        r.result = b"x" * (1 << 20)  # 1 MiB each: only about two fit
+        hub.publish([("finished", r)], index=i)
+    assert hub.covered_from == 4
+    _, replay = hub.subscribe(everything, resume_after=(4, 0))
+    assert [c.point for c in replay] == [(5, 0)] and len(replay[0].run.result) == 1 << 20

@@ -1,0 +1,115 @@
+"""RunFollower against scripted streams: it resumes after the last point it got on the next node, drops
+what it already has, and after OUT_OF_RANGE says so and starts again from the existing runs."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import grpc
+import pytest
+
+from protos.raftsched.v1 import scheduler_pb2 as pb
+from rpc.client.errors import ClusterUnreachable
+from rpc.client.watch import RunFollower
+
+pytestmark = pytest.mark.unit
+
+
+class Broken(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def ev(kind: str, index: int, position: int = 0, run_id: str = "") -> pb.RunEvent:
+    e = pb.RunEvent(kind=kind, index=index, position=position)
+    if run_id:
+        e.run.run_id = run_id
+    return e
+
+
+class ScriptedClient:
+    """``watch_runs`` plays one script per call: events, then an error (or the end)."""
+
+    def __init__(self, scripts: list[tuple[list[pb.RunEvent], Exception | None]]) -> None:
+        self.scripts = scripts
+        self.calls: list[dict[str, Any]] = []
+        self.addresses = ["a:1", "b:2", "c:3"]
+        self.source = ""
+        self._current = 0
+
+    @property
+    def current_address(self) -> str:
+        return self.addresses[self._current]
+
+    def rotate(self) -> str:
+        self._current = (self._current + 1) % len(self.addresses)
+        return self.current_address
+
+    def watch_runs(
+        self, job_id: str, queue: str, include_existing: bool, kinds: list[str], resume_after: Any, bookmarks: bool
+    ) -> Iterator[pb.RunEvent]:
+        self.calls.append({"existing": include_existing, "resume_after": resume_after, "address": self.current_address})
+        events, error = (
+            self.scripts.pop(0) if self.scripts else ([], Broken(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"))
+        )
+
+        def play() -> Iterator[pb.RunEvent]:
+            yield from events
+            if error is not None:
+                raise error
+
+        return play()
+
+
+def follow(client: ScriptedClient, **kw: Any) -> tuple[list[tuple[str, int, int]], list[str]]:
+    notes: list[str] = []
+    follower = RunFollower(client, notices=notes.append, **kw)  # type: ignore[arg-type]
+    return [(e.kind, e.index, e.position) for e in follower], notes
+
+
+def test_a_dead_node_is_left_for_the_next_and_the_stream_resumes_after_the_last_point() -> None:
+    dropped = Broken(grpc.StatusCode.UNAVAILABLE, "Socket closed")
+    client = ScriptedClient([
+        ([ev("bookmark", 10, 0), ev("fired", 11, 0, "r1"), ev("leased", 12, 0, "r1")], dropped),
+        ([ev("leased", 12, 0, "r1"), ev("finished", 13, 0, "r1"), ev("bookmark", 13, 1)], None),
+        ([ev("fired", 14, 1, "r2")], None),
+    ])  # fmt: skip
+    got, notes = follow(client)
+    assert got == [("fired", 11, 0), ("leased", 12, 0), ("finished", 13, 0), ("fired", 14, 1)]  # bookmarks and repeats dropped
+    assert [c["resume_after"] for c in client.calls] == [None, (12, 0), (13, 1), (14, 1)]
+    assert [c["address"] for c in client.calls[:2]] == ["a:1", "b:2"]
+    assert any("a:1 stopped streaming" in n and "index 12.0" in n for n in notes), notes
+    assert any("streaming from b:2, resumed after index 12.0" in n for n in notes), notes
+
+
+def test_a_point_the_node_no_longer_holds_starts_again_from_the_existing_runs() -> None:
+    gone = Broken(grpc.StatusCode.OUT_OF_RANGE, "resume point 5.0 is older than this node's history")
+    client = ScriptedClient([
+        ([ev("fired", 5, 0, "r1")], Broken(grpc.StatusCode.UNAVAILABLE, "Socket closed")),
+        ([], gone),
+        ([ev("existing", 0, 0, "r1"), ev("bookmark", 40, 0), ev("leased", 41, 0, "r1")], None),
+    ])  # fmt: skip
+    got, notes = follow(client)
+    assert got == [("fired", 5, 0), ("existing", 0, 0), ("leased", 41, 0)]
+    assert [(c["existing"], c["resume_after"]) for c in client.calls[:3]] == [(False, None), (False, (5, 0)), (True, None)]
+    assert any("no longer holds the changes after index 5.0" in n and "not shown" in n for n in notes), notes
+
+
+def test_no_node_answering_gives_up_with_a_readable_error() -> None:
+    refused = Broken(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; Connection refused")
+    client = ScriptedClient([([], refused)] * 100)
+    with pytest.raises(ClusterUnreachable) as err:
+        follow(client, first_give_up_s=0.3)
+    assert "no node of the cluster answers at a:1, b:2, c:3" in str(err.value)
+
+
+def test_other_errors_are_not_retried() -> None:
+    client = ScriptedClient([([], Broken(grpc.StatusCode.INVALID_ARGUMENT, "unknown event kind"))])
+    with pytest.raises(grpc.RpcError):
+        follow(client)
