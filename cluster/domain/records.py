@@ -33,9 +33,14 @@ class _Cache(Generic[R]):
     """One table's records of a unit of work: id -> (record, or None if dropped or missing; its tuple as stored).
 
     A record is compared with what was stored through its plain tuple (``snapshot_codec``): a record read
-    and left as it was costs one tuple, not an encoding and a write."""
+    and left as it was costs one tuple, not an encoding and a write.
 
-    __slots__ = ("_store", "_table", "_from", "_to", "_rows", "_written")
+    ``keep`` > 0: the stored tuples (immutable, of immutable values) of the last records read or written are
+    kept across commands, at most ``keep`` (then forgotten all at once), so a run that is fired, leased and
+    completed by consecutive commands is read from the store once. Every write of the table goes through
+    ``flush`` (or clears the store: ``forget``), so a kept tuple is always what the store holds."""
+
+    __slots__ = ("_store", "_table", "_from", "_to", "_rows", "_written", "_kept", "_keep")
 
     def __init__(
         self,
@@ -44,13 +49,29 @@ class _Cache(Generic[R]):
         from_tuple: Callable[[Any], R],
         to_tuple: Callable[[R], Any],
         written: Callable[[str], None] = lambda ident: None,
+        keep: int = 0,
     ) -> None:
         self._store, self._table, self._from, self._to, self._written = store, table, from_tuple, to_tuple, written
         self._rows: dict[str, tuple[R | None, Any]] = {}
+        self._kept: dict[str, Any] = {}
+        self._keep = keep
 
     def _stored(self, ident: str) -> Any:
+        kept = self._kept
+        if ident in kept:
+            return kept[ident]
         raw = self._store.get(self._table, ident.encode())
-        return None if raw is None else marshal.loads(raw)
+        stored = None if raw is None else marshal.loads(raw)
+        if self._keep:
+            if len(kept) >= self._keep:
+                kept.clear()
+            kept[ident] = stored
+        return stored
+
+    def forget(self) -> None:
+        """The store was replaced or cleared: nothing kept is known any more."""
+        self._kept.clear()
+        self._rows.clear()
 
     def held(self, ident: str) -> tuple[R | None, Any] | None:
         """The row of a record this unit of work holds (read, made or dropped), or None."""
@@ -75,16 +96,23 @@ class _Cache(Generic[R]):
 
     def flush(self) -> None:
         store, table, to_tuple, written = self._store, self._table, self._to, self._written
+        kept = self._kept if self._keep else None
+        if kept is not None and len(kept) + len(self._rows) > self._keep:
+            kept.clear()
         for ident, (record, stored) in self._rows.items():
             if record is None:
                 if stored is not None:
                     store.delete(table, ident.encode())
                     written(ident)
+                if kept is not None:
+                    kept[ident] = None
                 continue
             now = to_tuple(record)
             if now != stored:
                 store.put(table, ident.encode(), marshal.dumps(now, rc.MARSHAL_VERSION))
                 written(ident)
+            if kept is not None:
+                kept[ident] = now
         self._rows.clear()
 
 
@@ -97,12 +125,16 @@ class UnitOfWork:
     store holds, so it changes no result."""
 
     SPECS = 65536
+    #: stored run tuples kept across commands (see ``_Cache``)
+    RUNS_KEPT = 65536
     __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs")
 
-    def __init__(self, store: StateStore, decoder: rc.JobDecoder) -> None:
+    def __init__(self, store: StateStore, decoder: rc.JobDecoder, runs_kept: int = RUNS_KEPT) -> None:
         self._specs: dict[str, JobSpec | None] = {}
         self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, decoder.job, snapshot_codec.job_to_tuple, self._job_written)
-        self.runs: _Cache[Run] = _Cache(store, Table.RUNS, snapshot_codec.run_from_tuple, snapshot_codec.run_to_tuple)
+        self.runs: _Cache[Run] = _Cache(
+            store, Table.RUNS, snapshot_codec.run_from_tuple, snapshot_codec.run_to_tuple, keep=runs_kept
+        )
         self._store, self._decoder = store, decoder
 
     def _job_written(self, job_id: str) -> None:
@@ -111,6 +143,8 @@ class UnitOfWork:
     def forget(self) -> None:
         """The store was replaced or cleared (a restore, an install): nothing read before is known any more."""
         self._specs.clear()
+        self.jobs.forget()
+        self.runs.forget()
 
     def job(self, job_id: str) -> Job | None:
         return self.jobs.get(job_id)

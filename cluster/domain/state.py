@@ -54,6 +54,7 @@ from cluster.domain.model import (
     manual_run_id,
     run_id_for,
 )
+from cluster.domain.records import UnitOfWork
 from cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
@@ -77,8 +78,8 @@ SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
-    def __init__(self, store: StateStore | None = None) -> None:
-        super().__init__(store)
+    def __init__(self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT) -> None:
+        super().__init__(store, runs_kept)
 
     # ------------------------------------------------------------ apply
 
@@ -467,6 +468,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         now_ms, applied, jobs, runs, idempotency, members, membership = snapshot_codec.decode(data)
         self.check_format_number(membership.cluster_format, "snapshot")
         self.store.clear()
+        self.uow.forget()
         self._reset_memory()
         self.now_ms, self.applied_index, self.members = now_ms, applied, members
         self.roster = {m.node_id: m for m in membership.roster}

@@ -86,7 +86,7 @@ class IdempotencyMap:
 class StateBase:
     """All jobs and runs, and the indexes the leader and the API read."""
 
-    def __init__(self, store: StateStore | None = None) -> None:
+    def __init__(self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT) -> None:
         self.store: StateStore = store if store is not None else MemoryStore()
         self._decoder = rc.JobDecoder()
         #: read-only queries of committed records (any thread, inside ``store.reading()``)
@@ -94,7 +94,7 @@ class StateBase:
         self.jobs: RecordMap[Job] = RecordMap(self.store, Table.JOBS, rc.JobDecoder().decode)
         self.runs: RecordMap[Run] = RecordMap(self.store, Table.RUNS, rc.decode_run)
         self.idempotency = IdempotencyMap(self.store)
-        self.uow = UnitOfWork(self.store, self._decoder)
+        self.uow = UnitOfWork(self.store, self._decoder, runs_kept)
         self.load()
 
     # ------------------------------------------------------------ the small state, and the store
