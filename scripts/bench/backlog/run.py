@@ -129,13 +129,16 @@ def _report(res: dict[str, Any], out: str, root: str) -> None:
     print(f"wrote {os.path.join(out, 'backlog.json')}; node logs in {root}")
 
 
-def _measure(cluster: LocalCluster, res: dict[str, Any]) -> None:
+def _measure(cluster: LocalCluster, res: dict[str, Any], restarts_only: bool = False) -> None:
     started = time.monotonic()
     cluster.start_all()
     res["first_start_to_serving_s"] = round(wait_serving(cluster, started), 2)
     res["node_memory_mb_after_start"] = _memory(cluster)
     res["node_disk_mb_after_start"] = _disk(cluster)
     print(f"serving after {res['first_start_to_serving_s']} s; memory {res['node_memory_mb_after_start']}", flush=True)
+    if restarts_only:
+        _restarts(cluster, res)
+        return
     lags: list[tuple[float, float]] = []
     stop = threading.Event()
     watcher = threading.Thread(target=watch_lag, args=(cluster.nodes[cluster.wait_leader()].grpc, stop, lags), daemon=True)
@@ -162,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kind", choices=KINDS, default="mix", help="mix: every/cron/at thirds; at: one-off jobs over 30 days")
     p.add_argument("--out", default="backlog-out")
     p.add_argument("--root", default=None, help="where the cluster's files go (default: a new temp dir)")
+    p.add_argument(
+        "--restarts-only",
+        action="store_true",
+        help="after the first start, only the SIGKILL restarts (no snapshot phases: quick at ten million jobs)",
+    )
     a = p.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     res: dict[str, Any] = {"jobs": a.jobs, "kind": a.kind, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     os.sync()  # the seeded files on disk: the first start is not measured against their write-back
     print(f"seeded {a.jobs:,} jobs: {res['seed']}", flush=True)
     try:
-        _measure(cluster, res)
+        _measure(cluster, res, a.restarts_only)
     finally:
         for node_id in cluster.nodes:
             cluster.kill(node_id)
