@@ -269,6 +269,7 @@ class _Replica(SyncObj):
     def __init__(self, owner: "RaftNode", s: RaftSettings, conf: SyncObjConf) -> None:
         self._owner = owner
         super().__init__(s.self_address, list(s.peer_addresses), conf)
+        pysyncobj_patches.cancel_transfers_on_disconnect(self)
 
     @replicated
     def apply_entry(self, data: bytes) -> Any:

@@ -25,7 +25,15 @@ each on a pysyncobj upgrade:
   follower while it writes a snapshot (it wrote the dump in place, in a
   forked child); ours are written beside it and renamed whole, so sending
   goes on (the leader otherwise spun sending empty snapshot messages for as
-  long as a snapshot took to write).
+  long as a snapshot took to write). Each piece it hands out carries its
+  offset in the file (``_PIECE_MARK`` + 8 bytes), and
+  ``Serializer.setTransmissionData`` on the follower checks it: a piece lost
+  on the way (pysyncobj goes on with the next one when a connection drops
+  and comes back between two sends) drops the transfer there, instead of a
+  whole file being written short and refused at its end. The leader starts
+  a transfer over when the connection to its follower drops
+  (``cancel_transfers_on_disconnect``). Pieces without the mark (a node of an
+  older version) pass unchecked.
 * ``TCPTransport.send``: the journal's open transaction is committed (with
   fsync by default) before any Raft message leaves the node, except
   forwarded commands and their index replies, which promise nothing about
@@ -52,6 +60,7 @@ import _socket
 import logging
 import os
 import socket
+import struct
 from typing import Any
 
 import pysyncobj.serializer as _serializer_module
@@ -76,6 +85,11 @@ _ORIGINAL_CREATE_JOURNAL = _syncobj_module.createJournal
 _ORIGINAL_SEND = _transport_module.TCPTransport.send
 _ORIGINAL_ON_TICK = _transport_module.TCPTransport._onTick
 _ORIGINAL_TRANSMISSION_DATA = _serializer_module.Serializer.getTransmissionData
+_ORIGINAL_SET_TRANSMISSION_DATA = _serializer_module.Serializer.setTransmissionData
+#: starts a piece of a snapshot sent by this version: the piece's offset in the file follows (8 bytes)
+_PIECE_MARK = b"RSPIECE\x00"
+_OFFSET = struct.Struct(">Q")
+_PIECE_HEAD = len(_PIECE_MARK) + _OFFSET.size
 
 
 def _create_journal(journal_file: Any) -> Any:
@@ -111,12 +125,63 @@ def _atomic_replace(src: str, dst: str) -> None:
 
 
 def _transmission_data(self: Any, transmission_id: Any) -> Any:
+    transmission = self._Serializer__transmissions.get(transmission_id)
+    offset = transmission["transmitted"] if transmission is not None else 0
     pid = self._Serializer__pid
     self._Serializer__pid = 0  # our snapshots never write the dump in place (see the module docstring)
     try:
-        return _ORIGINAL_TRANSMISSION_DATA(self, transmission_id)
+        out = _ORIGINAL_TRANSMISSION_DATA(self, transmission_id)
     finally:
         self._Serializer__pid = pid
+    if not out:
+        return out
+    piece, first, last = out
+    return (_PIECE_MARK + _OFFSET.pack(offset) + piece, first, last)
+
+
+def _set_transmission_data(self: Any, data: Any) -> bool:
+    if not data:
+        return bool(_ORIGINAL_SET_TRANSMISSION_DATA(self, data))
+    piece, first, last = data
+    if isinstance(piece, bytes) and piece[: len(_PIECE_MARK)] == _PIECE_MARK:
+        (offset,) = _OFFSET.unpack_from(piece, len(_PIECE_MARK))
+        piece = piece[_PIECE_HEAD:]
+        expected = 0 if first else getattr(self, "_raftsched_received", None)
+        if offset != expected:
+            if expected is not None:  # None: a transfer already dropped, until the leader starts again
+                log.warning(
+                    "a piece of the snapshot from the leader was lost on the way (byte %d came, %d was due): "
+                    "this transfer is dropped and the leader sends the snapshot again",
+                    offset,
+                    expected,
+                )
+            _drop_incoming(self)
+            return False
+        self._raftsched_received = None if last else offset + len(piece)
+    return bool(_ORIGINAL_SET_TRANSMISSION_DATA(self, (piece, first, last)))
+
+
+def _drop_incoming(serializer: Any) -> None:
+    incoming = serializer._Serializer__incomingTransmissionFile
+    if incoming is not None:
+        incoming.close()
+    serializer._Serializer__incomingTransmissionFile = None
+    serializer._raftsched_received = None
+
+
+def cancel_transfers_on_disconnect(replica: Any) -> None:
+    """When the connection to a node drops, the snapshot being sent to it starts over on the next
+    connection (pysyncobj would go on from the piece after the one that was lost with the connection)."""
+    transport = replica._SyncObj__transport
+    serializer = replica._SyncObj__serializer
+    on_disconnected = transport._onNodeDisconnectedCallback
+
+    def disconnected(node: Any) -> None:
+        serializer.cancelTransmisstion(node)
+        if on_disconnected is not None:
+            on_disconnected(node)
+
+    transport.setOnNodeDisconnectedCallback(disconnected)
 
 
 def _send(self: Any, node: Any, message: Any) -> bool:
@@ -144,6 +209,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
     (_transport_module.TCPTransport, "send", _send),
     (_transport_module.TCPTransport, "_onTick", _on_tick),
     (_serializer_module.Serializer, "getTransmissionData", _transmission_data),
+    (_serializer_module.Serializer, "setTransmissionData", _set_transmission_data),
 )
 
 

@@ -8,9 +8,11 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pysyncobj.config import SERIALIZER_STATE
+from pysyncobj.serializer import Serializer
 
 from raft import pysyncobj_patches
 from raft.snapshot_file import SnapshotError, check_body, open_body, read_snapshot, write_snapshot_file
@@ -141,3 +143,76 @@ def test_a_received_snapshot_replaces_the_dump_only_when_whole(tmp_path: Path) -
     write_snapshot_file(received, RAFT_DATA, BytesCopy(b"x" * 100_000).write_to)
     pysyncobj_patches._atomic_replace(received, str(dump))
     assert read_snapshot(str(dump)).body_size == 100_000 and not os.path.exists(received)
+
+
+def _send_dump(leader: Any, follower: Any, lose: int = 0) -> bool:
+    """Hand the leader's dump to the follower piece by piece, as pysyncobj does; piece ``lose`` (1-based) is lost
+    on the way. What the follower's last ``setTransmissionData`` answered."""
+    n = 0
+    while True:
+        piece = leader.getTransmissionData("follower")
+        n += 1
+        if n == lose:
+            continue
+        installed = follower.setTransmissionData(piece)
+        if piece[2]:
+            return bool(installed)
+
+
+def test_a_piece_lost_on_the_way_drops_the_transfer_and_the_next_one_installs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pysyncobj_patches.install()
+    (tmp_path / "leader").mkdir()
+    (tmp_path / "follower").mkdir()
+    dump = str(tmp_path / "leader" / "raft.snapshot")
+    write_snapshot_file(dump, RAFT_DATA, BytesCopy(os.urandom(20_000)).write_to)
+    theirs = tmp_path / "follower" / "raft.snapshot"
+    theirs.write_bytes(b"the follower's own snapshot")
+    leader = Serializer(dump, 1024, False, None, None, None)
+    follower = Serializer(str(theirs), 1024, False, None, None, None)
+    with caplog.at_level("WARNING", logger="raftsched.raft"):
+        assert _send_dump(leader, follower, lose=5) is False
+    assert "byte 5120 came, 4096 was due" in caplog.text  # said once, at the gap, not for every piece after it
+    assert caplog.text.count("was lost on the way") == 1
+    assert theirs.read_bytes() == b"the follower's own snapshot"
+    assert _send_dump(leader, follower) is True  # the leader starts over: the whole file arrives
+    assert theirs.read_bytes() == Path(dump).read_bytes()
+
+
+def test_pieces_of_an_older_leader_pass_unchecked(tmp_path: Path) -> None:
+    """A leader of the version before pieces carried their offsets sends bare pieces: they are written as they come."""
+    pysyncobj_patches.install()
+    dump = tmp_path / "leader.snapshot"
+    write_snapshot_file(str(dump), RAFT_DATA, BytesCopy(os.urandom(5_000)).write_to)
+    theirs = tmp_path / "raft.snapshot"
+    follower = Serializer(str(theirs), 1024, False, None, None, None)
+    data = dump.read_bytes()
+    pieces = [data[i : i + 1024] for i in range(0, len(data), 1024)] + [b""]
+    answers = [follower.setTransmissionData((p, i == 0, p == b"")) for i, p in enumerate(pieces)]
+    assert answers[-1] is True and not any(answers[:-1])
+    assert theirs.read_bytes() == data
+
+
+def test_a_dropped_connection_starts_the_transfer_over(tmp_path: Path) -> None:
+    """pysyncobj would go on from the piece after the one lost with the connection; the leader starts over."""
+    pysyncobj_patches.install()
+    dump = str(tmp_path / "raft.snapshot")
+    write_snapshot_file(dump, RAFT_DATA, BytesCopy(os.urandom(5_000)).write_to)
+    leader = Serializer(dump, 1024, False, None, None, None)
+
+    class Transport:
+        _onNodeDisconnectedCallback: Any = None
+
+        def setOnNodeDisconnectedCallback(self, callback: Any) -> None:
+            self._onNodeDisconnectedCallback = callback
+
+    seen: list[str] = []
+    transport = Transport()
+    transport.setOnNodeDisconnectedCallback(seen.append)  # pysyncobj's own (drops the node from its connected set)
+    replica = type("Replica", (), {"_SyncObj__transport": transport, "_SyncObj__serializer": leader})()
+    pysyncobj_patches.cancel_transfers_on_disconnect(replica)
+    assert leader.getTransmissionData("n2")[1] is True and leader.getTransmissionData("n2")[1] is False
+    transport._onNodeDisconnectedCallback("n2")
+    assert seen == ["n2"]  # pysyncobj still hears of it
+    assert leader.getTransmissionData("n2")[1] is True  # the next piece is the first again
