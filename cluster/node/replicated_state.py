@@ -50,16 +50,23 @@ T = TypeVar("T")
 
 
 class ReadBarrier:
-    """Coalesces read barriers: every reader waits for a no-op proposed after it arrived."""
+    """Coalesces read barriers: every reader waits for a no-op proposed after it arrived.
 
-    def __init__(self, propose: Callable[[Callable[[Any, int], None]], None], clock: Clock) -> None:
+    One barrier is in flight at a time. One that has not answered within ``stale_after_s`` is given up
+    (its readers are told to retry) and a new one is proposed: pysyncobj never answers some proposals
+    (a forwarded command whose reply was lost with a connection, or whose entry a snapshot from the leader
+    covered), and one such barrier must not leave every later read on this node waiting for ever."""
+
+    def __init__(self, propose: Callable[[Callable[[Any, int], None]], None], clock: Clock, stale_after_s: float = 2.0) -> None:
         self._propose = propose
         self._clock = clock
+        self._stale_after_s = stale_after_s
         self._cond = threading.Condition()
         self._started = 0
         self._done = 0
         self._wanted = 0
         self._inflight = False
+        self._inflight_since = 0.0
         self._failed: dict[int, int] = {}
 
     def wait(self, timeout: float) -> None:
@@ -70,35 +77,50 @@ class ReadBarrier:
             if not self._inflight:
                 self._start()
             while self._done < target:
+                self._give_up_stale()
                 left = deadline - self._clock.monotonic()
                 if left <= 0:
                     raise Unavailable("could not confirm the latest committed state in time (no leader or quorum?); retry")
-                self._cond.wait(left)
+                self._cond.wait(min(left, self._stale_after_s / 4))
             for gen in range(target, self._done + 1):
                 if gen in self._failed:
                     raise Unavailable("could not reach the leader to confirm the latest state; retry")
+
+    def _give_up_stale(self) -> None:
+        if self._inflight and self._clock.monotonic() - self._inflight_since > self._stale_after_s:
+            self._finish(self._started, GAVE_UP)
 
     def _start(self) -> None:
         self._started += 1
         gen = self._started
         self._inflight = True
+        self._inflight_since = self._clock.monotonic()
 
         def done(_result: Any, error: int) -> None:
             with self._cond:
-                self._done = gen
-                self._inflight = False
-                if error != 0:
-                    self._failed[gen] = error
-                for old in [g for g in self._failed if g < gen - 1000]:
-                    del self._failed[old]
-                if self._wanted > self._started:
-                    self._start()
-                self._cond.notify_all()
+                if gen > self._done:  # not given up meanwhile
+                    self._finish(gen, error)
 
         try:
             self._propose(done)
         except Exception:
             done(None, -1)
+
+    def _finish(self, gen: int, error: int) -> None:
+        """Barrier ``gen`` answered (or was given up): wake its readers, start the next one if anyone waits."""
+        self._done = gen
+        self._inflight = False
+        if error != 0:
+            self._failed[gen] = error
+        for old in [g for g in self._failed if g < gen - 1000]:
+            del self._failed[old]
+        if self._wanted > self._started:
+            self._start()
+        self._cond.notify_all()
+
+
+#: the error a given-up barrier counts as (pysyncobj's FAIL_REASON values are >= 0)
+GAVE_UP = -2
 
 
 class ReplicatedState:
