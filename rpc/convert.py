@@ -24,6 +24,8 @@ from cluster.domain.model import (
     DEFAULT_LEASE_TTL_MS,
     After,
     At,
+    Attempt,
+    AttemptOutcome,
     ConcurrencyPolicy,
     Cron,
     Every,
@@ -36,6 +38,7 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
+from cluster.node.explain import Explanation
 from cluster.node.run_output import RunOutput
 from protos.raftsched.v1 import scheduler_pb2 as pb
 
@@ -225,6 +228,37 @@ def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
         ms = getattr(r, attr)
         if ms:
             to_ts(ms, getattr(out, name))
+    if r.attempts:
+        for a in r.attempts:
+            attempt_to_pb(a, out.attempts.add())
+        out.attempts_dropped = r.attempts_dropped
+    return out
+
+
+_OUTCOME_PB = {
+    "": pb.ATTEMPT_OUTCOME_UNSPECIFIED,
+    AttemptOutcome.SUCCEEDED.value: pb.ATTEMPT_OUTCOME_SUCCEEDED,
+    AttemptOutcome.FAILED.value: pb.ATTEMPT_OUTCOME_FAILED,
+    AttemptOutcome.LEASE_EXPIRED.value: pb.ATTEMPT_OUTCOME_LEASE_EXPIRED,
+    AttemptOutcome.CANCELLED.value: pb.ATTEMPT_OUTCOME_CANCELLED,
+}
+
+
+def attempt_to_pb(a: Attempt, out: pb.Attempt) -> pb.Attempt:
+    out.attempt, out.executor_id, out.lease_id, out.fencing_token = a.attempt, a.executor_id, a.lease_id, a.fencing_token
+    out.outcome, out.error, out.log_uri = _OUTCOME_PB.get(a.outcome, pb.ATTEMPT_OUTCOME_UNSPECIFIED), a.error, a.log_uri
+    to_ts(a.leased_at_ms, out.leased_at)
+    if a.finished_at_ms:
+        to_ts(a.finished_at_ms, out.finished_at)
+    return out
+
+
+def explanation_to_pb(e: Explanation) -> pb.RunExplanation:
+    out = pb.RunExplanation(run_id=e.run_id, steps_dropped=e.steps_dropped)
+    for step in e.steps:
+        entry = out.steps.add(kind=step.kind, detail=step.detail, node_id=step.node_id)
+        to_ts(step.at_ms, entry.at)
+    run_to_pb(e.run, out.run)
     return out
 
 

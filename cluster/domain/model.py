@@ -124,6 +124,38 @@ class JobSpec(NamedTuple):
     history_ttl_ms: int = DEFAULT_HISTORY_TTL_MS
 
 
+class AttemptOutcome(str, Enum):
+    """How one attempt of a run ended ("" while it runs)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    CANCELLED = "CANCELLED"
+
+
+class Attempt(NamedTuple):
+    """One lease of a run and how it ended (``outcome`` "" while it runs). Stored as a plain tuple."""
+
+    attempt: int
+    executor_id: str
+    lease_id: str
+    fencing_token: int
+    leased_at_ms: int
+    finished_at_ms: int = 0
+    outcome: str = ""
+    error: str = ""
+    log_uri: str = ""
+
+
+class Step(NamedTuple):
+    """One thing the state machine did to a run, as it applied a command (``ExplainRun``)."""
+
+    at_ms: int
+    kind: str
+    detail: str
+    node_id: str = ""
+
+
 class Job:
     """A job as the state machine holds it."""
 
@@ -196,6 +228,11 @@ class Run:
         "skipped_until_ms",
         "cancel_requested",
         "not_before_ms",
+        "attempts",
+        "attempts_dropped",
+        "steps",
+        "steps_dropped",
+        "budget_base",
     )
 
     def __init__(
@@ -232,6 +269,14 @@ class Run:
         self.cancel_requested = False
         #: a run is never leased before this instant (its scheduled time, or a retry's backoff)
         self.not_before_ms = scheduled_ms
+        #: every attempt kept (oldest dropped beyond the cap, counted), and what was done to the run, in order
+        #: (``cluster.domain.run_history``; recorded from the cluster's command format 3 on)
+        self.attempts: tuple[Attempt, ...] = ()
+        self.attempts_dropped = 0
+        self.steps: tuple[Step, ...] = ()
+        self.steps_dropped = 0
+        #: the attempt number the current attempt budget counts from (a manual retry's fresh budget)
+        self.budget_base = 0
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"

@@ -11,13 +11,15 @@
   ``history_ttl_ms`` has passed since the deletion and its last run is gone;
   then the job record and its idempotency key go too.
 
-Active runs (PENDING, LEASED) are never dropped. Every dropped run is
+Request ids past their 24 h (``request_rules``) go with each ``PruneHistory``
+too. Active runs (PENDING, LEASED) are never dropped. Every dropped run is
 reported as a ("pruned", run) event so the node can remove its stored output.
 """
 
 from __future__ import annotations
 
 from cluster.domain import commands as c
+from cluster.domain import limits as lim
 from cluster.domain import record_codec as rc
 from cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run
 from cluster.domain.results import Ok, Result
@@ -54,6 +56,11 @@ class RetentionRules(StateBase):
         limit = spec.history_limit if spec is not None else 0
         if spec is not None and count > limit:
             self._drop_oldest_finished(run.job_id, count - limit)
+
+    def _unretain(self, run: Run) -> None:
+        """A finished run becomes active again (``RetryRun``): out of the retention indexes (undo ``_retain``)."""
+        self.store.delete(Table.EXPIRY, rc.timed_key(run.finished_ms + self._ttl(run.job_id), run.run_id))
+        self._set_finished_count(run.job_id, self._finished_count(run.job_id) - 1)
 
     def _drop_oldest_finished(self, job_id: str, how_many: int) -> None:
         victims: list[Run] = []
@@ -126,8 +133,10 @@ class RetentionRules(StateBase):
                 continue
             self._purge_job(job)
             purged += 1
+        self.prune_requests(lim.REQUEST_PRUNE_BATCH)
         return Ok((dropped, purged))
 
     def next_prune_ms(self) -> int | None:
-        heads = [head[1] for head in (self._head(Table.EXPIRY), self._head(Table.PURGE)) if head is not None]
-        return min(heads) if heads else None
+        heads = (self._head(Table.EXPIRY), self._head(Table.PURGE), self._head(Table.REQUEST_EXPIRY))
+        known = [head[1] for head in heads if head is not None]
+        return min(known) if known else None

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from cluster.domain.model import (
     After,
     At,
+    Attempt,
     ConcurrencyPolicy,
     Cron,
     Every,
@@ -30,6 +31,7 @@ from cluster.domain.model import (
     Run,
     RunStatus,
     Schedule,
+    Step,
 )
 
 FORMAT = 4
@@ -130,8 +132,16 @@ _RUN_VALUES = operator.attrgetter(*_RUN_FIELDS)
 
 
 def run_to_tuple(r: Run) -> tuple[Any, ...]:
+    """The run's 21 fields, then its history (attempts, steps, budget) only when it has one: a run recorded
+    before the cluster's format 3 encodes exactly as it always did (old and new nodes hold the same bytes)."""
     values: tuple[Any, ...] = _RUN_VALUES(r)
-    return (r.status.value,) + values
+    if not (r.steps or r.attempts or r.budget_base or r.steps_dropped or r.attempts_dropped):
+        return (r.status.value,) + values
+    history = (
+        tuple(tuple(a) for a in r.attempts), r.attempts_dropped, tuple(tuple(s) for s in r.steps), r.steps_dropped,
+        r.budget_base,
+    )  # fmt: skip
+    return (r.status.value,) + values + history
 
 
 def run_from_tuple(t: tuple[Any, ...]) -> Run:
@@ -140,7 +150,13 @@ def run_from_tuple(t: tuple[Any, ...]) -> Run:
     run.status = _RUN_STATUS[t[0]]
     (run.run_id, run.job_id, run.queue, run.scheduled_ms, run.fired_ms, run.attempt, run.executor_id, run.lease_id,
      run.fencing_token, run.lease_expires_ms, run.started_ms, run.finished_ms, run.result, run.error, run.log_uri,
-     run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[1:]  # fmt: skip
+     run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[1:21]  # fmt: skip
+    if len(t) > 21:  # a run with a history (``run_to_tuple``)
+        attempts, run.attempts_dropped, steps, run.steps_dropped, run.budget_base = t[21:26]
+        run.attempts = tuple(Attempt(*a) for a in attempts)
+        run.steps = tuple(Step(*x) for x in steps)
+    else:
+        run.attempts, run.attempts_dropped, run.steps, run.steps_dropped, run.budget_base = (), 0, (), 0, 0
     return run
 
 
@@ -184,8 +200,11 @@ def encode(
     idempotency: dict[str, tuple[str, str]],
     members: Members | None = None,
     membership: Membership = NO_MEMBERSHIP,
+    requests: list[tuple[str, str, str, str, int]] | None = None,
 ) -> bytes:
-    body = (
+    """The body; ``requests`` (answered request ids, ``request_rules``) is a trailing element only when there
+    are any: a body without reads as before in every version."""
+    body: tuple[Any, ...] = (
         FORMAT,
         now_ms,
         applied,
@@ -195,10 +214,24 @@ def encode(
         sorted((node, ver, fmt) for node, (ver, fmt) in (members or {}).items()),
         membership_to_plain(membership),
     )
+    if requests:
+        body += ([tuple(r) for r in requests],)
     return marshal.dumps(body, MARSHAL_VERSION)
 
 
-def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple[str, str]], Members, Membership]:
+class Body(NamedTuple):
+    now_ms: int
+    applied: int
+    jobs: list[Job]
+    runs: list[Run]
+    idempotency: dict[str, tuple[str, str]]
+    members: Members
+    membership: Membership
+    #: (request_id, fingerprint, kind, ref, expires_ms) of answered requests
+    requests: list[tuple[str, str, str, str, int]]
+
+
+def decode(data: bytes) -> Body:
     try:
         body = marshal.loads(data)
     except (EOFError, ValueError, TypeError) as exc:
@@ -211,8 +244,9 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
     _, now_ms, applied, jobs, runs, idem, *rest = body
     members = {node: (ver, fmt) for node, ver, fmt in rest[0]} if rest else {}
     membership = membership_from_plain(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
+    requests = [tuple(r) for r in rest[2]] if len(rest) > 2 else []
     dec = Decoder()
-    return (
+    return Body(
         now_ms,
         applied,
         [dec.job(t) for t in jobs],
@@ -220,4 +254,5 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
         {k: (j, fp) for k, j, fp in idem},
         members,
         membership,
+        requests,
     )

@@ -54,6 +54,8 @@ from cluster.domain.model import (
     manual_run_id,
     run_id_for,
 )
+from cluster.domain.recovery_rules import RecoveryRules
+from cluster.domain.request_rules import RequestRules
 from cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
@@ -66,6 +68,7 @@ from cluster.domain.results import (
     Result,
 )
 from cluster.domain.retention_rules import RetentionRules
+from cluster.domain.run_history import fired_detail, skipped_detail
 from cluster.domain.schedule import first_fire, next_fire
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state_base import RunEvent
@@ -74,7 +77,7 @@ from cluster.domain.state_store import StateStore, StoreFailure, Table, iter_tab
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
 
-class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
+class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
     def __init__(self, store: StateStore | None = None) -> None:
@@ -110,8 +113,15 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         if refused is not None:
             return refused
         handler = c.HANDLERS[type(cmd)]
+        request_id: str = getattr(cmd, "request_id", "")
         try:
-            result: Result = handler(self, cmd, index)
+            seen = self.seen_request(cmd, request_id) if request_id else None
+            if seen is not None:
+                result: Result = seen  # the first answer, again: nothing else is applied
+            else:
+                result = handler(self, cmd, index)
+                if request_id:
+                    self.remember_request(cmd, request_id, result)
         except StoreFailure:
             raise  # this replica cannot write: it stops rather than skip what the others apply
         except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
@@ -262,8 +272,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "the job was deleted")
             elif not run.cancel_requested:  # LEASED: its executor learns it at the next renewal
-                run.cancel_requested = True
-                self.events.append(("cancel_requested", run))
+                self._request_cancel(run, "the job was deleted")
         return Ok(job)
 
     @c.handles(c.TriggerJob)
@@ -276,6 +285,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         if self._pending_full(cmd.max_pending):
             return ResourceExhausted(self._pending_full_message(cmd.max_pending))
         run = self._new_run(job, manual_run_id(job.job_id, index, self._pos), self.now_ms, manual=True)
+        self._step(run, "triggered", f"a manual run requested with TriggerJob (entry {index})")
         return Ok(run)
 
     # ------------------------------------------------------------ runs
@@ -290,10 +300,15 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             return Ok(run)
         if run.status is RunStatus.LEASED:
             if not run.cancel_requested:
-                run.cancel_requested = True
-                self.events.append(("cancel_requested", run))
+                self._request_cancel(run, "CancelRun")
             return Ok(run)
         return FailedPrecondition(f"run {run.run_id} is already {run.status.value}; only PENDING or LEASED runs can be cancelled")
+
+    def _request_cancel(self, run: Run, why: str) -> None:
+        """A LEASED run is asked to stop: its executor learns it at its next renewal."""
+        run.cancel_requested = True
+        self._step(run, "cancel_requested", f"{why}: executor {run.executor_id!r} is told at its next lease renewal")
+        self.events.append(("cancel_requested", run))
 
     def _record_skip(self, job: Job, skip: Skip) -> None:
         run_id = run_id_for(job.job_id, skip.instant_ms)
@@ -304,6 +319,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         run.skipped_count = skip.count
         run.skipped_until_ms = skip.last_ms
         run.finished_ms = self.now_ms
+        self._step(run, "skipped", skipped_detail(job.spec, skip))
         self.uow.runs.add(run_id, run)
         self.run_counts[RunStatus.SKIPPED] += 1
         self._job_runs_add(run)
@@ -321,10 +337,10 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
                 stale += 1
                 continue
-            skipped += self._fire_job(job, cmd, created)
+            skipped += self._fire_job(job, cmd, created, index)
         return Ok(FireReport(created, skipped, stale))  # FireReport is frozen: build it once
 
-    def _fire_job(self, job: Job, cmd: c.Fire, created: list[str]) -> int:
+    def _fire_job(self, job: Job, cmd: c.Fire, created: list[str], index: int) -> int:
         """Fire or skip the job's due instants; append the new run ids; return how many were skipped."""
         spec = job.spec
         window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
@@ -354,6 +370,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if spec.concurrency is ConcurrencyPolicy.REPLACE:
                 self._replace_active(job)
             run = self._new_run(job, run_id_for(job.job_id, d.instant_ms), d.instant_ms)
+            self._step(run, "fired", fired_detail(spec, d.instant_ms, self.now_ms, cmd, index), cmd.node_id)
             created.append(run.run_id)
             job.fire_count += 1
             job.cursor_ms = d.instant_ms
@@ -372,8 +389,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "replaced by a newer run (concurrency REPLACE)")
             elif not run.cancel_requested:
-                run.cancel_requested = True
-                self.events.append(("cancel_requested", run))
+                self._request_cancel(run, "a newer run replaces it (concurrency REPLACE)")
 
     def _pending_full(self, max_pending: int) -> bool:
         return bool(max_pending) and self.run_counts[RunStatus.PENDING] >= max_pending
@@ -457,14 +473,14 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         )  # fmt: skip
         return snapshot_codec.encode(
             self.now_ms, self.applied_index, self.view.iter_jobs(), self.view.iter_runs(), dict(self.idempotency.items()),
-            self.members, membership,
+            self.members, membership, self.request_rows(),
         )  # fmt: skip
 
     def restore(self, data: bytes) -> None:
         """Discard all state and load ``data`` (from ``snapshot``, or a snapshot body of a version that kept
         its state in memory), then commit it. Raises ValueError on a bad snapshot (or one whose cluster uses
         a command format this code does not understand), before anything is changed."""
-        now_ms, applied, jobs, runs, idempotency, members, membership = snapshot_codec.decode(data)
+        now_ms, applied, jobs, runs, idempotency, members, membership, requests = snapshot_codec.decode(data)
         self.check_format_number(membership.cluster_format, "snapshot")
         self.store.clear()
         self._reset_memory()
@@ -496,6 +512,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
                 finished[run.job_id] = finished.get(run.job_id, 0) + 1
         for job_id, n in finished.items():
             put(Table.FINISHED, rc.id_key(job_id), rc.encode_int(n))
+        self.restore_requests(requests)
         self._saved = {}
         self.commit()
         self.load()

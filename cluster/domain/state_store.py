@@ -56,8 +56,10 @@ class Table:
     EXPIRY = "expiry"  # finished_ms + history_ttl_ms, run_id -> "": finished runs by when they go
     PURGE = "purge"  # when, job_id -> "": DELETED jobs by when they are looked at again
     FINISHED = "finished"  # job_id -> how many finished runs it keeps
+    REQUESTS = "requests"  # request_id -> (request_id, fingerprint, kind, ref, expires_ms): answered requests
+    REQUEST_EXPIRY = "req_expiry"  # expires_ms, request_id -> "": answered requests by when they are forgotten
 
-    ALL = (META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED)
+    ALL = (META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED, REQUESTS, REQUEST_EXPIRY)
 
 
 class StoreFailure(RaftschedError):
