@@ -19,6 +19,7 @@ from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
 from cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
+    DEFAULT_FAILED_HISTORY_LIMIT,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_HISTORY_TTL_MS,
     DEFAULT_LEASE_TTL_MS,
@@ -163,6 +164,7 @@ def spec_from_pb(spec: pb.JobSpec) -> JobSpec:
         catchup_window_ms=_span(spec, "catchup_window", DEFAULT_CATCHUP_WINDOW_MS),
         history_limit=spec.history_limit or DEFAULT_HISTORY_LIMIT,
         history_ttl_ms=_span(spec, "history_ttl", DEFAULT_HISTORY_TTL_MS),
+        failed_history_limit=spec.failed_history_limit or DEFAULT_FAILED_HISTORY_LIMIT,
     )
 
 
@@ -185,6 +187,7 @@ def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
     to_dur(s.timeout_ms, out.timeout)
     to_dur(s.catchup_window_ms, out.catchup_window)
     out.history_limit = s.history_limit
+    out.failed_history_limit = s.failed_history_limit
     to_dur(s.history_ttl_ms, out.history_ttl)
     out.concurrency = _CONC_PB[s.concurrency]
     out.misfire = _MISFIRE_PB[s.misfire]

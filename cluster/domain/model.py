@@ -89,6 +89,7 @@ TERMINAL_RUN_STATUSES = frozenset(
 DEFAULT_LEASE_TTL_MS = 30_000
 DEFAULT_CATCHUP_WINDOW_MS = 24 * 3600 * 1000
 DEFAULT_HISTORY_LIMIT = 1000
+DEFAULT_FAILED_HISTORY_LIMIT = 1000
 DEFAULT_HISTORY_TTL_MS = 7 * 24 * 3600 * 1000
 
 
@@ -122,6 +123,9 @@ class JobSpec(NamedTuple):
     #: finished runs kept per job (oldest dropped first) and for how long
     history_limit: int = DEFAULT_HISTORY_LIMIT
     history_ttl_ms: int = DEFAULT_HISTORY_TTL_MS
+    #: FAILED and DEAD_LETTER runs kept per job apart from the others (from the cluster's command format 3 on:
+    #: ``cluster.domain.retention_rules``), so that a burst of successes does not prune them
+    failed_history_limit: int = DEFAULT_FAILED_HISTORY_LIMIT
 
 
 class AttemptOutcome(str, Enum):

@@ -15,6 +15,7 @@ import operator
 from typing import Any, NamedTuple
 
 from cluster.domain.model import (
+    DEFAULT_FAILED_HISTORY_LIMIT,
     After,
     At,
     Attempt,
@@ -78,7 +79,7 @@ def job_to_tuple(j: Job) -> tuple[Any, ...]:
         (r.max_attempts, r.initial_backoff_ms, r.max_backoff_ms, r.multiplier, r.jitter),
         s.lease_ttl_ms, s.timeout_ms, s.concurrency.value, s.misfire.value, s.catchup_window_ms,
         s.history_limit, s.history_ttl_ms,
-    )  # fmt: skip
+    ) + (() if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else (s.failed_history_limit,))  # fmt: skip
 
 
 class Decoder:
@@ -107,10 +108,11 @@ class Decoder:
             spec = self._specs.get(key)
             if spec is not None:
                 return spec
-        name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl = t[9:]
+        name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl, *more = t[9:]
+        flimit = more[0] if more else DEFAULT_FAILED_HISTORY_LIMIT  # stored only when not the default
         spec = JobSpec(
             name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
-            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl,
+            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
         )  # fmt: skip
         if shared:
             if len(self._specs) >= self._SPECS:

@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from cluster.domain.model import (
+    DEFAULT_FAILED_HISTORY_LIMIT,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_HISTORY_TTL_MS,
     After,
@@ -99,6 +100,8 @@ def spec_to_plain(s: JobSpec) -> Plain:
         "catchup": s.catchup_window_ms,
         "hlimit": s.history_limit,
         "httl": s.history_ttl_ms,
+        # only when not the default: a default spec's plain form (and fingerprint) stays what it always was
+        **({} if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else {"flimit": s.failed_history_limit}),
     }
 
 
@@ -117,6 +120,7 @@ def spec_from_plain(p: Plain) -> JobSpec:
         catchup_window_ms=int(p["catchup"]),
         history_limit=int(p.get("hlimit", DEFAULT_HISTORY_LIMIT)),
         history_ttl_ms=int(p.get("httl", DEFAULT_HISTORY_TTL_MS)),
+        failed_history_limit=int(p.get("flimit", DEFAULT_FAILED_HISTORY_LIMIT)),
     )
 
 

@@ -67,7 +67,7 @@ from cluster.domain.results import (
     ResourceExhausted,
     Result,
 )
-from cluster.domain.retention_rules import RetentionRules
+from cluster.domain.retention_rules import RetentionRules, kept_apart
 from cluster.domain.run_history import fired_detail, skipped_detail
 from cluster.domain.schedule import first_fire, next_fire
 from cluster.domain.spec_codec import spec_fingerprint
@@ -501,6 +501,7 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
         for key, (job_id, fingerprint) in idempotency.items():
             put(Table.IDEMPOTENCY, rc.idem_key(key), rc.encode_idem(key, job_id, fingerprint))
         finished: dict[str, int] = {}
+        failed: dict[str, int] = {}
         for run in runs:
             put(Table.RUNS, rc.id_key(run.run_id), rc.encode_run(run))
             self.run_counts[run.status] += 1
@@ -510,8 +511,13 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
             elif run.status in TERMINAL_RUN_STATUSES:
                 put(Table.EXPIRY, rc.timed_key(run.finished_ms + ttl.get(run.job_id, 0), run.run_id), b"")
                 finished[run.job_id] = finished.get(run.job_id, 0) + 1
+                if kept_apart(run) and run.job_id in ttl:
+                    put(Table.FAILED_RUNS, rc.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
+                    failed[run.job_id] = failed.get(run.job_id, 0) + 1
         for job_id, n in finished.items():
             put(Table.FINISHED, rc.id_key(job_id), rc.encode_int(n))
+        for job_id, n in failed.items():
+            put(Table.FAILED, rc.id_key(job_id), rc.encode_int(n))
         self.restore_requests(requests)
         self._saved = {}
         self.commit()

@@ -22,9 +22,10 @@ from cluster.domain import commands as c
 from cluster.domain import limits as lim
 from cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.model import Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
+from cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
 from cluster.domain.records import RecordReader
 from cluster.domain.results import NotFound, ResourceExhausted
+from cluster.domain.run_history import HISTORY_FORMAT
 from cluster.domain.schedule import explain_instant, upcoming
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state import JobStateMachine
@@ -101,6 +102,17 @@ class JobService:
                 "node runs this version (raftsched cluster status shows the command format)"
             )
 
+    def _check_history(self, spec: JobSpec) -> None:
+        """A failed_history_limit only nodes of command format 3 keep apart: refused until the cluster uses it
+        (an older node would apply the spec without it, and prune differently)."""
+        if spec.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT:
+            return
+        if self._store.read(lambda m: m.cluster_format, barrier=False) < HISTORY_FORMAT:
+            raise ValidationError(
+                f"failed_history_limit needs command format {HISTORY_FORMAT}, and the cluster still uses an older one (a "
+                "rolling upgrade is not finished): leave it unset, or retry once every node runs this version"
+            )
+
     def _rid(self, request_id: str) -> str:
         """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""
         lim.check_chars("request_id", request_id, lim.MAX_REQUEST_ID_CHARS)
@@ -112,6 +124,7 @@ class JobService:
         lim.check_chars("idempotency_key", idempotency_key, lim.MAX_IDEMPOTENCY_KEY_CHARS)
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
+        self._check_history(spec)
         rid = self._rid(request_id)
         return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec), self._limits.max_jobs, rid)
 
@@ -151,6 +164,7 @@ class JobService:
         _require_id("job_id", job_id)
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
+        self._check_history(spec)
         return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec, self._rid(request_id)))
 
     def _job_write(self, cmd: c.Command) -> Job:

@@ -53,6 +53,7 @@ specs = st.builds(
     concurrency=st.sampled_from(list(ConcurrencyPolicy)),
     misfire=st.sampled_from(list(MisfirePolicy)),
     catchup_window_ms=ms,
+    failed_history_limit=st.integers(1, 100_000),
 )
 items = st.lists(st.tuples(text, ms), max_size=20).map(tuple)
 

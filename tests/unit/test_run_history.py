@@ -285,3 +285,27 @@ def test_get_run_output_reads_each_attempts_own_log(lmdb_dir: str) -> None:
     assert read_run_output(run, 2, reader).log == b"second try\n"  # type: ignore[arg-type]
     missing = read_run_output(run, 9, reader)  # type: ignore[arg-type]
     assert "attempt 9" in missing.missing_reason and "attempts 1-2" in missing.missing_reason
+
+
+def test_failed_history_limit_keeps_failures_apart_from_a_burst_of_successes(lmdb_dir: str) -> None:
+    t = Twins(lmdb_dir)
+    spec = JobSpec("mixed", Every(1_000), retry=RetryPolicy(max_attempts=1), history_limit=2, failed_history_limit=3)
+    t.ok(c.CreateJob(T0, "j1", spec))
+    now, expected = T0, T0 + 1_000
+
+    def one(ok: bool) -> str:
+        nonlocal now, expected
+        now = expected
+        run_id = t.ok(c.Fire(now, (("j1", expected),), 0, 5_000)).created[0]  # type: ignore[attr-defined]
+        expected += 1_000
+        lease = _lease(t, "ex-a", now)
+        t.ok(c.CompleteRun(now + 1, lease.lease_id, lease.fencing_token, ok, error="" if ok else "no", executor_id="ex-a"))
+        return str(run_id)
+
+    failures = [one(False) for _ in range(4)]  # the oldest goes: three kept
+    successes = [one(True) for _ in range(6)]  # a burst: two kept, and no failure pruned for them
+    kept = {r.run_id: r.status for r in t.m.runs.values()}
+    assert sorted(r for r, s in kept.items() if s is RunStatus.DEAD_LETTER) == sorted(failures[1:])
+    assert sorted(r for r, s in kept.items() if s is RunStatus.SUCCEEDED) == sorted(successes[-2:])
+    t.ok(c.RetryRun(now + 10, failures[1]))  # a retried failure leaves the failures' count
+    assert t.m._failed_count("j1") == 2

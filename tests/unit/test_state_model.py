@@ -60,6 +60,7 @@ from cluster.domain.model import (
     Schedule,
 )
 from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
+from cluster.domain.retention_rules import kept_apart
 from cluster.domain.spec_codec import job_to_plain, run_to_plain
 from cluster.domain.state import JobStateMachine
 from cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
@@ -638,6 +639,16 @@ class StateMachineModel(RuleBasedStateMachine):
             if run.status in TERMINAL_RUN_STATUSES:
                 finished[run.job_id] = finished.get(run.job_id, 0) + 1
         assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)} == finished
+        apart = sorted(rc.job_run_key(r.job_id, r.scheduled_ms, r.run_id) for r in m.runs.values() if kept_apart(r))
+        assert [key for key, _ in iter_table(m.store, Table.FAILED_RUNS)] == apart
+        failed: dict[str, int] = {}
+        for run in m.runs.values():
+            if kept_apart(run):
+                failed[run.job_id] = failed.get(run.job_id, 0) + 1
+        assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FAILED)} == failed
+        for job_id, job in m.jobs.items():
+            assert failed.get(job_id, 0) <= job.spec.failed_history_limit
+            assert finished.get(job_id, 0) - failed.get(job_id, 0) <= job.spec.history_limit
         leased = [r for r in m.runs.values() if r.status is RunStatus.LEASED]
         assert m.leases == {r.lease_id: r.run_id for r in leased}
         assert list(m.lease_deadlines) == sorted((r.lease_expires_ms, r.lease_id) for r in leased)

@@ -123,7 +123,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window", "history_limit", "history_ttl")
+    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window", "history_limit", "history_ttl", "failed_history_limit")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,7 @@ class JobSpec(_message.Message):
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
     HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     HISTORY_TTL_FIELD_NUMBER: _ClassVar[int]
+    FAILED_HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     type: str
@@ -156,7 +157,8 @@ class JobSpec(_message.Message):
     catchup_window: _duration_pb2.Duration
     history_limit: int
     history_ttl: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    failed_history_limit: int
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failed_history_limit: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count")
