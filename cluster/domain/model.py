@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 # --------------------------------------------------------------- schedules
 
@@ -232,9 +232,9 @@ class Run:
         "skipped_until_ms",
         "cancel_requested",
         "not_before_ms",
-        "attempts",
+        "attempts_raw",
         "attempts_dropped",
-        "steps",
+        "steps_raw",
         "steps_dropped",
         "budget_base",
     )
@@ -275,12 +275,22 @@ class Run:
         self.not_before_ms = scheduled_ms
         #: every attempt kept (oldest dropped beyond the cap, counted), and what was done to the run, in order
         #: (``cluster.domain.run_history``; recorded from the cluster's command format 3 on)
-        self.attempts: tuple[Attempt, ...] = ()
+        #: kept as the plain tuples they are stored as (cheap to read and write on every change of the run);
+        #: ``attempts`` and ``steps`` are their named views
+        self.attempts_raw: tuple[tuple[Any, ...], ...] = ()
         self.attempts_dropped = 0
-        self.steps: tuple[Step, ...] = ()
+        self.steps_raw: tuple[tuple[Any, ...], ...] = ()
         self.steps_dropped = 0
         #: the attempt number the current attempt budget counts from (a manual retry's fresh budget)
         self.budget_base = 0
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        return tuple(map(Attempt._make, self.attempts_raw))
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(map(Step._make, self.steps_raw))
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"

@@ -44,7 +44,7 @@ def kept_apart(run: Run) -> bool:
     """Whether a finished run counts against ``failed_history_limit``: a failure that finished once the cluster
     recorded histories (command format 3; such a run has steps). Decided from the record alone, so a restore
     from a snapshot body rebuilds the same index."""
-    return run.status in FAILURES and bool(run.steps)
+    return run.status in FAILURES and bool(run.steps_raw)
 
 
 class RetentionRules(StateBase):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from cluster.domain import limits as lim
 from cluster.domain.commands import Fire
 from cluster.domain.firing import Skip
-from cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run, Step
+from cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run
 from cluster.domain.words import iso, schedule_words, span
 
 #: the cluster command format from which runs record their attempts and steps
@@ -34,40 +34,38 @@ def _cut(text: str, limit: int) -> str:
 
 def add_step(run: Run, at_ms: int, kind: str, detail: str, node_id: str = "") -> None:
     """Append a step; beyond the cap the oldest step after the head goes (counted)."""
-    steps = run.steps + (Step(at_ms, kind, _cut(detail, lim.MAX_STEP_DETAIL_CHARS), node_id),)
+    steps = run.steps_raw + ((at_ms, kind, _cut(detail, lim.MAX_STEP_DETAIL_CHARS), node_id),)
     if len(steps) > lim.MAX_RUN_STEPS:
         steps = steps[: lim.RUN_STEPS_HEAD] + steps[lim.RUN_STEPS_HEAD + 1 :]
         run.steps_dropped += 1
-    run.steps = steps
+    run.steps_raw = steps
 
 
 def begin_attempt(run: Run, at_ms: int) -> None:
     """The run was just leased (its ``attempt``, executor, lease and token set): a new attempt, running."""
-    attempts = run.attempts + (Attempt(run.attempt, run.executor_id, run.lease_id, run.fencing_token, at_ms),)
+    attempts = run.attempts_raw + ((run.attempt, run.executor_id, run.lease_id, run.fencing_token, at_ms, 0, "", "", ""),)
     if len(attempts) > lim.MAX_RUN_ATTEMPTS_KEPT:
         attempts = attempts[1:]
         run.attempts_dropped += 1
-    run.attempts = attempts
+    run.attempts_raw = attempts
 
 
 def end_attempt(run: Run, at_ms: int, outcome: AttemptOutcome, error: str = "", log_uri: str = "") -> None:
     """The latest attempt ended (if it is still running: nothing ends twice)."""
-    if not run.attempts:
+    if not run.attempts_raw:
         return
-    last = run.attempts[-1]
-    if last.outcome or last.fencing_token != run.fencing_token:
+    last = run.attempts_raw[-1]  # the fields of ``Attempt``, in order
+    if last[6] or last[3] != run.fencing_token:
         return
-    ended = last._replace(
-        finished_at_ms=at_ms, outcome=outcome.value, error=_cut(error, lim.MAX_ATTEMPT_ERROR_CHARS), log_uri=log_uri
-    )
-    run.attempts = run.attempts[:-1] + (ended,)
+    ended = last[:5] + (at_ms, outcome.value, _cut(error, lim.MAX_ATTEMPT_ERROR_CHARS), log_uri)
+    run.attempts_raw = run.attempts_raw[:-1] + (ended,)
 
 
 def attempt_of(run: Run, number: int) -> Attempt | None:
     """Attempt ``number`` (1-based) if the run keeps it."""
-    for a in run.attempts:
-        if a.attempt == number:
-            return a
+    for a in run.attempts_raw:
+        if a[0] == number:
+            return Attempt._make(a)
     return None
 
 

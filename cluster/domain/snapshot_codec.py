@@ -18,7 +18,6 @@ from cluster.domain.model import (
     DEFAULT_FAILED_HISTORY_LIMIT,
     After,
     At,
-    Attempt,
     ConcurrencyPolicy,
     Cron,
     Every,
@@ -32,7 +31,6 @@ from cluster.domain.model import (
     Run,
     RunStatus,
     Schedule,
-    Step,
 )
 
 FORMAT = 4
@@ -137,13 +135,9 @@ def run_to_tuple(r: Run) -> tuple[Any, ...]:
     """The run's 21 fields, then its history (attempts, steps, budget) only when it has one: a run recorded
     before the cluster's format 3 encodes exactly as it always did (old and new nodes hold the same bytes)."""
     values: tuple[Any, ...] = _RUN_VALUES(r)
-    if not (r.steps or r.attempts or r.budget_base or r.steps_dropped or r.attempts_dropped):
+    if not (r.steps_raw or r.attempts_raw or r.budget_base or r.steps_dropped or r.attempts_dropped):
         return (r.status.value,) + values
-    history = (
-        tuple(tuple(a) for a in r.attempts), r.attempts_dropped, tuple(tuple(s) for s in r.steps), r.steps_dropped,
-        r.budget_base,
-    )  # fmt: skip
-    return (r.status.value,) + values + history
+    return (r.status.value,) + values + (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
 
 
 def run_from_tuple(t: tuple[Any, ...]) -> Run:
@@ -153,12 +147,10 @@ def run_from_tuple(t: tuple[Any, ...]) -> Run:
     (run.run_id, run.job_id, run.queue, run.scheduled_ms, run.fired_ms, run.attempt, run.executor_id, run.lease_id,
      run.fencing_token, run.lease_expires_ms, run.started_ms, run.finished_ms, run.result, run.error, run.log_uri,
      run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[1:21]  # fmt: skip
-    if len(t) > 21:  # a run with a history (``run_to_tuple``)
-        attempts, run.attempts_dropped, steps, run.steps_dropped, run.budget_base = t[21:26]
-        run.attempts = tuple(Attempt(*a) for a in attempts)
-        run.steps = tuple(Step(*x) for x in steps)
+    if len(t) > 21:  # a run with a history (``run_to_tuple``), kept as the plain tuples it is stored as
+        run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = t[21:26]
     else:
-        run.attempts, run.attempts_dropped, run.steps, run.steps_dropped, run.budget_base = (), 0, (), 0, 0
+        run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = (), 0, (), 0, 0
     return run
 
 

@@ -5,18 +5,31 @@ Pure and deterministic: the same value reads the same on every node (no clock, n
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, timedelta
 
 from cluster.domain.model import After, At, Cron, Every, Schedule
 
+#: day number since the epoch -> its ISO date (a few are in use at a time: cleared when it grows)
+_DAYS: dict[int, str] = {}
+_EPOCH = date(1970, 1, 1)
+
 
 def iso(ms: int) -> str:
-    """An instant as UTC ISO 8601 with milliseconds (``2026-11-26T14:00:00.000Z``)."""
-    try:
-        moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    """An instant as UTC ISO 8601 with milliseconds (``2026-11-26T14:00:00.000Z``); cheap: it runs inside apply."""
+    day, rest = divmod(ms, 86_400_000)
+    prefix = _DAYS.get(day)
+    if prefix is None:
+        try:
+            prefix = (_EPOCH + timedelta(days=day)).isoformat()
+        except OverflowError:
+            return f"{ms} ms"
+        if len(_DAYS) >= 1024:
+            _DAYS.clear()
+        _DAYS[day] = prefix
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    return f"{prefix}T{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
 
 
 def span(ms: int) -> str:

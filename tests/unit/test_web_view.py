@@ -346,9 +346,7 @@ def test_attempts_and_explanation_render_when_the_record_and_service_have_them(w
         attempt=1, executor_id=EVIL, lease_id="l-1", fencing_token=40, leased_ms=NOW - 99_000, finished_ms=NOW - 98_000,
         outcome=SimpleNamespace(value="LEASE_EXPIRED"), error="lease expired", log_uri="",
     )  # fmt: skip
-    with_attempts = SimpleNamespace(
-        **{name: getattr(run, name) for name in Run.__slots__ if name != "attempts"}, attempts=[attempt]
-    )
+    with_attempts = SimpleNamespace(**{name: getattr(run, name) for name in Run.__slots__}, attempts=[attempt])
     world.runs[run.run_id] = with_attempts  # type: ignore[assignment]
     steps = [SimpleNamespace(at_ms=NOW - 100_000, kind="fired", detail=f"by leader n1 {EVIL}", node_id="n1")]
     world.explain_run = lambda run_id: SimpleNamespace(steps=steps)  # type: ignore[attr-defined]
