@@ -188,11 +188,12 @@ class JobService:
         _require_id("job_id", job_id)
         rid = self._rid(request_id)
         limit = self._limits.max_pending_runs
-        self._check_quota(
-            lambda m: m.run_counts[RunStatus.PENDING],
-            limit,
-            f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
-        )
+        if not rid:  # a retried trigger with an id must still get its first answer
+            self._check_quota(
+                lambda m: m.run_counts[RunStatus.PENDING],
+                limit,
+                f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
+            )
         run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit, rid))
         assert isinstance(run, Run)
         return run

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from typing import Any, Callable, Iterator
 
@@ -194,3 +195,41 @@ def test_every_node_explains_a_run_alike(client: Client, cluster: LocalCluster, 
         with Client([address]) as one:
             answers.append([json.dumps([s.kind, s.detail, s.node_id, cv.ts_ms(s.at)]) for s in one.explain_run(run.run_id).steps])
     assert answers[0] and all(a == answers[0] for a in answers)
+
+
+def _raftsched(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_cli_explains_a_run_and_retries_a_jobs_dead_letters(client: Client, cluster: LocalCluster) -> None:
+    addrs = ",".join(cluster.addresses)
+    spec = pb.JobSpec(name="cli-dead", type="shell", queue="q-cli", payload=json.dumps({"command": "exit 3"}).encode())
+    cv.to_dur(3_600_000, spec.every)  # runs only when triggered (within the test)
+    spec = _retrying(spec, 1)
+    cv.to_dur(300, spec.lease_ttl)
+    job = client.create_job(spec)
+    dead = []
+    for _ in range(2):  # two runs that a zombie lets expire: both DEAD_LETTER
+        run = client.trigger_job(job.job_id)
+        req = pb.AcquireLeaseRequest(executor_id="zombie-cli", queues=["q-cli"], max_runs=1)
+        cv.to_dur(5_000, req.wait)
+        assert client.lease("AcquireLease", req, timeout=15).leases
+        dead.append(_ended(client, run.run_id).run_id)
+    table = _raftsched("run", "explain", dead[0], "--cluster", addrs)
+    assert table.returncode == 0, table.stderr
+    header = table.stdout.splitlines()[1].split()
+    assert header == ["TIME", "KIND", "DETAIL", "NODE"] and "lease_expired" in table.stdout and "dead_letter" in table.stdout
+    as_json = json.loads(_raftsched("run", "explain", dead[0], "--cluster", addrs, "-o", "json").stdout)
+    assert [s["kind"] for s in as_json["steps"]][-3:] == ["leased", "lease_expired", "dead_letter"]
+    retried = _raftsched(
+        "run", "retry", "--job", job.job_id, "--status", "dead_letter", "--request-id", "cli-1", "--cluster", addrs
+    )
+    assert retried.returncode == 0, retried.stderr
+    assert all(run_id in retried.stdout for run_id in dead) and "2 run(s)" in retried.stderr
+    assert all(client.get_run(r).status in (pb.RUN_STATUS_PENDING, pb.RUN_STATUS_LEASED) for r in dead)
+    single = _raftsched("run", "retry", dead[0], "--request-id", "cli-1", "--cluster", addrs, "-o", "json")
+    assert single.returncode == 0, single.stderr  # the same request id as the --job call's: its first answer again
+    assert json.loads(single.stdout)["run_id"] == dead[0]
+    refused = _raftsched("run", "retry", dead[0], "--cluster", addrs)  # a new request for a PENDING run
+    assert refused.returncode != 0 and "only DEAD_LETTER" in refused.stderr
+    client.job("DeleteJob", pb.DeleteJobRequest(job_id=job.job_id))
