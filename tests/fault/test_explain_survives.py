@@ -111,7 +111,9 @@ def test_explanations_survive_a_leader_sigkill_and_a_snapshot_install(
     for run_id, (steps, attempts) in first.items():
         kinds = [s.split("|")[1] for s in steps]
         assert kinds[0] == "fired" and kinds[-1] == "succeeded", (run_id, kinds)
-        assert kinds.count("leased") == len(attempts) >= 2 and kinds.count("failed") == len(attempts) - 1
+        # an attempt ends failed, or (its completion lost in the failover) lease_expired; the last succeeded
+        assert kinds.count("leased") == len(attempts) >= 2
+        assert kinds.count("failed") + kinds.count("lease_expired") == len(attempts) - 1
         assert len({a.split("|")[2] for a in attempts}) == len(attempts)  # distinct fencing tokens
     fired_by = {s.split("|")[2] for steps, _ in first.values() for s in steps if "|fired|" in s}
     assert len(fired_by) >= 2, f"runs fired before and after the kill name different leaders: {fired_by}"

@@ -87,12 +87,12 @@ def test_fails_twice_then_succeeds_three_attempts_each_log_readable_and_explaine
 
 
 def test_an_expired_lease_is_lease_expired_and_a_dead_letter_retried_succeeds(
-    client: Client, executor: Any, tmp_path: Any
+    client: Client, cluster: LocalCluster, executor: Any, tmp_path: Any
 ) -> None:
     flag = tmp_path / "ready"
     spec = _retrying(shell_spec("dead-then-retried", f"test -f {flag}", queue="q-zombie"), 1)
     cv.to_dur(600, spec.lease_ttl)
-    job = client.create_job(spec)
+    client.create_job(spec)
     req = pb.AcquireLeaseRequest(executor_id="zombie", queues=["q-zombie"], max_runs=1)
     cv.to_dur(5_000, req.wait)
     (lease,) = client.lease("AcquireLease", req, timeout=15).leases  # never renewed
@@ -101,25 +101,24 @@ def test_an_expired_lease_is_lease_expired_and_a_dead_letter_retried_succeeds(
     assert [(a.executor_id, a.outcome) for a in run.attempts] == [("zombie", pb.ATTEMPT_OUTCOME_LEASE_EXPIRED)]
     kinds = [s.kind for s in client.explain_run(run.run_id).steps]
     assert kinds[-3:] == ["leased", "lease_expired", "dead_letter"]
-    # the executor serves the queue from now on; the run may go again once retried
-    client.job("UpdateJob", pb.UpdateJobRequest(job_id=job.job_id, spec=_requeued(spec, QUEUE)))
     flag.write_text("ok")
     retried = client.retry_run(run.run_id)
     assert retried.status == pb.RUN_STATUS_PENDING
     with pytest.raises(grpc.RpcError) as err:
-        client.retry_run(run.run_id)  # PENDING (or already LEASED): not retryable
+        client.retry_run(run.run_id)  # PENDING: not retryable
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "only DEAD_LETTER" in (err.value.details() or "")
-    done = _ended(client, run.run_id)
+    healthy = start_executor(cluster, str(tmp_path), "ex-healthy", "q-zombie")
+    try:
+        done = _ended(client, run.run_id)
+    finally:
+        os.killpg(healthy.pid, signal.SIGTERM)
+        healthy.wait(10)
     assert done.status == pb.RUN_STATUS_SUCCEEDED
-    assert [a.outcome for a in done.attempts] == [pb.ATTEMPT_OUTCOME_LEASE_EXPIRED, pb.ATTEMPT_OUTCOME_SUCCEEDED]
+    assert [(a.executor_id, a.outcome) for a in done.attempts] == [
+        ("zombie", pb.ATTEMPT_OUTCOME_LEASE_EXPIRED),
+        ("ex-healthy", pb.ATTEMPT_OUTCOME_SUCCEEDED),
+    ]
     assert [s.kind for s in client.explain_run(run.run_id).steps][-3:] == ["manual_retry", "leased", "succeeded"]
-
-
-def _requeued(spec: pb.JobSpec, queue: str) -> pb.JobSpec:
-    moved = pb.JobSpec()
-    moved.CopyFrom(spec)
-    moved.queue = queue
-    return moved
 
 
 def test_a_fire_once_catch_up_and_a_forbid_skip_name_their_policy(client: Client) -> None:
