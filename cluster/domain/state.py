@@ -28,6 +28,10 @@ Contract (the hashicorp/raft FSM boundary):
   same entry on every node. A ``Fire`` item applies only while the
   job's ``next_fire_ms`` still equals the proposer's expectation.
 
+* From the cluster's command format 3 on, each run records its attempts and
+  the steps that explain it as the rules apply commands (``run_history``);
+  a command with a ``request_id`` is answered once (``request_rules``).
+
 Readers on other threads read committed records through ``view`` inside ``reading()``; the in-memory
 indexes (and the queries here that read them) only under the caller's lock (``cluster.node.replicated_state``).
 """
