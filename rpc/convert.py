@@ -231,7 +231,7 @@ def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
         ms = getattr(r, attr)
         if ms:
             to_ts(ms, getattr(out, name))
-    if r.attempts:
+    if r.attempts_raw:
         for a in r.attempts:
             attempt_to_pb(a, out.attempts.add())
         out.attempts_dropped = r.attempts_dropped
