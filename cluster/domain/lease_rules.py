@@ -203,9 +203,7 @@ class LeaseRules(StateBase):
             run.started_ms = now
             self._index_live(run)
             if self.cluster_format >= HISTORY_FORMAT:
-                begin_attempt(run, now)
-                # short and without a formatted instant: this runs for every grant (the expiry is leased_at + TTL)
-                self._step(run, "leased", f"attempt {run.attempt} leased to executor {cmd.executor_id!r} (token {token})")
+                begin_attempt(run, now)  # the attempt is the grant's step (``cluster.node.explain``)
             self.events.append(("leased", run))
             grants.append(Grant(run, spec))
         self._tokens_used += len(grants)

@@ -149,6 +149,9 @@ class Attempt(NamedTuple):
     outcome: str = ""
     error: str = ""
     log_uri: str = ""
+    #: how many steps the run had recorded when this attempt was leased (its place among them: ``ExplainRun``
+    #: shows its grant, and a success, from the attempt instead of storing them as steps)
+    steps_before: int = 0
 
 
 class Step(NamedTuple):

@@ -9,6 +9,10 @@ Bounded so that a run never grows without limit:
   (how the run came to be) and the latest ones; a step dropped from between
   them is counted in ``steps_dropped`` (``ExplainRun`` shows the gap).
 * Texts are cut (``MAX_STEP_DETAIL_CHARS``, ``MAX_ATTEMPT_ERROR_CHARS``).
+* What an attempt already says is not stored again as a step: its grant
+  (executor, token, when) and its success; ``cluster.node.explain`` shows
+  them in their place (``Attempt.steps_before``). That keeps the common run
+  (fired, leased, succeeded) at one step and one attempt.
 
 Plain values only, deterministic: every node records the same bytes. The
 state machine records a history only once the cluster uses command format 3
@@ -43,7 +47,8 @@ def add_step(run: Run, at_ms: int, kind: str, detail: str, node_id: str = "") ->
 
 def begin_attempt(run: Run, at_ms: int) -> None:
     """The run was just leased (its ``attempt``, executor, lease and token set): a new attempt, running."""
-    attempts = run.attempts_raw + ((run.attempt, run.executor_id, run.lease_id, run.fencing_token, at_ms, 0, "", "", ""),)
+    before = len(run.steps_raw) + run.steps_dropped
+    attempts = run.attempts_raw + ((run.attempt, run.executor_id, run.lease_id, run.fencing_token, at_ms, 0, "", "", "", before),)
     if len(attempts) > lim.MAX_RUN_ATTEMPTS_KEPT:
         attempts = attempts[1:]
         run.attempts_dropped += 1
@@ -57,7 +62,7 @@ def end_attempt(run: Run, at_ms: int, outcome: AttemptOutcome, error: str = "", 
     last = run.attempts_raw[-1]  # the fields of ``Attempt``, in order
     if last[6] or last[3] != run.fencing_token:
         return
-    ended = last[:5] + (at_ms, outcome.value, _cut(error, lim.MAX_ATTEMPT_ERROR_CHARS), log_uri)
+    ended = last[:5] + (at_ms, outcome.value, _cut(error, lim.MAX_ATTEMPT_ERROR_CHARS), log_uri) + last[9:]
     run.attempts_raw = run.attempts_raw[:-1] + (ended,)
 
 

@@ -292,9 +292,8 @@ class StateBase:
         run.finished_ms = self.now_ms
         if error:
             run.error = error
-        if self.cluster_format >= HISTORY_FORMAT:
-            ended = f"attempt {run.attempt} succeeded on executor {run.executor_id!r}" if status is RunStatus.SUCCEEDED else ""
-            add_step(run, self.now_ms, status.value.lower(), error or ended or f"the run ended {status.value}")
+        if self.cluster_format >= HISTORY_FORMAT and status is not RunStatus.SUCCEEDED:  # a success: its attempt says it
+            add_step(run, self.now_ms, status.value.lower(), error or f"the run ended {status.value}")
         self.events.append(("finished", run))
         self._retain(run)
 

@@ -2,7 +2,14 @@
 
 The steps are what the state machine recorded as it applied each command
 (``cluster.domain.run_history``): nothing here is inferred from the log or a
-clock. Two additions, both marked by their kind:
+clock. What an attempt already records is not stored twice; it is shown
+here, in its place:
+
+* ``leased`` — each attempt's grant (executor, lease, token), after the
+  steps recorded before it (``Attempt.steps_before``);
+* ``succeeded`` — the attempt that succeeded, last.
+
+And two marks:
 
 * ``steps_dropped`` — where a long history was cut (the first steps and the
   latest are kept), one step says how many are missing between them;
@@ -15,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster.domain import limits as lim
-from cluster.domain.model import Run, Step
+from cluster.domain.model import Attempt, AttemptOutcome, Run, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +33,44 @@ class Explanation:
     run: Run
 
 
+def _numbered(run: Run) -> list[tuple[int, Step]]:
+    """The stored steps with their number among all the run ever recorded (dropped ones counted)."""
+    out = []
+    for i, step in enumerate(run.steps):
+        out.append((i if i < lim.RUN_STEPS_HEAD else i + run.steps_dropped, step))
+    return out
+
+
+def _grant(a: Attempt) -> Step:
+    return Step(
+        a.leased_at_ms,
+        "leased",
+        f"attempt {a.attempt} leased to executor {a.executor_id!r} (lease {a.lease_id}, token {a.fencing_token})",
+    )
+
+
 def explain(run: Run) -> Explanation:
-    steps = list(run.steps)
-    if run.steps_dropped and len(steps) > lim.RUN_STEPS_HEAD:
-        at = steps[lim.RUN_STEPS_HEAD].at_ms
-        gap = Step(
-            at, "steps_dropped",
-            f"{run.steps_dropped} steps between these were not kept (a run keeps its first {lim.RUN_STEPS_HEAD} "
-            f"and its latest, {lim.MAX_RUN_STEPS} in all)",
-        )  # fmt: skip
-        steps.insert(lim.RUN_STEPS_HEAD, gap)
+    stored = _numbered(run)
+    steps: list[Step] = []
+    grants = sorted(run.attempts, key=lambda a: a.steps_before)
+    gap_at = lim.RUN_STEPS_HEAD if run.steps_dropped and len(stored) > lim.RUN_STEPS_HEAD else None
+    for number, step in stored:
+        while grants and grants[0].steps_before <= number:
+            steps.append(_grant(grants.pop(0)))
+        if gap_at is not None and number == lim.RUN_STEPS_HEAD + run.steps_dropped:
+            steps.append(
+                Step(
+                    step.at_ms,
+                    "steps_dropped",
+                    f"{run.steps_dropped} steps between these were not kept (a run keeps its first {lim.RUN_STEPS_HEAD} "
+                    f"and its latest, {lim.MAX_RUN_STEPS} in all)",
+                )  # fmt: skip
+            )
+        steps.append(step)
+    steps.extend(_grant(a) for a in grants)
+    last = run.attempts[-1] if run.attempts else None
+    if last is not None and last.outcome == AttemptOutcome.SUCCEEDED.value:
+        steps.append(Step(last.finished_at_ms, "succeeded", f"attempt {last.attempt} succeeded on executor {last.executor_id!r}"))
     if not steps:
         steps.append(
             Step(

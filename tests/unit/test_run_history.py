@@ -106,11 +106,15 @@ def test_fail_fail_succeed_keeps_three_attempts_and_explains_each_step_in_order(
     ]
     assert len({a.fencing_token for a in run.attempts}) == 3
     assert all(a.leased_at_ms < a.finished_at_ms for a in run.attempts)
-    kinds = [s.kind for s in run.steps]
+    # stored: what the attempts cannot tell; ExplainRun adds each grant and the success in their place
+    assert [s.kind for s in run.steps] == ["fired", "failed", "retry_scheduled", "failed", "retry_scheduled"]
+    shown = explain(run).steps
+    kinds = [s.kind for s in shown]
     assert kinds == ["fired", "leased", "failed", "retry_scheduled", "leased", "failed", "retry_scheduled", "leased", "succeeded"]
-    fired = run.steps[0]
+    fired = shown[0]
     assert fired.node_id == "n2" and "term 7" in fired.detail and "every 1 s" in fired.detail and "0 ms after" in fired.detail
-    assert "ex-b" in run.steps[4].detail and "backoff of 200 ms" in run.steps[6].detail
+    assert "ex-b" in shown[4].detail and "backoff of 200 ms" in shown[6].detail
+    assert [s.at_ms for s in shown] == sorted(s.at_ms for s in shown)
 
 
 def test_an_expired_lease_is_an_attempt_lease_expired_and_dead_letter_ends_the_budget(lmdb_dir: str) -> None:
@@ -122,7 +126,7 @@ def test_an_expired_lease_is_an_attempt_lease_expired_and_dead_letter_ends_the_b
     run = t.run(run_id)
     assert run.status is RunStatus.DEAD_LETTER
     assert run.attempts[0].outcome == "LEASE_EXPIRED" and run.attempts[0].finished_at_ms == T0 + 7_000
-    assert [s.kind for s in run.steps][-2:] == ["lease_expired", "dead_letter"]
+    assert [s.kind for s in explain(run).steps][-3:] == ["leased", "lease_expired", "dead_letter"]
 
 
 def test_cancel_of_a_leased_run_ends_its_attempt_cancelled(lmdb_dir: str) -> None:
@@ -134,7 +138,7 @@ def test_cancel_of_a_leased_run_ends_its_attempt_cancelled(lmdb_dir: str) -> Non
     t.ok(c.CompleteRun(T0 + 1_300, lease.lease_id, lease.fencing_token, False, error="stopped", executor_id="ex-a"))
     run = t.run(run_id)
     assert run.status is RunStatus.CANCELLED and run.attempts[-1].outcome == "CANCELLED"
-    assert [s.kind for s in run.steps][-3:] == ["cancel_requested", "attempt_cancelled", "cancelled"]
+    assert [s.kind for s in explain(run).steps] == ["fired", "leased", "cancel_requested", "attempt_cancelled", "cancelled"]
 
 
 def test_retry_run_gives_a_fresh_budget_and_keeps_the_attempts(lmdb_dir: str) -> None:
@@ -232,9 +236,12 @@ def test_steps_and_attempts_are_capped_and_counted(lmdb_dir: str) -> None:
     assert run.attempts[0].attempt == 4 and run.attempts[-1].attempt == lim.MAX_RUN_ATTEMPTS_KEPT + 3
     assert len(run.steps) == lim.MAX_RUN_STEPS and run.steps_dropped > 0
     assert run.steps[0].kind == "fired" and run.steps[-1].kind == "manual_retry"
+    assert [s.kind for s in explain(run).steps[-4:]] == ["leased", "failed", "dead_letter", "manual_retry"]
     shown = explain(run)
-    assert shown.steps[lim.RUN_STEPS_HEAD].kind == "steps_dropped"
-    assert f"{run.steps_dropped} steps" in shown.steps[lim.RUN_STEPS_HEAD].detail
+    gaps = [i for i, step in enumerate(shown.steps) if step.kind == "steps_dropped"]
+    assert len(gaps) == 1 and f"{run.steps_dropped} steps" in shown.steps[gaps[0]].detail
+    stored_before = [step for step in shown.steps[: gaps[0]] if step.kind != "leased"]  # the grants come from attempts
+    assert stored_before == list(run.steps[: lim.RUN_STEPS_HEAD])
 
 
 def test_snapshot_restore_keeps_histories_and_request_ids(lmdb_dir: str) -> None:
