@@ -19,11 +19,14 @@ from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
 from cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
+    DEFAULT_FAILED_HISTORY_LIMIT,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_HISTORY_TTL_MS,
     DEFAULT_LEASE_TTL_MS,
     After,
     At,
+    Attempt,
+    AttemptOutcome,
     ConcurrencyPolicy,
     Cron,
     Every,
@@ -36,6 +39,7 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
+from cluster.node.explain import Explanation
 from cluster.node.run_output import RunOutput
 from protos.raftsched.v1 import scheduler_pb2 as pb
 
@@ -160,6 +164,7 @@ def spec_from_pb(spec: pb.JobSpec) -> JobSpec:
         catchup_window_ms=_span(spec, "catchup_window", DEFAULT_CATCHUP_WINDOW_MS),
         history_limit=spec.history_limit or DEFAULT_HISTORY_LIMIT,
         history_ttl_ms=_span(spec, "history_ttl", DEFAULT_HISTORY_TTL_MS),
+        failed_history_limit=spec.failed_history_limit or DEFAULT_FAILED_HISTORY_LIMIT,
     )
 
 
@@ -182,6 +187,7 @@ def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
     to_dur(s.timeout_ms, out.timeout)
     to_dur(s.catchup_window_ms, out.catchup_window)
     out.history_limit = s.history_limit
+    out.failed_history_limit = s.failed_history_limit
     to_dur(s.history_ttl_ms, out.history_ttl)
     out.concurrency = _CONC_PB[s.concurrency]
     out.misfire = _MISFIRE_PB[s.misfire]
@@ -225,6 +231,37 @@ def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
         ms = getattr(r, attr)
         if ms:
             to_ts(ms, getattr(out, name))
+    if r.attempts_raw:
+        for a in r.attempts:
+            attempt_to_pb(a, out.attempts.add())
+        out.attempts_dropped = r.attempts_dropped
+    return out
+
+
+_OUTCOME_PB = {
+    "": pb.ATTEMPT_OUTCOME_UNSPECIFIED,
+    AttemptOutcome.SUCCEEDED.value: pb.ATTEMPT_OUTCOME_SUCCEEDED,
+    AttemptOutcome.FAILED.value: pb.ATTEMPT_OUTCOME_FAILED,
+    AttemptOutcome.LEASE_EXPIRED.value: pb.ATTEMPT_OUTCOME_LEASE_EXPIRED,
+    AttemptOutcome.CANCELLED.value: pb.ATTEMPT_OUTCOME_CANCELLED,
+}
+
+
+def attempt_to_pb(a: Attempt, out: pb.Attempt) -> pb.Attempt:
+    out.attempt, out.executor_id, out.lease_id, out.fencing_token = a.attempt, a.executor_id, a.lease_id, a.fencing_token
+    out.outcome, out.error, out.log_uri = _OUTCOME_PB.get(a.outcome, pb.ATTEMPT_OUTCOME_UNSPECIFIED), a.error, a.log_uri
+    to_ts(a.leased_at_ms, out.leased_at)
+    if a.finished_at_ms:
+        to_ts(a.finished_at_ms, out.finished_at)
+    return out
+
+
+def explanation_to_pb(e: Explanation) -> pb.RunExplanation:
+    out = pb.RunExplanation(run_id=e.run_id, steps_dropped=e.steps_dropped)
+    for step in e.steps:
+        entry = out.steps.add(kind=step.kind, detail=step.detail, node_id=step.node_id)
+        to_ts(step.at_ms, entry.at)
+    run_to_pb(e.run, out.run)
     return out
 
 

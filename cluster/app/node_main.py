@@ -151,7 +151,7 @@ class Node:
         version = raftsched_version()
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
-        self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs)
+        self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs, node_id, lambda: self.raft.term)
         replica = ReplicaState(self.machine, self.state_store, self.store.restored)
         self.raft = RaftNode(settings, replica, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)

@@ -19,6 +19,7 @@ command it does not understand would let its replica diverge.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Callable, TypeVar
 
@@ -26,7 +27,13 @@ from cluster.domain.errors import RaftschedError
 from cluster.domain.spec_codec import Plain
 
 #: the newest command format this code understands (``cluster.domain.commands`` says what each format added)
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
+#: is of that format at least, whatever its command's own (``command_format``)
+REQUEST_ID_FORMAT = 3
+#: plain keys that do not make two requests different (``request_fingerprint``): the id itself, the proposer's
+#: quotas, what the proposer derived, who asked
+_NEUTRAL_KEYS = frozenset({"rid", "qp", "qj", "fp", "by"})
 
 
 class CommandFormatError(RaftschedError, ValueError):
@@ -79,6 +86,23 @@ def format_of(cmd_type: type) -> int:
     return _ENCODERS[cmd_type][2]
 
 
+def command_format(cmd: Any) -> int:
+    """The format of this command's entry: its type's, or ``REQUEST_ID_FORMAT`` if it carries a request_id."""
+    since = _ENCODERS[type(cmd)][2]
+    return max(since, REQUEST_ID_FORMAT) if getattr(cmd, "request_id", "") else since
+
+
+def request_fingerprint(cmd: Any) -> str:
+    """What makes a request the same request again: its op and plain fields, without its request_id, the
+    proposer's quotas and the ids a proposer makes up (a new job's id)."""
+    op, to_plain, _ = _ENCODERS[type(cmd)]
+    plain = {k: v for k, v in to_plain(cmd).items() if k not in _NEUTRAL_KEYS}
+    if op == "create_job":
+        plain.pop("job_id", None)
+    body = json.dumps([op, plain], sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
 def handles(cmd_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a state-machine method ``fn(machine, cmd, index) -> Result`` as the handler of ``cmd_type``."""
 
@@ -104,8 +128,8 @@ def encode(cmd: Any) -> bytes:
     entry = _ENCODERS.get(type(cmd))
     if entry is None:
         raise TypeError(f"not a command: {cmd!r}")
-    op, to_plain, since = entry
-    plain = {"op": op, **to_plain(cmd), "v": since, "now": cmd.now_ms}
+    op, to_plain, _ = entry
+    plain = {"op": op, **to_plain(cmd), "v": command_format(cmd), "now": cmd.now_ms}
     return json.dumps(plain, separators=(",", ":")).encode("utf-8")
 
 
@@ -139,6 +163,8 @@ def decode(data: bytes) -> Any:
     decoder, since = known
     if version < since:
         raise CommandFormatError(f"malformed {op} command: format {version}, but {op} came with format {since}")
+    if "rid" in plain and version < REQUEST_ID_FORMAT:
+        raise CommandFormatError(f"malformed {op} command: a request_id needs format {REQUEST_ID_FORMAT}, not {version}")
     try:
         return decoder(plain, int(plain["now"]))
     except CommandFormatError:

@@ -13,6 +13,11 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
 * 2 — membership (``member_seed``, ``member_add``, ``member_remove``,
   ``member_done``) and ``cluster_format`` (``cluster.domain.member_commands``);
   with it, issue 17's cron rules (``cluster.domain.cron_legacy``).
+* 3 — issue 16: ``retry_run``; a ``request_id`` ("rid") on the mutating
+  commands (an entry carrying one is format 3: ``command_format``); with
+  it, runs record their attempts and steps (``cluster.domain.run_history``).
+  ``fire`` may name its proposer ("node") and Raft term ("term"): optional
+  keys, read only for the steps.
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and
@@ -43,13 +48,16 @@ from cluster.domain import command_registry as _registry
 from cluster.domain.command_registry import (  # re-exported: the one module callers import
     FORMAT_VERSION,
     HANDLERS,
+    REQUEST_ID_FORMAT,
     CommandFormatError,
     UnsupportedCommand,
     command,
+    command_format,
     encode,
     format_of,
     handles,
     registered_commands,
+    request_fingerprint,
 )
 from cluster.domain.command_registry import seq as _seq
 from cluster.domain.member_commands import AddMember, FinishMemberChange, RemoveMember, SeedMembers, SetClusterFormat
@@ -59,6 +67,7 @@ from cluster.domain.spec_codec import Plain, b64, spec_from_plain, spec_to_plain
 __all__ = [
     "FORMAT_VERSION",
     "HANDLERS",
+    "REQUEST_ID_FORMAT",
     "AddMember",
     "Command",
     "CommandFormatError",
@@ -68,16 +77,29 @@ __all__ = [
     "SetClusterFormat",
     "UnsupportedCommand",
     "command",
+    "command_format",
     "decode",
     "encode",
     "format_of",
     "handles",
     "registered_commands",
+    "request_fingerprint",
 ]
 
 
 def _job_id(cmd: Any) -> Plain:
-    return {"job_id": cmd.job_id}
+    return _rid({"job_id": cmd.job_id}, cmd)
+
+
+def _rid(plain: Plain, cmd: Any) -> Plain:
+    """``plain`` with the command's request_id, if it has one (absent: every entry from before format 3)."""
+    if cmd.request_id:
+        plain["rid"] = cmd.request_id
+    return plain
+
+
+def _rid_of(plain: Plain) -> str:
+    return str(plain.get("rid", ""))
 
 
 def _quota(plain: Plain, key: str) -> int:
@@ -94,10 +116,18 @@ def _with_quota(plain: Plain, key: str, value: int) -> Plain:
 @command(
     "create_job",
     lambda c: _with_quota(
-        {"job_id": c.job_id, "spec": spec_to_plain(c.spec), "idem": c.idempotency_key, "fp": c.fingerprint}, "qj", c.max_jobs
+        _rid({"job_id": c.job_id, "spec": spec_to_plain(c.spec), "idem": c.idempotency_key, "fp": c.fingerprint}, c),
+        "qj",
+        c.max_jobs,
     ),
     lambda p, now: CreateJob(
-        now, str(p["job_id"]), spec_from_plain(p["spec"]), str(p.get("idem", "")), str(p.get("fp", "")), _quota(p, "qj")
+        now,
+        str(p["job_id"]),
+        spec_from_plain(p["spec"]),
+        str(p.get("idem", "")),
+        str(p.get("fp", "")),
+        _quota(p, "qj"),
+        _rid_of(p),
     ),
 )
 @dataclass(frozen=True, slots=True)
@@ -110,45 +140,51 @@ class CreateJob:
     fingerprint: str = ""
     #: the proposer's ``[limits] max_jobs``: refused when the state already keeps that many (0: no quota)
     max_jobs: int = 0
+    #: the same id again within 24 h returns the first answer (``cluster.domain.request_rules``)
+    request_id: str = ""
 
 
 @command(
     "update_job",
-    lambda c: {"job_id": c.job_id, "spec": spec_to_plain(c.spec)},
-    lambda p, now: UpdateJob(now, str(p["job_id"]), spec_from_plain(p["spec"])),
+    lambda c: _rid({"job_id": c.job_id, "spec": spec_to_plain(c.spec)}, c),
+    lambda p, now: UpdateJob(now, str(p["job_id"]), spec_from_plain(p["spec"]), _rid_of(p)),
 )
 @dataclass(frozen=True, slots=True)
 class UpdateJob:
     now_ms: int
     job_id: str
     spec: JobSpec
+    request_id: str = ""
 
 
-@command("pause_job", _job_id, lambda p, now: PauseJob(now, str(p["job_id"])))
+@command("pause_job", _job_id, lambda p, now: PauseJob(now, str(p["job_id"]), _rid_of(p)))
 @dataclass(frozen=True, slots=True)
 class PauseJob:
     now_ms: int
     job_id: str
+    request_id: str = ""
 
 
-@command("resume_job", _job_id, lambda p, now: ResumeJob(now, str(p["job_id"])))
+@command("resume_job", _job_id, lambda p, now: ResumeJob(now, str(p["job_id"]), _rid_of(p)))
 @dataclass(frozen=True, slots=True)
 class ResumeJob:
     now_ms: int
     job_id: str
+    request_id: str = ""
 
 
-@command("delete_job", _job_id, lambda p, now: DeleteJob(now, str(p["job_id"])))
+@command("delete_job", _job_id, lambda p, now: DeleteJob(now, str(p["job_id"]), _rid_of(p)))
 @dataclass(frozen=True, slots=True)
 class DeleteJob:
     now_ms: int
     job_id: str
+    request_id: str = ""
 
 
 @command(
     "trigger_job",
     lambda c: _with_quota(_job_id(c), "qp", c.max_pending),
-    lambda p, now: TriggerJob(now, str(p["job_id"]), _quota(p, "qp")),
+    lambda p, now: TriggerJob(now, str(p["job_id"]), _quota(p, "qp"), _rid_of(p)),
 )
 @dataclass(frozen=True, slots=True)
 class TriggerJob:
@@ -156,22 +192,56 @@ class TriggerJob:
     job_id: str
     #: the proposer's ``[limits] max_pending_runs`` (0: no quota)
     max_pending: int = 0
+    request_id: str = ""
 
 
-@command("cancel_run", lambda c: {"run_id": c.run_id}, lambda p, now: CancelRun(now, str(p["run_id"])))
+@command(
+    "cancel_run",
+    lambda c: _rid({"run_id": c.run_id}, c),
+    lambda p, now: CancelRun(now, str(p["run_id"]), _rid_of(p)),
+)
 @dataclass(frozen=True, slots=True)
 class CancelRun:
     now_ms: int
     run_id: str
+    request_id: str = ""
+
+
+@command(
+    "retry_run",
+    lambda c: _with_quota(_rid({"run_id": c.run_id, "by": c.requested_by}, c), "qp", c.max_pending),
+    lambda p, now: RetryRun(now, str(p["run_id"]), str(p.get("by", "")), _quota(p, "qp"), _rid_of(p)),
+    since=3,
+)
+@dataclass(frozen=True, slots=True)
+class RetryRun:
+    """A DEAD_LETTER, FAILED or CANCELLED run becomes PENDING again with a fresh attempt budget.
+    ``requested_by``: who asked (the caller's token name, if known), for the run's explanation."""
+
+    now_ms: int
+    run_id: str
+    requested_by: str = ""
+    #: the proposer's ``[limits] max_pending_runs`` (0: no quota)
+    max_pending: int = 0
+    request_id: str = ""
 
 
 @command(
     "fire",
-    lambda c: _with_quota(
-        {"items": [list(i) for i in c.items], "look": c.lookahead_ms, "mis": c.misfire_threshold_ms}, "qp", c.max_pending
+    lambda c: _fire_proposer(
+        _with_quota(
+            {"items": [list(i) for i in c.items], "look": c.lookahead_ms, "mis": c.misfire_threshold_ms}, "qp", c.max_pending
+        ),
+        c,
     ),
     lambda p, now: Fire(
-        now, tuple((str(j), int(t)) for j, t in _seq(p["items"])), int(p["look"]), int(p["mis"]), _quota(p, "qp")
+        now,
+        tuple((str(j), int(t)) for j, t in _seq(p["items"])),
+        int(p["look"]),
+        int(p["mis"]),
+        _quota(p, "qp"),
+        str(p.get("node", "")),
+        int(p.get("term", 0)),
     ),
 )
 @dataclass(frozen=True, slots=True)
@@ -193,6 +263,17 @@ class Fire:
     lookahead_ms: int = 0
     misfire_threshold_ms: int = 5_000
     max_pending: int = 0
+    #: the proposing leader's node id and Raft term (for the runs' explanations; "" and 0: not said)
+    node_id: str = ""
+    term: int = 0
+
+
+def _fire_proposer(plain: Plain, cmd: Fire) -> Plain:
+    if cmd.node_id:
+        plain["node"] = cmd.node_id
+    if cmd.term:
+        plain["term"] = cmd.term
+    return plain
 
 
 def _acquire_to_plain(c: AcquireLeases) -> Plain:
@@ -356,6 +437,7 @@ Command = Union[
     DeleteJob,
     TriggerJob,
     CancelRun,
+    RetryRun,
     Fire,
     Barrier,
     AcquireLeases,

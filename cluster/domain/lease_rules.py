@@ -35,9 +35,11 @@ from heapq import merge
 from itertools import islice
 
 from cluster.domain import commands as c
-from cluster.domain.model import JobSpec, JobStatus, RetryPolicy, Run, RunStatus
+from cluster.domain.model import AttemptOutcome, JobSpec, JobStatus, RetryPolicy, Run, RunStatus
 from cluster.domain.results import FailedPrecondition, Ok, Result
+from cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt
 from cluster.domain.state_base import StateBase
+from cluster.domain.words import iso, span
 
 TOKENS_PER_ENTRY = 1000
 MAX_RUNS_PER_GRANT = TOKENS_PER_ENTRY - 1
@@ -132,14 +134,20 @@ class LeaseRules(StateBase):
             return
         job = self.uow.job(run.job_id)
         retry = job.spec.retry if job is not None else RetryPolicy(max_attempts=1)
-        if run.attempt >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
-            self._finish(run, RunStatus.DEAD_LETTER, f"attempt {run.attempt} of {retry.max_attempts} failed: {error}")
+        used = run.attempt - run.budget_base  # a manual retry (RetryRun) starts a fresh budget
+        if used >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
+            self._finish(run, RunStatus.DEAD_LETTER, f"attempt {used} of {retry.max_attempts} failed: {error}")
             return
         self._unindex_live(run)  # stays active: only its live indexes change, to PENDING's
         self._set_status(run, RunStatus.PENDING)
-        run.not_before_ms = self.now_ms + backoff_ms(retry, run.attempt, draw)
+        wait = backoff_ms(retry, used, draw)
+        run.not_before_ms = self.now_ms + wait
         run.lease_expires_ms = 0
         self._index_live(run)
+        self._step(
+            run, "retry_scheduled",
+            f"attempt {used + 1} of {retry.max_attempts} after a backoff of {span(wait)} (not before {iso(run.not_before_ms)})",
+        )  # fmt: skip
         self.events.append(("retry_scheduled", run))
 
     # ------------------------------------------------------------ commands
@@ -194,6 +202,8 @@ class LeaseRules(StateBase):
             run.lease_expires_ms = now + spec.lease_ttl_ms
             run.started_ms = now
             self._index_live(run)
+            if self.cluster_format >= HISTORY_FORMAT:
+                begin_attempt(run, now)  # the attempt is the grant's step (``cluster.node.explain``)
             self.events.append(("leased", run))
             grants.append(Grant(run, spec))
         self._tokens_used += len(grants)
@@ -223,9 +233,15 @@ class LeaseRules(StateBase):
         if cmd.succeeded and not run.cancel_requested:
             self._release(run)
             run.error = cmd.error  # empty, or why the output is missing (the run itself succeeded)
+            end_attempt(run, self.now_ms, AttemptOutcome.SUCCEEDED, cmd.error, cmd.log_uri)
             self._finish(run, RunStatus.SUCCEEDED)
         else:
-            self._attempt_failed(run, cmd.error or ("cancelled by request" if run.cancel_requested else "failed"), cmd.draw)
+            error = cmd.error or ("cancelled by request" if run.cancel_requested else "failed")
+            outcome = AttemptOutcome.CANCELLED if run.cancel_requested else AttemptOutcome.FAILED
+            end_attempt(run, self.now_ms, outcome, error, cmd.log_uri)
+            kind = "attempt_cancelled" if run.cancel_requested else "failed"
+            self._step(run, kind, f"attempt {run.attempt} on executor {run.executor_id!r} ended: {error}")
+            self._attempt_failed(run, error, cmd.draw)
         return Ok(run)
 
     @c.handles(c.ExpireLeases)
@@ -240,7 +256,14 @@ class LeaseRules(StateBase):
                 continue  # renewed since the leader looked, or re-leased: not expired
             expired += 1
             self.events.append(("lease_expired", run))  # for the metrics; WatchRuns does not show it
-            self._attempt_failed(run, f"lease expired: executor {run.executor_id!r} stopped renewing it", draw)
+            error = f"lease expired: executor {run.executor_id!r} stopped renewing it"
+            end_attempt(run, self.now_ms, AttemptOutcome.LEASE_EXPIRED, error)
+            self._step(
+                run, "lease_expired",
+                f"attempt {run.attempt}'s lease {lease_id} expired at {iso(run.lease_expires_ms)}: executor "
+                f"{run.executor_id!r} stopped renewing it",
+            )  # fmt: skip
+            self._attempt_failed(run, error, draw)
         return Ok(expired)
 
     @c.handles(c.GraceLeases)

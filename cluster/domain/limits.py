@@ -61,6 +61,22 @@ MAX_WAIT_MS = 60_000  # AcquireLease.wait
 WATCH_HISTORY = 20_000
 WATCH_HISTORY_BYTES = 64 << 20
 
+# ----------------------------------------------------------------- a run's history (issue 16)
+
+#: attempts a run keeps (``Run.attempts``): beyond, the oldest are dropped and counted
+MAX_RUN_ATTEMPTS_KEPT = 32
+#: steps a run keeps (``ExplainRun``): the first ``RUN_STEPS_HEAD`` and the latest ones; those between are counted
+MAX_RUN_STEPS = 64
+RUN_STEPS_HEAD = 16
+#: characters of an error kept in an attempt, and of a step's detail
+MAX_ATTEMPT_ERROR_CHARS = 2048
+MAX_STEP_DETAIL_CHARS = 512
+#: how long a request_id is remembered (the same id again within it returns the first answer)
+REQUEST_ID_TTL_MS = 24 * 3600 * 1000
+MAX_REQUEST_ID_CHARS = 128
+#: expired request ids dropped per applied PruneHistory entry
+REQUEST_PRUNE_BATCH = 5000
+
 # ----------------------------------------------------------------- time
 
 #: the latest instant anything may name or reach: 9999-12-31T23:59:59.999Z, the end of a protobuf Timestamp
@@ -86,6 +102,8 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("JobSpec.at, PreviewSchedule.after", "1970-01-01 to 9999-12-31T23:59:59.999Z (a valid Timestamp)", "INVALID_ARGUMENT"),
     ("every span (after, every, lease_ttl, timeout, catchup_window, history_ttl, backoffs)", "100 years (a valid Duration)", "INVALID_ARGUMENT"),
     ("idempotency_key", f"{MAX_IDEMPOTENCY_KEY_CHARS} characters", "INVALID_ARGUMENT"),
+    ("request_id (every mutating request)", f"{MAX_REQUEST_ID_CHARS} characters; remembered {REQUEST_ID_TTL_MS // 3_600_000} h", "INVALID_ARGUMENT"),
+    ("Run.attempts, ExplainRun steps (kept per run)", f"{MAX_RUN_ATTEMPTS_KEPT} attempts (oldest dropped), {MAX_RUN_STEPS} steps (the first {RUN_STEPS_HEAD} and the latest); the rest counted", "attempts_dropped, steps_dropped"),
     ("job_id, run_id, executor_id (requests and filters)", f"{MAX_ID_CHARS} characters", "INVALID_ARGUMENT"),
     ("ListJobs.name_prefix", f"{MAX_NAME_CHARS} characters", "INVALID_ARGUMENT"),
     ("lease_id", f"{MAX_LEASE_ID_CHARS} characters", "INVALID_ARGUMENT"),

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from cluster.domain import command_registry
 from cluster.domain import member_commands as mc
-from cluster.domain.command_registry import format_of, handles
+from cluster.domain.command_registry import command_format, handles
 from cluster.domain.errors import NewerState
 from cluster.domain.model import MemberChange
 from cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Rejected, Result
@@ -38,7 +38,7 @@ class MembershipRules(StateBase):
 
     def format_gate(self, cmd: object) -> Rejected | None:
         """A refusal for a command newer than the cluster's format (``SetClusterFormat`` itself passes)."""
-        needed = format_of(type(cmd))
+        needed = command_format(cmd)
         if needed <= self.cluster_format or isinstance(cmd, mc.SetClusterFormat):
             return None
         return FailedPrecondition(

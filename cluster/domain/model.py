@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple, Union
+from typing import Any, NamedTuple, Union
 
 # --------------------------------------------------------------- schedules
 
@@ -89,6 +89,7 @@ TERMINAL_RUN_STATUSES = frozenset(
 DEFAULT_LEASE_TTL_MS = 30_000
 DEFAULT_CATCHUP_WINDOW_MS = 24 * 3600 * 1000
 DEFAULT_HISTORY_LIMIT = 1000
+DEFAULT_FAILED_HISTORY_LIMIT = 1000
 DEFAULT_HISTORY_TTL_MS = 7 * 24 * 3600 * 1000
 
 
@@ -122,6 +123,44 @@ class JobSpec(NamedTuple):
     #: finished runs kept per job (oldest dropped first) and for how long
     history_limit: int = DEFAULT_HISTORY_LIMIT
     history_ttl_ms: int = DEFAULT_HISTORY_TTL_MS
+    #: FAILED and DEAD_LETTER runs kept per job apart from the others (from the cluster's command format 3 on:
+    #: ``cluster.domain.retention_rules``), so that a burst of successes does not prune them
+    failed_history_limit: int = DEFAULT_FAILED_HISTORY_LIMIT
+
+
+class AttemptOutcome(str, Enum):
+    """How one attempt of a run ended ("" while it runs)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    CANCELLED = "CANCELLED"
+
+
+class Attempt(NamedTuple):
+    """One lease of a run and how it ended (``outcome`` "" while it runs). Stored as a plain tuple."""
+
+    attempt: int
+    executor_id: str
+    lease_id: str
+    fencing_token: int
+    leased_at_ms: int
+    finished_at_ms: int = 0
+    outcome: str = ""
+    error: str = ""
+    log_uri: str = ""
+    #: how many steps the run had recorded when this attempt was leased (its place among them: ``ExplainRun``
+    #: shows its grant, and a success, from the attempt instead of storing them as steps)
+    steps_before: int = 0
+
+
+class Step(NamedTuple):
+    """One thing the state machine did to a run, as it applied a command (``ExplainRun``)."""
+
+    at_ms: int
+    kind: str
+    detail: str
+    node_id: str = ""
 
 
 class Job:
@@ -196,6 +235,11 @@ class Run:
         "skipped_until_ms",
         "cancel_requested",
         "not_before_ms",
+        "attempts_raw",
+        "attempts_dropped",
+        "steps_raw",
+        "steps_dropped",
+        "budget_base",
     )
 
     def __init__(
@@ -232,6 +276,24 @@ class Run:
         self.cancel_requested = False
         #: a run is never leased before this instant (its scheduled time, or a retry's backoff)
         self.not_before_ms = scheduled_ms
+        #: every attempt kept (oldest dropped beyond the cap, counted), and what was done to the run, in order
+        #: (``cluster.domain.run_history``; recorded from the cluster's command format 3 on)
+        #: kept as the plain tuples they are stored as (cheap to read and write on every change of the run);
+        #: ``attempts`` and ``steps`` are their named views
+        self.attempts_raw: tuple[tuple[Any, ...], ...] = ()
+        self.attempts_dropped = 0
+        self.steps_raw: tuple[tuple[Any, ...], ...] = ()
+        self.steps_dropped = 0
+        #: the attempt number the current attempt budget counts from (a manual retry's fresh budget)
+        self.budget_base = 0
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        return tuple(map(Attempt._make, self.attempts_raw))
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(map(Step._make, self.steps_raw))
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"

@@ -15,6 +15,7 @@ import operator
 from typing import Any, NamedTuple
 
 from cluster.domain.model import (
+    DEFAULT_FAILED_HISTORY_LIMIT,
     After,
     At,
     ConcurrencyPolicy,
@@ -76,7 +77,7 @@ def job_to_tuple(j: Job) -> tuple[Any, ...]:
         (r.max_attempts, r.initial_backoff_ms, r.max_backoff_ms, r.multiplier, r.jitter),
         s.lease_ttl_ms, s.timeout_ms, s.concurrency.value, s.misfire.value, s.catchup_window_ms,
         s.history_limit, s.history_ttl_ms,
-    )  # fmt: skip
+    ) + (() if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else (s.failed_history_limit,))  # fmt: skip
 
 
 class Decoder:
@@ -105,10 +106,11 @@ class Decoder:
             spec = self._specs.get(key)
             if spec is not None:
                 return spec
-        name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl = t[9:]
+        name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl, *more = t[9:]
+        flimit = more[0] if more else DEFAULT_FAILED_HISTORY_LIMIT  # stored only when not the default
         spec = JobSpec(
             name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
-            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl,
+            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
         )  # fmt: skip
         if shared:
             if len(self._specs) >= self._SPECS:
@@ -130,8 +132,12 @@ _RUN_VALUES = operator.attrgetter(*_RUN_FIELDS)
 
 
 def run_to_tuple(r: Run) -> tuple[Any, ...]:
+    """The run's 21 fields, then its history (attempts, steps, budget) only when it has one: a run recorded
+    before the cluster's format 3 encodes exactly as it always did (old and new nodes hold the same bytes)."""
     values: tuple[Any, ...] = _RUN_VALUES(r)
-    return (r.status.value,) + values
+    if not (r.steps_raw or r.attempts_raw or r.budget_base or r.steps_dropped or r.attempts_dropped):
+        return (r.status.value,) + values
+    return (r.status.value,) + values + (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
 
 
 def run_from_tuple(t: tuple[Any, ...]) -> Run:
@@ -140,7 +146,11 @@ def run_from_tuple(t: tuple[Any, ...]) -> Run:
     run.status = _RUN_STATUS[t[0]]
     (run.run_id, run.job_id, run.queue, run.scheduled_ms, run.fired_ms, run.attempt, run.executor_id, run.lease_id,
      run.fencing_token, run.lease_expires_ms, run.started_ms, run.finished_ms, run.result, run.error, run.log_uri,
-     run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[1:]  # fmt: skip
+     run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[1:21]  # fmt: skip
+    if len(t) > 21:  # a run with a history (``run_to_tuple``), kept as the plain tuples it is stored as
+        run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = t[21:26]
+    else:
+        run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = (), 0, (), 0, 0
     return run
 
 
@@ -184,8 +194,11 @@ def encode(
     idempotency: dict[str, tuple[str, str]],
     members: Members | None = None,
     membership: Membership = NO_MEMBERSHIP,
+    requests: list[tuple[str, str, str, str, int]] | None = None,
 ) -> bytes:
-    body = (
+    """The body; ``requests`` (answered request ids, ``request_rules``) is a trailing element only when there
+    are any: a body without reads as before in every version."""
+    body: tuple[Any, ...] = (
         FORMAT,
         now_ms,
         applied,
@@ -195,10 +208,24 @@ def encode(
         sorted((node, ver, fmt) for node, (ver, fmt) in (members or {}).items()),
         membership_to_plain(membership),
     )
+    if requests:
+        body += ([tuple(r) for r in requests],)
     return marshal.dumps(body, MARSHAL_VERSION)
 
 
-def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple[str, str]], Members, Membership]:
+class Body(NamedTuple):
+    now_ms: int
+    applied: int
+    jobs: list[Job]
+    runs: list[Run]
+    idempotency: dict[str, tuple[str, str]]
+    members: Members
+    membership: Membership
+    #: (request_id, fingerprint, kind, ref, expires_ms) of answered requests
+    requests: list[tuple[str, str, str, str, int]]
+
+
+def decode(data: bytes) -> Body:
     try:
         body = marshal.loads(data)
     except (EOFError, ValueError, TypeError) as exc:
@@ -211,8 +238,9 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
     _, now_ms, applied, jobs, runs, idem, *rest = body
     members = {node: (ver, fmt) for node, ver, fmt in rest[0]} if rest else {}
     membership = membership_from_plain(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
+    requests = [tuple(r) for r in rest[2]] if len(rest) > 2 else []
     dec = Decoder()
-    return (
+    return Body(
         now_ms,
         applied,
         [dec.job(t) for t in jobs],
@@ -220,4 +248,5 @@ def decode(data: bytes) -> tuple[int, int, list[Job], list[Run], dict[str, tuple
         {k: (j, fp) for k, j, fp in idem},
         members,
         membership,
+        requests,
     )

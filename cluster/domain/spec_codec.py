@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from cluster.domain.model import (
+    DEFAULT_FAILED_HISTORY_LIMIT,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_HISTORY_TTL_MS,
     After,
@@ -99,6 +100,8 @@ def spec_to_plain(s: JobSpec) -> Plain:
         "catchup": s.catchup_window_ms,
         "hlimit": s.history_limit,
         "httl": s.history_ttl_ms,
+        # only when not the default: a default spec's plain form (and fingerprint) stays what it always was
+        **({} if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else {"flimit": s.failed_history_limit}),
     }
 
 
@@ -117,6 +120,7 @@ def spec_from_plain(p: Plain) -> JobSpec:
         catchup_window_ms=int(p["catchup"]),
         history_limit=int(p.get("hlimit", DEFAULT_HISTORY_LIMIT)),
         history_ttl_ms=int(p.get("httl", DEFAULT_HISTORY_TTL_MS)),
+        failed_history_limit=int(p.get("flimit", DEFAULT_FAILED_HISTORY_LIMIT)),
     )
 
 
@@ -168,4 +172,8 @@ def run_to_plain(r: Run) -> Plain:
     }
     for name in _RUN_INT_FIELDS + _RUN_STR_FIELDS:
         p[name] = getattr(r, name)
+    if r.attempts_raw or r.steps_raw or r.budget_base:  # its history (issue 16), as stored
+        p["attempts"] = [list(a) for a in r.attempts_raw]
+        p["steps"] = [list(x) for x in r.steps_raw]
+        p["dropped"] = [r.attempts_dropped, r.steps_dropped, r.budget_base]
     return p

@@ -28,6 +28,10 @@ Contract (the hashicorp/raft FSM boundary):
   same entry on every node. A ``Fire`` item applies only while the
   job's ``next_fire_ms`` still equals the proposer's expectation.
 
+* From the cluster's command format 3 on, each run records its attempts and
+  the steps that explain it as the rules apply commands (``run_history``);
+  a command with a ``request_id`` is answered once (``request_rules``).
+
 Readers on other threads read committed records through ``view`` inside ``reading()``; the in-memory
 indexes (and the queries here that read them) only under the caller's lock (``cluster.node.replicated_state``).
 """
@@ -55,6 +59,8 @@ from cluster.domain.model import (
     run_id_for,
 )
 from cluster.domain.records import UnitOfWork
+from cluster.domain.recovery_rules import RecoveryRules
+from cluster.domain.request_rules import RequestRules
 from cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
@@ -66,7 +72,8 @@ from cluster.domain.results import (
     ResourceExhausted,
     Result,
 )
-from cluster.domain.retention_rules import RetentionRules
+from cluster.domain.retention_rules import RetentionRules, kept_apart
+from cluster.domain.run_history import fired_detail, skipped_detail
 from cluster.domain.schedule import first_fire, next_fire
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state_base import RunEvent
@@ -75,7 +82,7 @@ from cluster.domain.state_store import StateStore, StoreFailure, Table, iter_tab
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
 
-class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
+class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
     def __init__(self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT) -> None:
@@ -111,8 +118,15 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         if refused is not None:
             return refused
         handler = c.HANDLERS[type(cmd)]
+        request_id: str = getattr(cmd, "request_id", "")
         try:
-            result: Result = handler(self, cmd, index)
+            seen = self.seen_request(cmd, request_id) if request_id else None
+            if seen is not None:
+                result: Result = seen  # the first answer, again: nothing else is applied
+            else:
+                result = handler(self, cmd, index)
+                if request_id:
+                    self.remember_request(cmd, request_id, result)
         except StoreFailure:
             raise  # this replica cannot write: it stops rather than skip what the others apply
         except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
@@ -263,8 +277,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "the job was deleted")
             elif not run.cancel_requested:  # LEASED: its executor learns it at the next renewal
-                run.cancel_requested = True
-                self.events.append(("cancel_requested", run))
+                self._request_cancel(run, "the job was deleted")
         return Ok(job)
 
     @c.handles(c.TriggerJob)
@@ -277,6 +290,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         if self._pending_full(cmd.max_pending):
             return ResourceExhausted(self._pending_full_message(cmd.max_pending))
         run = self._new_run(job, manual_run_id(job.job_id, index, self._pos), self.now_ms, manual=True)
+        self._step(run, "triggered", f"a manual run requested with TriggerJob (entry {index})")
         return Ok(run)
 
     # ------------------------------------------------------------ runs
@@ -291,10 +305,15 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             return Ok(run)
         if run.status is RunStatus.LEASED:
             if not run.cancel_requested:
-                run.cancel_requested = True
-                self.events.append(("cancel_requested", run))
+                self._request_cancel(run, "CancelRun")
             return Ok(run)
         return FailedPrecondition(f"run {run.run_id} is already {run.status.value}; only PENDING or LEASED runs can be cancelled")
+
+    def _request_cancel(self, run: Run, why: str) -> None:
+        """A LEASED run is asked to stop: its executor learns it at its next renewal."""
+        run.cancel_requested = True
+        self._step(run, "cancel_requested", f"{why}: executor {run.executor_id!r} is told at its next lease renewal")
+        self.events.append(("cancel_requested", run))
 
     def _record_skip(self, job: Job, skip: Skip) -> None:
         run_id = run_id_for(job.job_id, skip.instant_ms)
@@ -305,6 +324,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         run.skipped_count = skip.count
         run.skipped_until_ms = skip.last_ms
         run.finished_ms = self.now_ms
+        self._step(run, "skipped", skipped_detail(job.spec, skip))
         self.uow.runs.add(run_id, run)
         self.run_counts[RunStatus.SKIPPED] += 1
         self._job_runs_add(run)
@@ -322,10 +342,10 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
                 stale += 1
                 continue
-            skipped += self._fire_job(job, cmd, created)
+            skipped += self._fire_job(job, cmd, created, index)
         return Ok(FireReport(created, skipped, stale))  # FireReport is frozen: build it once
 
-    def _fire_job(self, job: Job, cmd: c.Fire, created: list[str]) -> int:
+    def _fire_job(self, job: Job, cmd: c.Fire, created: list[str], index: int) -> int:
         """Fire or skip the job's due instants; append the new run ids; return how many were skipped."""
         spec = job.spec
         window = Window(self.now_ms, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
@@ -355,6 +375,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if spec.concurrency is ConcurrencyPolicy.REPLACE:
                 self._replace_active(job)
             run = self._new_run(job, run_id_for(job.job_id, d.instant_ms), d.instant_ms)
+            self._step(run, "fired", fired_detail(spec, d.instant_ms, self.now_ms, cmd, index), cmd.node_id)
             created.append(run.run_id)
             job.fire_count += 1
             job.cursor_ms = d.instant_ms
@@ -373,8 +394,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             if run.status is RunStatus.PENDING:
                 self._finish(run, RunStatus.CANCELLED, "replaced by a newer run (concurrency REPLACE)")
             elif not run.cancel_requested:
-                run.cancel_requested = True
-                self.events.append(("cancel_requested", run))
+                self._request_cancel(run, "a newer run replaces it (concurrency REPLACE)")
 
     def _pending_full(self, max_pending: int) -> bool:
         return bool(max_pending) and self.run_counts[RunStatus.PENDING] >= max_pending
@@ -458,14 +478,14 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         )  # fmt: skip
         return snapshot_codec.encode(
             self.now_ms, self.applied_index, self.view.iter_jobs(), self.view.iter_runs(), dict(self.idempotency.items()),
-            self.members, membership,
+            self.members, membership, self.request_rows(),
         )  # fmt: skip
 
     def restore(self, data: bytes) -> None:
         """Discard all state and load ``data`` (from ``snapshot``, or a snapshot body of a version that kept
         its state in memory), then commit it. Raises ValueError on a bad snapshot (or one whose cluster uses
         a command format this code does not understand), before anything is changed."""
-        now_ms, applied, jobs, runs, idempotency, members, membership = snapshot_codec.decode(data)
+        now_ms, applied, jobs, runs, idempotency, members, membership, requests = snapshot_codec.decode(data)
         self.check_format_number(membership.cluster_format, "snapshot")
         self.store.clear()
         self.uow.forget()
@@ -487,6 +507,7 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
         for key, (job_id, fingerprint) in idempotency.items():
             put(Table.IDEMPOTENCY, rc.idem_key(key), rc.encode_idem(key, job_id, fingerprint))
         finished: dict[str, int] = {}
+        failed: dict[str, int] = {}
         for run in runs:
             put(Table.RUNS, rc.id_key(run.run_id), rc.encode_run(run))
             self.run_counts[run.status] += 1
@@ -496,8 +517,14 @@ class JobStateMachine(LeaseRules, RetentionRules, MembershipRules):
             elif run.status in TERMINAL_RUN_STATUSES:
                 put(Table.EXPIRY, rc.timed_key(run.finished_ms + ttl.get(run.job_id, 0), run.run_id), b"")
                 finished[run.job_id] = finished.get(run.job_id, 0) + 1
+                if kept_apart(run) and run.job_id in ttl:
+                    put(Table.FAILED_RUNS, rc.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
+                    failed[run.job_id] = failed.get(run.job_id, 0) + 1
         for job_id, n in finished.items():
             put(Table.FINISHED, rc.id_key(job_id), rc.encode_int(n))
+        for job_id, n in failed.items():
+            put(Table.FAILED, rc.id_key(job_id), rc.encode_int(n))
+        self.restore_requests(requests)
         self._saved = {}
         self.commit()
         self.load()

@@ -40,6 +40,7 @@ from sortedcontainers import SortedList
 from cluster.domain import record_codec as rc
 from cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobStatus, Member, MemberChange, Run, RunStatus
 from cluster.domain.records import RecordMap, RecordReader, UnitOfWork
+from cluster.domain.run_history import HISTORY_FORMAT, add_step
 from cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
 
 #: (kind, run) pairs describing what an apply changed, for WatchRuns (``cluster.node.event_hub``) and
@@ -291,8 +292,15 @@ class StateBase:
         run.finished_ms = self.now_ms
         if error:
             run.error = error
+        if self.cluster_format >= HISTORY_FORMAT and status is not RunStatus.SUCCEEDED:  # a success: its attempt says it
+            add_step(run, self.now_ms, status.value.lower(), error or f"the run ended {status.value}")
         self.events.append(("finished", run))
         self._retain(run)
+
+    def _step(self, run: Run, kind: str, detail: str, node_id: str = "") -> None:
+        """Record a step of the run's explanation (from the cluster's command format 3 on: ``run_history``)."""
+        if self.cluster_format >= HISTORY_FORMAT:
+            add_step(run, self.now_ms, kind, detail, node_id)
 
     def _set_job_status(self, job: Job, status: JobStatus) -> None:
         """Every change of a kept job's status goes through here (``job_counts`` follows it)."""
@@ -315,4 +323,12 @@ class StateBase:
 
     def _retain(self, run: Run) -> None:
         """A run just finished: keep it within its job's history limits (``RetentionRules``)."""
+        raise NotImplementedError
+
+    def _unretain(self, run: Run) -> None:
+        """A finished run becomes active again: out of the retention indexes (``RetentionRules``)."""
+        raise NotImplementedError
+
+    def prune_requests(self, limit: int) -> int:
+        """Drop up to ``limit`` expired request ids (``RequestRules``)."""
         raise NotImplementedError

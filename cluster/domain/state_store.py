@@ -56,8 +56,15 @@ class Table:
     EXPIRY = "expiry"  # finished_ms + history_ttl_ms, run_id -> "": finished runs by when they go
     PURGE = "purge"  # when, job_id -> "": DELETED jobs by when they are looked at again
     FINISHED = "finished"  # job_id -> how many finished runs it keeps
+    REQUESTS = "requests"  # request_id -> (request_id, fingerprint, kind, ref, expires_ms): answered requests
+    REQUEST_EXPIRY = "req_expiry"  # expires_ms, request_id -> "": answered requests by when they are forgotten
+    FAILED_RUNS = "failed_runs"  # job_id, scheduled_ms, run_id -> "": FAILED/DEAD_LETTER runs kept apart (format 3)
+    FAILED = "failed"  # job_id -> how many of its finished runs FAILED_RUNS holds
 
-    ALL = (META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED)
+    ALL = (
+        META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED, REQUESTS, REQUEST_EXPIRY, FAILED_RUNS,
+        FAILED,
+    )  # fmt: skip
 
 
 class StoreFailure(RaftschedError):

@@ -123,6 +123,10 @@ def _validate_spans(spec: JobSpec) -> None:
         raise ValidationError(f"timeout is negative ({spec.timeout_ms} ms): give a positive span, or 0 for none")
     if not 1 <= spec.history_limit <= 100_000:
         raise ValidationError(f"history_limit {spec.history_limit} must be between 1 and 100000 (0 for the default 1000)")
+    if not 1 <= spec.failed_history_limit <= 100_000:
+        raise ValidationError(
+            f"failed_history_limit {spec.failed_history_limit} must be between 1 and 100000 (0 for the default 1000)"
+        )
     if spec.history_ttl_ms < 1000:
         raise ValidationError(f"history_ttl {spec.history_ttl_ms} ms is too short: keep runs at least 1 s (unset: 7 days)")
     if spec.catchup_window_ms < 0:

@@ -95,6 +95,8 @@ class Subscription:
 
 #: what a change costs the history besides its run's result and error (counted roughly)
 _CHANGE_COST = 256
+#: the rough weight of one step or attempt a run carries (issue 16: at most 64 and 32 of them)
+_HISTORY_COST = 160
 
 
 class EventHub:
@@ -171,7 +173,10 @@ class EventHub:
             now = self._now_ms()
             # tuple.__new__: a NamedTuple's own __new__ costs more than the snapshot itself on this hot path
             changes = [_new(RunChange, (kind, _snapshot(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
-            weight = _CHANGE_COST * len(events) + sum(len(run.result) + len(run.error) for _, run in events)
+            weight = _CHANGE_COST * len(events) + sum(
+                len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
+                for _, run in events
+            )
             self._remember(index, changes, weight)
             if self._subs:
                 self._deliver(changes, events)

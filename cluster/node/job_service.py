@@ -1,6 +1,9 @@
 """The scheduler's use cases in domain terms: what JobService does, without protobuf.
 
-Each write validates its input, stamps ``now`` and proposes one command;
+Each write validates its input, stamps ``now`` and proposes one command
+(with the caller's ``request_id``, if any: ``cluster.domain.request_rules``;
+while the cluster is below command format 3 the id is not sent, and a
+retried call is then not deduplicated);
 each read runs after a read barrier, lists and lookups of records in a read
 transaction of the store (``ReplicatedState.read_records``: no lock that Raft
 needs). Results come back as copies of the records, so callers never hold
@@ -19,15 +22,17 @@ from cluster.domain import commands as c
 from cluster.domain import limits as lim
 from cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.model import Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
+from cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
 from cluster.domain.records import RecordReader
 from cluster.domain.results import NotFound, ResourceExhausted
+from cluster.domain.run_history import HISTORY_FORMAT
 from cluster.domain.schedule import explain_instant, upcoming
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state import JobStateMachine
 from cluster.domain.validation import Limits, check_schedule, validate_spec
 from cluster.node.active_runs import iter_active_runs
 from cluster.node.clock import Clock
+from cluster.node.explain import Explanation, explain
 from cluster.node.page_tokens import PageTokens
 from cluster.node.ports import OutputReader
 from cluster.node.replicated_state import ReplicatedState
@@ -97,11 +102,31 @@ class JobService:
                 "node runs this version (raftsched cluster status shows the command format)"
             )
 
-    def _create_command(self, spec: JobSpec, idempotency_key: str, now: int) -> c.CreateJob:
+    def _check_history(self, spec: JobSpec) -> None:
+        """A failed_history_limit only nodes of command format 3 keep apart: refused until the cluster uses it
+        (an older node would apply the spec without it, and prune differently)."""
+        if spec.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT:
+            return
+        if self._store.read(lambda m: m.cluster_format, barrier=False) < HISTORY_FORMAT:
+            raise ValidationError(
+                f"failed_history_limit needs command format {HISTORY_FORMAT}, and the cluster still uses an older one (a "
+                "rolling upgrade is not finished): leave it unset, or retry once every node runs this version"
+            )
+
+    def _rid(self, request_id: str) -> str:
+        """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""
+        lim.check_chars("request_id", request_id, lim.MAX_REQUEST_ID_CHARS)
+        if not request_id or self._store.read(lambda m: m.cluster_format, barrier=False) < c.REQUEST_ID_FORMAT:
+            return ""
+        return request_id
+
+    def _create_command(self, spec: JobSpec, idempotency_key: str, now: int, request_id: str = "") -> c.CreateJob:
         lim.check_chars("idempotency_key", idempotency_key, lim.MAX_IDEMPOTENCY_KEY_CHARS)
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
-        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec), self._limits.max_jobs)
+        self._check_history(spec)
+        rid = self._rid(request_id)
+        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec), self._limits.max_jobs, rid)
 
     def _check_quota(self, count: Callable[[JobStateMachine], int], limit: int, message: str) -> None:
         """The proposer's early refusal, on this node's applied state (apply checks again, with the value
@@ -117,64 +142,80 @@ class JobService:
             f"the cluster keeps its limit of jobs, [limits] max_jobs = {limit}: delete jobs or raise it",
         )
 
-    def create_job(self, spec: JobSpec, idempotency_key: str = "") -> Job:
-        cmd = self._create_command(spec, idempotency_key, self._clock.now_ms())
-        if not idempotency_key:  # a retried create with a key must still find its job
+    def create_job(self, spec: JobSpec, idempotency_key: str = "", request_id: str = "") -> Job:
+        cmd = self._create_command(spec, idempotency_key, self._clock.now_ms(), request_id)
+        if not idempotency_key and not cmd.request_id:  # a retried create with a key must still find its job
             self._check_jobs_quota()
         job = self._store.execute(cmd)
         assert isinstance(job, Job)
         return job
 
-    def create_jobs(self, items: list[tuple[JobSpec, str] | Exception]) -> list[Job | Exception]:
-        """Create many jobs in one go: each item is a ``(spec, idempotency_key)`` (or the error
+    def create_jobs(self, items: list[tuple[JobSpec, str, str] | Exception]) -> list[Job | Exception]:
+        """Create many jobs in one go: each item is a ``(spec, idempotency_key, request_id)`` (or the error
         its conversion raised) and gets its job or its own error, as ``create_job`` would.
         The commands travel together (group commit), so a batch costs a few Raft entries."""
         if not items:
             raise ValidationError("no jobs to create: send at least one")
         lim.check_count("jobs", items, MAX_CREATE_BATCH, "split the batch")
         now = self._clock.now_ms()
-        return self._store.execute_each(items, lambda item: self._create_command(item[0], item[1], now))
+        return self._store.execute_each(items, lambda item: self._create_command(item[0], item[1], now, item[2]))
 
-    def update_job(self, job_id: str, spec: JobSpec) -> Job:
+    def update_job(self, job_id: str, spec: JobSpec, request_id: str = "") -> Job:
         _require_id("job_id", job_id)
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
-        return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec))
+        self._check_history(spec)
+        return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec, self._rid(request_id)))
 
     def _job_write(self, cmd: c.Command) -> Job:
         job = self._store.execute(cmd)
         assert isinstance(job, Job)
         return job
 
-    def pause_job(self, job_id: str) -> Job:
+    def pause_job(self, job_id: str, request_id: str = "") -> Job:
         _require_id("job_id", job_id)
-        return self._job_write(c.PauseJob(self._clock.now_ms(), job_id))
+        return self._job_write(c.PauseJob(self._clock.now_ms(), job_id, self._rid(request_id)))
 
-    def resume_job(self, job_id: str) -> Job:
+    def resume_job(self, job_id: str, request_id: str = "") -> Job:
         _require_id("job_id", job_id)
-        return self._job_write(c.ResumeJob(self._clock.now_ms(), job_id))
+        return self._job_write(c.ResumeJob(self._clock.now_ms(), job_id, self._rid(request_id)))
 
-    def delete_job(self, job_id: str) -> Job:
+    def delete_job(self, job_id: str, request_id: str = "") -> Job:
         _require_id("job_id", job_id)
-        return self._job_write(c.DeleteJob(self._clock.now_ms(), job_id))
+        return self._job_write(c.DeleteJob(self._clock.now_ms(), job_id, self._rid(request_id)))
 
-    def trigger_job(self, job_id: str) -> Run:
+    def trigger_job(self, job_id: str, request_id: str = "") -> Run:
         _require_id("job_id", job_id)
+        rid = self._rid(request_id)
         limit = self._limits.max_pending_runs
-        self._check_quota(
-            lambda m: m.run_counts[RunStatus.PENDING],
-            limit,
-            f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
-        )
-        run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit))
+        if not rid:  # a retried trigger with an id must still get its first answer
+            self._check_quota(
+                lambda m: m.run_counts[RunStatus.PENDING],
+                limit,
+                f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
+            )
+        run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit, rid))
         assert isinstance(run, Run)
         return run
 
-    def cancel_run(self, run_id: str) -> Run:
+    def cancel_run(self, run_id: str, request_id: str = "") -> Run:
         _require_id("run_id", run_id)
-        run = self._store.execute(c.CancelRun(self._clock.now_ms(), run_id))
+        run = self._store.execute(c.CancelRun(self._clock.now_ms(), run_id, self._rid(request_id)))
         assert isinstance(run, Run)
         return run
+
+    def retry_run(self, run_id: str, request_id: str = "", requested_by: str = "") -> Run:
+        """A DEAD_LETTER, FAILED or CANCELLED run is PENDING again with a fresh attempt budget (FAILED_PRECONDITION
+        while the cluster is below command format 3: the format gate)."""
+        _require_id("run_id", run_id)
+        cmd = c.RetryRun(self._clock.now_ms(), run_id, requested_by, self._limits.max_pending_runs, self._rid(request_id))
+        run = self._store.execute(cmd)
+        assert isinstance(run, Run)
+        return run
+
+    def explain_run(self, run_id: str) -> Explanation:
+        """What the state machine recorded about a run as it applied each command (``ExplainRun``)."""
+        return explain(self.get_run(run_id))
 
     # -------------------------------------------------------------- reads
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from cluster.domain import commands as c
 from cluster.domain.errors import RejectedError, Unavailable
@@ -36,8 +36,18 @@ MAX_IDLE_S = 0.05
 
 
 class LeaderLoop:
-    def __init__(self, store: ReplicatedState, clock: Clock, cfg: SchedulerConfig, max_pending_runs: int = 0) -> None:
+    def __init__(
+        self,
+        store: ReplicatedState,
+        clock: Clock,
+        cfg: SchedulerConfig,
+        max_pending_runs: int = 0,
+        node_id: str = "",
+        term: Callable[[], int] = lambda: 0,
+    ) -> None:
         self._store = store
+        #: this node's id and its current Raft term, named in every Fire (the runs' explanations)
+        self._node_id, self._term = node_id, term
         self._clock = clock
         self._cfg = cfg
         #: ``[limits] max_pending_runs``, carried in every Fire (0: no quota)
@@ -196,7 +206,10 @@ class LeaderLoop:
         return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
 
     def _propose(self, batch: list[tuple[str, int]], now: int, lookahead: int) -> None:
-        cmd = c.Fire(now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending)
+        cmd = c.Fire(
+            now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending, self._node_id,
+            self._term(),
+        )  # fmt: skip
 
         def done(_result: Any, error: int) -> None:
             with self._inflight_lock:

@@ -204,7 +204,7 @@ class ReplicatedState:
         """The refusal of a command newer than the cluster's command format, before it is proposed: a node
         that does not understand it would have to stop on meeting it. (The cluster's format only grows, and
         this node's applied state is at most behind the leader's: never a command the cluster refuses.)"""
-        if c.format_of(type(cmd)) == 1:
+        if c.command_format(cmd) == 1:
             return None
         return self._machine.format_gate(cmd)  # one int read: no lock needed
 

@@ -20,6 +20,11 @@ Which log, for the latest attempt of a run:
   attempt shipped live while it ran, if anything, with a note saying so;
   ``missing_reason`` says why the whole log is missing.
 
+An earlier attempt (``attempt = N`` below the latest) is read from its own
+``log_uri`` as ``Run.attempts`` keeps it (issue 16); an attempt the run does
+not keep (recorded before command format 3, or dropped beyond the cap) is a
+``missing_reason`` naming the attempts it keeps.
+
 ``next_offset`` is where the caller's next read should start: a follower
 passes it back and gets only what is new.
 """
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from cluster.domain.live_output import LogSlice
 from cluster.domain.model import Run, RunStatus
 from cluster.domain.output import EMPTY_OUTPUT_URI, MISSING_OUTPUT_MARK, OutputKey, OutputMissing
+from cluster.domain.run_history import attempt_of
 from cluster.node.ports import OutputReader
 
 
@@ -56,8 +62,7 @@ class RunOutput:
 def read_run_output(run: Run, attempt: int, reader: OutputReader, offset: int = 0) -> RunOutput:
     """Attempt ``attempt`` (0: the latest) of ``run`` from byte ``offset``: its log and result, or why missing."""
     if attempt and attempt != run.attempt:
-        why = f"only the latest attempt ({run.attempt}) of run {run.run_id} is recorded"
-        return RunOutput(run.run_id, attempt, b"", run.result, run.log_uri, why, next_offset=offset)
+        return _earlier(run, attempt, reader, offset)
     key = OutputKey(run.job_id, run.run_id, run.attempt, run.fencing_token)
     if run.status is RunStatus.LEASED:
         return _live(run, key, reader, offset)
@@ -76,6 +81,31 @@ def read_run_output(run: Run, attempt: int, reader: OutputReader, offset: int = 
         note = f"attempt {run.attempt}'s whole log was not stored; this is what its executor shipped while it ran"
         return _answer(run, leftover, run.result, "", missing, note)
     return _answer(run, LogSlice(b"", 0, offset), run.result, "", missing)
+
+
+def _earlier(run: Run, attempt: int, reader: OutputReader, offset: int) -> RunOutput:
+    """An earlier attempt's output, from its own ``log_uri``."""
+    kept = attempt_of(run, attempt)
+    if kept is None:
+        numbers = [a.attempt for a in run.attempts]
+        which = f"attempts {numbers[0]}-{numbers[-1]}" if numbers else f"only its latest attempt ({run.attempt})"
+        why = f"attempt {attempt} of run {run.run_id} is not recorded: the run keeps {which}"
+        return RunOutput(run.run_id, attempt, b"", b"", "", why, next_offset=offset)
+    uri = kept.log_uri if kept.log_uri != EMPTY_OUTPUT_URI else ""
+    if not uri:
+        why = f"output missing: attempt {attempt} of run {run.run_id} stored no log ({kept.outcome or 'running'})"
+        if kept.error:
+            why += f": {kept.error}"
+        return RunOutput(run.run_id, attempt, b"", b"", kept.log_uri, why, next_offset=offset, fencing_token=kept.fencing_token)
+    try:
+        piece, stored = reader.read_at(uri, offset)
+        missing = ""
+    except OutputMissing as exc:
+        piece, stored, missing = LogSlice(b"", 0, offset), b"", f"output missing: {exc}"
+    return RunOutput(
+        run.run_id, attempt, piece.data, stored, uri, missing, False, piece.next_offset, piece.size, kept.fencing_token,
+        piece.note,
+    )  # fmt: skip
 
 
 def _answer(run: Run, piece: LogSlice, result: bytes, uri: str, missing: str, note: str = "", live: bool = False) -> RunOutput:

@@ -15,7 +15,11 @@ leader is among its addresses, asking who leads every ``LEADER_CHECK_S`` (an
 UNAVAILABLE rotates as usual and defers the next look): any node answers, but
 a follower only forwards.
 CreateJob always carries an idempotency key (a fresh one unless you pass
-yours), so a retried create never makes two jobs. ``security`` (a
+yours), so a retried create never makes two jobs. Every mutating call
+(``MUTATING``) carries a ``request_id`` — a fresh one unless the request
+has its own — and every retry of that call sends the same one: a call whose
+answer was lost (UNAVAILABLE can mean "committed late") is not applied
+twice (a retried TriggerJob makes one run). ``security`` (a
 ``ChannelSecurity``) turns on TLS, a client certificate and a bearer token for
 every call; without it the channels are plaintext with no token.
 """
@@ -38,6 +42,30 @@ from rpc.client.errors import ClusterUnreachable, unreachable
 log = logging.getLogger("raftsched.client")
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE,)
+#: JobService methods that change the state: each call gets a request_id (CreateJobs: each item)
+MUTATING = frozenset(
+    {"CreateJob", "CreateJobs", "UpdateJob", "PauseJob", "ResumeJob", "DeleteJob", "TriggerJob", "CancelRun", "RetryRun"}
+)
+
+
+def new_request_id() -> str:
+    return f"rq-{uuid.uuid4().hex}"
+
+
+def with_request_id(method: str, request: Any) -> Any:
+    """A copy of a mutating request with a request_id wherever it has none (the caller's request is not changed:
+    reusing it for a new call must not repeat the old one's id)."""
+    if method not in MUTATING:
+        return request
+    items = list(request.jobs) if method == "CreateJobs" else [request]
+    if all(item.request_id for item in items):
+        return request
+    copy = type(request)()
+    copy.CopyFrom(request)
+    for item in copy.jobs if method == "CreateJobs" else [copy]:
+        if not item.request_id:
+            item.request_id = new_request_id()
+    return copy
 
 
 #: how often a ``prefer_leader`` client asks who leads (besides after an UNAVAILABLE)
@@ -162,8 +190,8 @@ class Client:
         return self.current_address
 
     def job(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        """Call any JobService method by name."""
-        return self._call(self._jobs, method, request, timeout)
+        """Call any JobService method by name; a mutating one with a request_id (one for all its retries)."""
+        return self._call(self._jobs, method, with_request_id(method, request), timeout)
 
     def lease(self, method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None) -> Any:
         """Call a LeaseService method; ``unreachable_after_s`` overrides the client's for this call."""
@@ -177,6 +205,19 @@ class Client:
     def create_job(self, spec: pb.JobSpec, idempotency_key: str = "") -> pb.Job:
         key = idempotency_key or f"auto-{uuid.uuid4().hex}"
         return self.job("CreateJob", pb.CreateJobRequest(spec=spec, idempotency_key=key))
+
+    def trigger_job(self, job_id: str, request_id: str = "") -> pb.Run:
+        return self.job("TriggerJob", pb.TriggerJobRequest(job_id=job_id, request_id=request_id))
+
+    def cancel_run(self, run_id: str, request_id: str = "") -> pb.Run:
+        return self.job("CancelRun", pb.CancelRunRequest(run_id=run_id, request_id=request_id))
+
+    def retry_run(self, run_id: str, request_id: str = "") -> pb.Run:
+        """A DEAD_LETTER, FAILED or CANCELLED run PENDING again (``RetryRun``)."""
+        return self.job("RetryRun", pb.RetryRunRequest(run_id=run_id, request_id=request_id))
+
+    def explain_run(self, run_id: str) -> pb.RunExplanation:
+        return self.job("ExplainRun", pb.ExplainRunRequest(run_id=run_id))
 
     def get_job(self, job_id: str) -> pb.Job:
         return self.job("GetJob", pb.GetJobRequest(job_id=job_id))

@@ -23,6 +23,7 @@ no token. Reads (the reader role) are not restricted by queue or type.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
@@ -206,6 +207,13 @@ def bearer_token(metadata: Iterable[Any]) -> str:
 
 Refusal = tuple[grpc.StatusCode, str]
 
+_caller = threading.local()
+
+
+def caller_name() -> str:
+    """The name of the token the current RPC (on this worker thread) was authorized with; "" without [auth]."""
+    return str(getattr(_caller, "name", ""))
+
 
 class AuthInterceptor(grpc.ServerInterceptor):
     """Applies the module's rules to every RPC but health checking and reflection."""
@@ -222,6 +230,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 "no token: send metadata 'authorization: Bearer <token>' (raftsched --token-file FILE, or RAFTSCHED_TOKEN_FILE)"
             )
         token = self._tokens.find(presented)
+        _caller.name = token.name if token is not None else ""
         if token is None:
             return (
                 grpc.StatusCode.UNAUTHENTICATED,

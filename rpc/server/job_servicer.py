@@ -22,6 +22,7 @@ from cluster.node.slots import Slots
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
+from rpc.server.auth import caller_name
 from rpc.server.errors import convert_each, fill_results, guarded, guarded_stream
 
 WATCH_POLL_S = 0.5
@@ -47,12 +48,12 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return cv.job_to_pb(self._svc.create_job(cv.spec_from_pb(request.spec), request.idempotency_key))
+        return cv.job_to_pb(self._svc.create_job(cv.spec_from_pb(request.spec), request.idempotency_key, request.request_id))
 
     @guarded
     def CreateJobs(self, request: pb.CreateJobsRequest, context: grpc.ServicerContext) -> pb.CreateJobsResponse:
         lim.check_count("jobs", request.jobs, lim.MAX_CREATE_BATCH, "split the batch")  # before any item is read
-        items = convert_each(request.jobs, lambda req: (cv.spec_from_pb(req.spec), req.idempotency_key))
+        items = convert_each(request.jobs, lambda req: (cv.spec_from_pb(req.spec), req.idempotency_key, req.request_id))
         resp = pb.CreateJobsResponse()
         fill_results(resp.results, self._svc.create_jobs(items), lambda job, entry: cv.job_to_pb(job, entry.job), "CreateJobs")
         return resp
@@ -69,23 +70,23 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return cv.job_to_pb(self._svc.update_job(request.job_id, cv.spec_from_pb(request.spec)))
+        return cv.job_to_pb(self._svc.update_job(request.job_id, cv.spec_from_pb(request.spec), request.request_id))
 
     @guarded
     def PauseJob(self, request: pb.PauseJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return cv.job_to_pb(self._svc.pause_job(request.job_id))
+        return cv.job_to_pb(self._svc.pause_job(request.job_id, request.request_id))
 
     @guarded
     def ResumeJob(self, request: pb.ResumeJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return cv.job_to_pb(self._svc.resume_job(request.job_id))
+        return cv.job_to_pb(self._svc.resume_job(request.job_id, request.request_id))
 
     @guarded
     def DeleteJob(self, request: pb.DeleteJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return cv.job_to_pb(self._svc.delete_job(request.job_id))
+        return cv.job_to_pb(self._svc.delete_job(request.job_id, request.request_id))
 
     @guarded
     def TriggerJob(self, request: pb.TriggerJobRequest, context: grpc.ServicerContext) -> pb.Run:
-        return cv.run_to_pb(self._svc.trigger_job(request.job_id))
+        return cv.run_to_pb(self._svc.trigger_job(request.job_id, request.request_id))
 
     @guarded
     def GetRun(self, request: pb.GetRunRequest, context: grpc.ServicerContext) -> pb.Run:
@@ -99,7 +100,15 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def CancelRun(self, request: pb.CancelRunRequest, context: grpc.ServicerContext) -> pb.Run:
-        return cv.run_to_pb(self._svc.cancel_run(request.run_id))
+        return cv.run_to_pb(self._svc.cancel_run(request.run_id, request.request_id))
+
+    @guarded
+    def RetryRun(self, request: pb.RetryRunRequest, context: grpc.ServicerContext) -> pb.Run:
+        return cv.run_to_pb(self._svc.retry_run(request.run_id, request.request_id, caller_name()))
+
+    @guarded
+    def ExplainRun(self, request: pb.ExplainRunRequest, context: grpc.ServicerContext) -> pb.RunExplanation:
+        return cv.explanation_to_pb(self._svc.explain_run(request.run_id))
 
     @guarded
     def GetRunOutput(self, request: pb.GetRunOutputRequest, context: grpc.ServicerContext) -> pb.RunOutput:

@@ -66,6 +66,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster
         c.wait_leader(30)
         proc = start_executor(c, str(root), "web-ex", "q-web", "--output-dir", c.output_dir, allow=("shell",))
         with Client(c.addresses, deadline_s=10) as client:
+            # runs keep their attempts and steps once the cluster uses command format 3 (issue 16)
+            wait_for(lambda: client.cluster_status().command_format >= 3, 30, "command format 3")
             job = client.create_job(shell_spec(EVIL, COMMAND, queue="q-web"))
 
             def succeeded() -> pb.Run | None:
@@ -137,7 +139,11 @@ def test_the_web_view_in_headless_chromium_from_the_cluster_to_a_run(
         assert driver.find_element(By.ID, "run-id").text == run.run_id
         log = driver.find_element(By.ID, "run-log").text
         assert "hello from the web view" in log and "<b>not bold</b>" in log  # the log as text
-        assert "latest attempt only" in driver.find_element(By.ID, "attempts-note").text
+        attempts = driver.find_element(By.ID, "attempts-table").text
+        assert "web-ex" in attempts and str(run.fencing_token) in attempts
+        assert driver.find_elements(By.CSS_SELECTOR, "#attempts-table a[href$='?attempt=1']")  # attempt 1's own output
+        steps = driver.find_element(By.ID, "explanation-steps").text
+        assert "fired by leader" in steps and "'web-ex'" in steps and "succeeded" in steps
         _no_alert_and_no_script(driver)
         shots.take("run")
         visited.append(driver.current_url)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cluster.domain import command_registry
 from cluster.domain import commands as c
 from cluster.domain.model import (
     After,
@@ -52,6 +53,7 @@ specs = st.builds(
     concurrency=st.sampled_from(list(ConcurrencyPolicy)),
     misfire=st.sampled_from(list(MisfirePolicy)),
     catchup_window_ms=ms,
+    failed_history_limit=st.integers(1, 100_000),
 )
 items = st.lists(st.tuples(text, ms), max_size=20).map(tuple)
 
@@ -63,7 +65,11 @@ commands = st.one_of(
     st.builds(c.DeleteJob, ms, text),
     st.builds(c.TriggerJob, ms, text),
     st.builds(c.CancelRun, ms, text),
+    st.builds(c.CancelRun, ms, text, text),
+    st.builds(c.TriggerJob, ms, text, st.integers(0, 10), text),
+    st.builds(c.RetryRun, ms, text, text, st.integers(0, 10), text),
     st.builds(c.Fire, ms, items, ms, ms),
+    st.builds(c.Fire, ms, items, ms, ms, st.integers(0, 10), text, st.integers(0, 100)),
     st.builds(c.Barrier, ms),
     st.builds(c.AcquireLeases, ms, text, st.lists(text, max_size=5).map(tuple), st.integers(0, 10**6)),
     st.builds(c.RenewLeases, ms, text, st.lists(st.tuples(text, ms), max_size=5).map(tuple)),
@@ -78,6 +84,24 @@ commands = st.one_of(
     st.builds(c.FinishMemberChange, ms, text, st.sampled_from(["add", "remove"])),
     st.builds(c.SetClusterFormat, ms, st.integers(1, c.FORMAT_VERSION)),
 )
+
+
+def test_a_request_id_makes_an_entry_format_3_and_an_older_entry_with_one_is_malformed() -> None:
+    assert c.command_format(c.TriggerJob(T0, "j1")) == 1
+    assert c.command_format(c.TriggerJob(T0, "j1", request_id="r")) == 3
+    assert json.loads(c.encode(c.PauseJob(T0, "j1", "r")))["v"] == 3
+    with pytest.raises(c.CommandFormatError, match="request_id needs format 3"):
+        c.decode(b'{"op":"pause_job","job_id":"j1","rid":"r","v":1,"now":1}')
+
+
+def test_the_request_fingerprint_ignores_the_id_quotas_and_a_new_jobs_id() -> None:
+    fp = command_registry.request_fingerprint
+    assert fp(c.TriggerJob(T0, "j1", 5, "a")) == fp(c.TriggerJob(T0 + 9, "j1", 0, "b"))
+    assert fp(c.TriggerJob(T0, "j1")) != fp(c.TriggerJob(T0, "j2"))
+    assert fp(c.TriggerJob(T0, "j1")) != fp(c.PauseJob(T0, "j1"))
+    spec = JobSpec("n", At(T0 + 1))
+    assert fp(c.CreateJob(T0, "j-a", spec, request_id="r")) == fp(c.CreateJob(T0, "j-b", spec, request_id="r"))
+    assert fp(c.CreateJob(T0, "j-a", spec)) != fp(c.CreateJob(T0, "j-a", spec._replace(name="m")))
 
 
 # ------------------------------------------------------------------ round trips
@@ -111,7 +135,11 @@ EXAMPLES: list[c.Command] = [
     c.DeleteJob(T0, "j1"),
     c.TriggerJob(T0, "j1"),
     c.CancelRun(T0, "j1@5"),
+    c.CancelRun(T0, "j1@5", "req-1"),
+    c.RetryRun(T0, "j1@5", "alice", 10, "req-2"),
+    c.RetryRun(T0, "j1@5"),
     c.Fire(T0, (("a", 1), ("b", 2)), 100, 5_000),
+    c.Fire(T0, (("a", 1),), 100, 5_000, 0, "n1", 7),
     c.Fire(T0, ()),
     c.Barrier(T0),
     c.NodeInfo(T0, "n1", "0.1.0", 1),
@@ -174,7 +202,7 @@ def test_each_entry_carries_the_format_that_introduced_its_command() -> None:
     "data, match",
     [
         (_raw_v(c.FORMAT_VERSION + 1, op="barrier", now=T0), f"format version {c.FORMAT_VERSION + 1}"),
-        (_raw_v(99, op="barrier", now=T0), "up to 2"),
+        (_raw_v(99, op="barrier", now=T0), f"up to {c.FORMAT_VERSION}"),
         (_raw_v(1, op="compact_everything", now=T0), "unknown command 'compact_everything'"),
         (_raw_v(2, op="teleport", now=T0), "unknown command 'teleport'"),
         (_raw_v(2, op="cluster_format", now=T0, fmt=c.FORMAT_VERSION + 1), f"command format {c.FORMAT_VERSION + 1}"),

@@ -46,6 +46,7 @@ from hypothesis.stateful import (
 )
 
 from cluster.domain import commands as c
+from cluster.domain import limits as lim
 from cluster.domain import record_codec as rc
 from cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
@@ -61,6 +62,7 @@ from cluster.domain.model import (
     Schedule,
 )
 from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
+from cluster.domain.retention_rules import kept_apart
 from cluster.domain.spec_codec import job_to_plain, run_to_plain
 from cluster.domain.state import JobStateMachine
 from cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
@@ -297,6 +299,42 @@ class StateMachineModel(RuleBasedStateMachine):
         else:
             assert isinstance(result, Ok)
             assert result.value.run_id == f"{job}@manual-{self.index}" and result.value.manual
+
+    @rule()
+    def switch_to_format_3(self) -> None:
+        """The cluster's command format 3: runs record their attempts and steps from here on."""
+        self.apply(c.SetClusterFormat(self.now, 3))
+
+    @precondition(lambda self: self.m.cluster_format >= 3)
+    @rule(job=jobs, again=st.booleans(), other=st.booleans())
+    def trigger_with_a_request_id(self, job: str, again: bool, other: bool) -> None:
+        """The same request_id twice gives one run; the id with another request is refused."""
+        rid = f"req-{self.index}"
+        first = self.apply(c.TriggerJob(self.now, job, request_id=rid))
+        if not isinstance(first, Ok):
+            return
+        runs = len(self.m.runs)
+        if again:
+            second = self.apply(c.TriggerJob(self.now + 1, job, request_id=rid))
+            assert isinstance(second, Ok) and second.value.run_id == first.value.run_id
+            assert len(self.m.runs) == runs
+        if other:
+            assert not isinstance(self.apply(c.PauseJob(self.now, job, request_id=rid)), Ok)
+
+    @precondition(lambda self: self.m.cluster_format >= 3 and bool(self.m.runs))
+    @rule(pick=st.integers(0, 10**6))
+    def retry(self, pick: int) -> None:
+        run_ids = list(self.m.runs)
+        run = self.m.runs[run_ids[pick % len(run_ids)]]
+        before, deleted = run.status, self.m.jobs[run.job_id].status is JobStatus.DELETED
+        result = self.apply(c.RetryRun(self.now, run.run_id, "tester"))
+        if before in (RunStatus.DEAD_LETTER, RunStatus.FAILED, RunStatus.CANCELLED) and not deleted:
+            assert isinstance(result, Ok)
+            after = self.m.runs[run.run_id]
+            assert after.status is RunStatus.PENDING and after.budget_base == after.attempt
+            assert after.steps[-1].kind == "manual_retry"
+        else:
+            assert isinstance(result, FailedPrecondition) and before.value in result.message or deleted
 
     @rule(
         job=jobs,
@@ -547,6 +585,20 @@ class StateMachineModel(RuleBasedStateMachine):
         assert dump(self.twin) == dump(self.m)
 
     @invariant()
+    def histories_are_bounded_and_consistent(self) -> None:
+        for run in self.m.runs.values():
+            assert len(run.steps) <= lim.MAX_RUN_STEPS and len(run.attempts) <= lim.MAX_RUN_ATTEMPTS_KEPT
+            numbers = [a.attempt for a in run.attempts]
+            assert numbers == sorted(set(numbers)) and all(n <= run.attempt for n in numbers), run
+            assert [s.at_ms for s in run.steps] == sorted(s.at_ms for s in run.steps)
+            running = [a for a in run.attempts if not a.outcome]
+            assert len(running) <= 1 and (not running or running[0] == run.attempts[-1])
+            if running:
+                assert run.status is RunStatus.LEASED and running[0].fencing_token == run.fencing_token
+            if run.attempts and run.status is RunStatus.LEASED and run.attempts[-1].fencing_token == run.fencing_token:
+                assert not run.attempts[-1].outcome
+
+    @invariant()
     def time_never_goes_backwards(self) -> None:
         assert self.m.now_ms == self.max_now
 
@@ -589,6 +641,16 @@ class StateMachineModel(RuleBasedStateMachine):
             if run.status in TERMINAL_RUN_STATUSES:
                 finished[run.job_id] = finished.get(run.job_id, 0) + 1
         assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)} == finished
+        apart = sorted(rc.job_run_key(r.job_id, r.scheduled_ms, r.run_id) for r in m.runs.values() if kept_apart(r))
+        assert [key for key, _ in iter_table(m.store, Table.FAILED_RUNS)] == apart
+        failed: dict[str, int] = {}
+        for run in m.runs.values():
+            if kept_apart(run):
+                failed[run.job_id] = failed.get(run.job_id, 0) + 1
+        assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FAILED)} == failed
+        for job_id, job in m.jobs.items():
+            assert failed.get(job_id, 0) <= job.spec.failed_history_limit
+            assert finished.get(job_id, 0) - failed.get(job_id, 0) <= job.spec.history_limit
         leased = [r for r in m.runs.values() if r.status is RunStatus.LEASED]
         assert m.leases == {r.lease_id: r.run_id for r in leased}
         assert list(m.lease_deadlines) == sorted((r.lease_expires_ms, r.lease_id) for r in leased)

@@ -1,17 +1,20 @@
-"""``raftsched run ...``: list, get, cancel, logs (``--follow``), watch."""
+"""``raftsched run ...``: list, get, cancel, retry, explain, logs (``--follow``), watch."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from cluster.app.cli.args import Command
+import grpc
+
+from cluster.app.cli.args import Command, CommandFailed, UsageError
 from cluster.app.cli.follow import follow_logs, output_notes
-from cluster.app.cli.output import render, render_message
+from cluster.app.cli.output import render, render_message, table
+from cluster.app.cli.timefmt import local, ts_ms
 from cluster.app.cli.views import RUN_VIEW
 from cluster.app.cli.watch import add_watch_args, watch
 from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
+from rpc.client.client import Client, new_request_id
 
 RUN_STATUSES = ["pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped"]
 
@@ -27,6 +30,44 @@ def get(a: argparse.Namespace, client: Client) -> None:
 
 def cancel(a: argparse.Namespace, client: Client) -> None:
     print(render(a.output, RUN_VIEW, [client.job("CancelRun", pb.CancelRunRequest(run_id=a.run_id))], single=True))
+
+
+def retry(a: argparse.Namespace, client: Client) -> None:
+    """One run, or every run of ``--job`` in ``--status``. Each RetryRun carries ``BASE:RUN_ID`` as its request id
+    (BASE: ``--request-id``, or a fresh one): running the same command again with the same ``--request-id``
+    retries no run twice."""
+    base = a.request_id or new_request_id()
+    if a.run_id:
+        if a.job:
+            raise UsageError("give RUN_ID or --job JOB_ID --status STATUS, not both")
+        run = client.retry_run(a.run_id, f"{base}:{a.run_id}")
+        print(render(a.output, RUN_VIEW, [run], single=True))
+        return
+    if not a.job:
+        raise UsageError("say which runs: raftsched run retry RUN_ID, or raftsched run retry --job JOB_ID --status dead_letter")
+    status = pb.RunStatus.Value(f"RUN_STATUS_{a.status.upper()}")
+    retried, failed = [], []
+    for run in client.list_runs(a.job, status):  # every page first: a retried run leaves the status
+        try:
+            retried.append(client.retry_run(run.run_id, f"{base}:{run.run_id}"))
+        except grpc.RpcError as exc:  # one run's refusal does not stop the others; all are reported
+            failed.append(f"{run.run_id}: {exc.details()}")
+    print(render(a.output, RUN_VIEW, retried))
+    if a.output in ("table", "wide"):
+        print(f"{len(retried)} run(s) of job {a.job} retried (request id base {base})", file=sys.stderr)
+    if failed:
+        raise CommandFailed(f"{len(failed)} run(s) could not be retried:\n" + "\n".join(failed))
+
+
+def explain(a: argparse.Namespace, client: Client) -> None:
+    answer = client.explain_run(a.run_id)
+
+    def text() -> str:
+        rows = [[local(ts_ms(s.at), millis=True), s.kind, s.detail, s.node_id or "-"] for s in answer.steps]
+        status = pb.RunStatus.Name(answer.run.status).removeprefix("RUN_STATUS_")
+        return f"run {answer.run_id}: {status}, attempt {answer.run.attempt}\n" + table(["TIME", "KIND", "DETAIL", "NODE"], rows)
+
+    print(render_message(a.output, answer, text, answer.run_id))
 
 
 def logs(a: argparse.Namespace, client: Client) -> None:
@@ -52,6 +93,15 @@ def _run_id(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", metavar="RUN_ID")
 
 
+def _retry_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", metavar="RUN_ID", nargs="?", default="")
+    p.add_argument("--job", default="", metavar="JOB_ID", help="retry this job's runs in --status")
+    p.add_argument("--status", choices=["dead_letter", "failed", "cancelled"], default="dead_letter")
+    p.add_argument(
+        "--request-id", default="", metavar="BASE", help="request ids BASE:RUN_ID (the same BASE again retries nothing twice)"
+    )
+
+
 def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job", default="", metavar="JOB_ID", help="only this job's runs")
     p.add_argument("--status", choices=RUN_STATUSES)
@@ -73,6 +123,24 @@ COMMANDS = [
     Command("list", "list runs, oldest first", "raftsched run list --job JOB_ID --status failed", list_runs, _list_args),
     Command("get", "show one run", "raftsched run get RUN_ID -o yaml", get, _run_id),
     Command("cancel", "cancel a pending or running run", "raftsched run cancel RUN_ID", cancel, _run_id),
+    Command(
+        "retry",
+        "run a dead-lettered, failed or cancelled run again",
+        "raftsched run retry RUN_ID\nraftsched run retry --job JOB_ID --status dead_letter",
+        retry,
+        _retry_args,
+        "Make a DEAD_LETTER, FAILED or CANCELLED run PENDING again with a fresh attempt budget (its\n"
+        "attempts so far are kept). With --job, every run of the job in --status (default dead_letter).",
+    ),
+    Command(
+        "explain",
+        "why a run exists and what happened to it",
+        "raftsched run explain RUN_ID\nraftsched run explain RUN_ID -o json",
+        explain,
+        _run_id,
+        "Print the steps the cluster recorded for a run: how it fired (leader, term, entry, how late) or\n"
+        "why it was skipped, every lease, failure, backoff, expiry, cancel and retry.",
+    ),
     Command(
         "logs",
         "a run's log (stdout and stderr) and result",

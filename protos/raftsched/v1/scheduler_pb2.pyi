@@ -50,6 +50,14 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_SUCCEEDED: _ClassVar[Outcome]
     OUTCOME_FAILED: _ClassVar[Outcome]
 
+class AttemptOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ATTEMPT_OUTCOME_UNSPECIFIED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_SUCCEEDED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_FAILED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_LEASE_EXPIRED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_CANCELLED: _ClassVar[AttemptOutcome]
+
 class MemberRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MEMBER_ROLE_UNSPECIFIED: _ClassVar[MemberRole]
@@ -81,6 +89,11 @@ MISFIRE_POLICY_SKIP: MisfirePolicy
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_SUCCEEDED: Outcome
 OUTCOME_FAILED: Outcome
+ATTEMPT_OUTCOME_UNSPECIFIED: AttemptOutcome
+ATTEMPT_OUTCOME_SUCCEEDED: AttemptOutcome
+ATTEMPT_OUTCOME_FAILED: AttemptOutcome
+ATTEMPT_OUTCOME_LEASE_EXPIRED: AttemptOutcome
+ATTEMPT_OUTCOME_CANCELLED: AttemptOutcome
 MEMBER_ROLE_UNSPECIFIED: MemberRole
 MEMBER_ROLE_LEADER: MemberRole
 MEMBER_ROLE_FOLLOWER: MemberRole
@@ -110,7 +123,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window", "history_limit", "history_ttl")
+    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window", "history_limit", "history_ttl", "failed_history_limit")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +140,7 @@ class JobSpec(_message.Message):
     CATCHUP_WINDOW_FIELD_NUMBER: _ClassVar[int]
     HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     HISTORY_TTL_FIELD_NUMBER: _ClassVar[int]
+    FAILED_HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     type: str
@@ -143,7 +157,8 @@ class JobSpec(_message.Message):
     catchup_window: _duration_pb2.Duration
     history_limit: int
     history_ttl: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    failed_history_limit: int
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failed_history_limit: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count")
@@ -166,7 +181,7 @@ class Job(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before")
+    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before", "attempts", "attempts_dropped")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +203,8 @@ class Run(_message.Message):
     SKIPPED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     job_id: str
     scheduled_time: _timestamp_pb2.Timestamp
@@ -209,15 +226,41 @@ class Run(_message.Message):
     skipped_until: _timestamp_pb2.Timestamp
     cancel_requested: bool
     not_before: _timestamp_pb2.Timestamp
-    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    attempts_dropped: int
+    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., attempts_dropped: _Optional[int] = ...) -> None: ...
+
+class Attempt(_message.Message):
+    __slots__ = ("attempt", "executor_id", "lease_id", "fencing_token", "leased_at", "finished_at", "outcome", "error", "log_uri")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOG_URI_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    executor_id: str
+    lease_id: str
+    fencing_token: int
+    leased_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    outcome: AttemptOutcome
+    error: str
+    log_uri: str
+    def __init__(self, attempt: _Optional[int] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("spec", "idempotency_key")
+    __slots__ = ("spec", "idempotency_key", "request_id")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     idempotency_key: str
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobsRequest(_message.Message):
     __slots__ = ("jobs",)
@@ -276,36 +319,46 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
-    __slots__ = ("job_id", "spec")
+    __slots__ = ("job_id", "spec", "request_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: JobSpec
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class PauseJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "request_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ResumeJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "request_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class DeleteJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "request_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "request_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -334,10 +387,50 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id", "request_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    request_id: str
+    def __init__(self, run_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RetryRunRequest(_message.Message):
+    __slots__ = ("run_id", "request_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    request_id: str
+    def __init__(self, run_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ExplainRunRequest(_message.Message):
     __slots__ = ("run_id",)
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ExplanationStep(_message.Message):
+    __slots__ = ("at", "kind", "detail", "node_id")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    kind: str
+    detail: str
+    node_id: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., detail: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class RunExplanation(_message.Message):
+    __slots__ = ("run_id", "steps", "steps_dropped", "run")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    steps: _containers.RepeatedCompositeFieldContainer[ExplanationStep]
+    steps_dropped: int
+    run: Run
+    def __init__(self, run_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[ExplanationStep, _Mapping]]] = ..., steps_dropped: _Optional[int] = ..., run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class GetRunOutputRequest(_message.Message):
     __slots__ = ("run_id", "attempt", "offset")

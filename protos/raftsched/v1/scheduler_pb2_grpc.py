@@ -95,6 +95,16 @@ class JobServiceStub:
                 request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
                 _registered_method=True)
+        self.RetryRun = channel.unary_unary(
+                '/raftsched.v1.JobService/RetryRun',
+                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.SerializeToString,
+                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+                _registered_method=True)
+        self.ExplainRun = channel.unary_unary(
+                '/raftsched.v1.JobService/ExplainRun',
+                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.SerializeToString,
+                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.FromString,
+                _registered_method=True)
         self.GetRunOutput = channel.unary_unary(
                 '/raftsched.v1.JobService/GetRunOutput',
                 request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.SerializeToString,
@@ -209,6 +219,22 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryRun(self, request, context):
+        """A DEAD_LETTER, FAILED or CANCELLED run is PENDING again with a fresh
+        attempt budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExplainRun(self, request, context):
+        """Why a run exists and what happened to it, from what the state machine
+        recorded as it applied each command.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetRunOutput(self, request, context):
         """An attempt's log and result (attempt 0 = latest). NOT_FOUND for an
         unknown run or attempt; a log that cannot be read is reported in
@@ -299,6 +325,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.FromString,
                     response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+            ),
+            'RetryRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryRun,
+                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.FromString,
+                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+            ),
+            'ExplainRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainRun,
+                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.FromString,
+                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.SerializeToString,
             ),
             'GetRunOutput': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRunOutput,
@@ -641,6 +677,60 @@ class JobService:
             '/raftsched.v1.JobService/CancelRun',
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.SerializeToString,
             protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.JobService/RetryRun',
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.SerializeToString,
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.JobService/ExplainRun',
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.SerializeToString,
+            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.FromString,
             options,
             channel_credentials,
             insecure,

@@ -143,7 +143,7 @@ def _text(record: Any, name: str) -> str:
 def attempt_rows(run: Run) -> list[AttemptRow] | None:
     """Every attempt of the run, oldest first; None when the record keeps only the latest (this version)."""
     attempts = getattr(run, "attempts", None)
-    if attempts is None:
+    if attempts is None or (not attempts and run.attempt):  # leased before the cluster kept attempts (format 3)
         return None
     return [
         AttemptRow(

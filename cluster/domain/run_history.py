@@ -1,0 +1,98 @@
+"""A run's history: its attempts and the steps that explain it, recorded as the state machine applies commands.
+
+Pure functions on a ``Run`` record (inside ``apply``, on the unit of work's copy).
+Bounded so that a run never grows without limit:
+
+* ``Run.attempts`` keeps at most ``MAX_RUN_ATTEMPTS_KEPT`` attempts; beyond
+  that the oldest is dropped and counted in ``attempts_dropped``.
+* ``Run.steps`` keeps at most ``MAX_RUN_STEPS``: the first ``RUN_STEPS_HEAD``
+  (how the run came to be) and the latest ones; a step dropped from between
+  them is counted in ``steps_dropped`` (``ExplainRun`` shows the gap).
+* Texts are cut (``MAX_STEP_DETAIL_CHARS``, ``MAX_ATTEMPT_ERROR_CHARS``).
+* What an attempt already says is not stored again as a step: its grant
+  (executor, token, when) and its success; ``cluster.node.explain`` shows
+  them in their place (``Attempt.steps_before``). That keeps the common run
+  (fired, leased, succeeded) at one step and one attempt.
+
+Plain values only, deterministic: every node records the same bytes. The
+state machine records a history only once the cluster uses command format 3
+(``HISTORY_FORMAT``): before, every node (old and new) holds what old nodes
+hold.
+"""
+
+from __future__ import annotations
+
+from cluster.domain import limits as lim
+from cluster.domain.commands import Fire
+from cluster.domain.firing import Skip
+from cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run
+from cluster.domain.words import iso, schedule_words, span
+
+#: the cluster command format from which runs record their attempts and steps
+HISTORY_FORMAT = 3
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def add_step(run: Run, at_ms: int, kind: str, detail: str, node_id: str = "") -> None:
+    """Append a step; beyond the cap the oldest step after the head goes (counted)."""
+    steps = run.steps_raw + ((at_ms, kind, _cut(detail, lim.MAX_STEP_DETAIL_CHARS), node_id),)
+    if len(steps) > lim.MAX_RUN_STEPS:
+        steps = steps[: lim.RUN_STEPS_HEAD] + steps[lim.RUN_STEPS_HEAD + 1 :]
+        run.steps_dropped += 1
+    run.steps_raw = steps
+
+
+def begin_attempt(run: Run, at_ms: int) -> None:
+    """The run was just leased (its ``attempt``, executor, lease and token set): a new attempt, running."""
+    before = len(run.steps_raw) + run.steps_dropped
+    attempts = run.attempts_raw + ((run.attempt, run.executor_id, run.lease_id, run.fencing_token, at_ms, 0, "", "", "", before),)
+    if len(attempts) > lim.MAX_RUN_ATTEMPTS_KEPT:
+        attempts = attempts[1:]
+        run.attempts_dropped += 1
+    run.attempts_raw = attempts
+
+
+def end_attempt(run: Run, at_ms: int, outcome: AttemptOutcome, error: str = "", log_uri: str = "") -> None:
+    """The latest attempt ended (if it is still running: nothing ends twice)."""
+    if not run.attempts_raw:
+        return
+    last = run.attempts_raw[-1]  # the fields of ``Attempt``, in order
+    if last[6] or last[3] != run.fencing_token:
+        return
+    ended = last[:5] + (at_ms, outcome.value, _cut(error, lim.MAX_ATTEMPT_ERROR_CHARS), log_uri) + last[9:]
+    run.attempts_raw = run.attempts_raw[:-1] + (ended,)
+
+
+def attempt_of(run: Run, number: int) -> Attempt | None:
+    """Attempt ``number`` (1-based) if the run keeps it."""
+    for a in run.attempts_raw:
+        if a[0] == number:
+            return Attempt._make(a)
+    return None
+
+
+def fired_detail(spec: JobSpec, instant_ms: int, now_ms: int, cmd: Fire, index: int) -> str:
+    """Why and how a scheduled instant fired: its schedule, who fired it (leader, term, entry), how late."""
+    by = f"leader {cmd.node_id}" if cmd.node_id else "the leader"
+    term = f"term {cmd.term}, " if cmd.term else ""
+    late = now_ms - instant_ms
+    when = f"{span(late)} after its instant" if late >= 0 else f"{span(-late)} before its instant (lookahead)"
+    text = f"instant {iso(instant_ms)} of {schedule_words(spec.schedule)}: fired by {by} ({term}entry {index}), {when}"
+    if late > cmd.misfire_threshold_ms:
+        text += (
+            f"; missed (later than the misfire threshold of {span(cmd.misfire_threshold_ms)}) and fired under "
+            f"misfire policy {spec.misfire.value}"
+        )
+    return text
+
+
+def skipped_detail(spec: JobSpec, skip: Skip) -> str:
+    """Why instants were skipped (the policy is in the reason) and which."""
+    if skip.count == 1:
+        which = f"instant {iso(skip.instant_ms)}"
+    else:
+        which = f"{skip.count} instants from {iso(skip.instant_ms)} to {iso(skip.last_ms)}"
+    return f"{which} of {schedule_words(spec.schedule)} skipped: {skip.reason}"
