@@ -128,6 +128,8 @@ def base_requests(known: dict[str, list[Any]]) -> dict[str, Any]:
         "ListRuns": pb.ListRunsRequest(job_id=job, page_size=2),
         "CancelRun": pb.CancelRunRequest(run_id=known["runs"][-1]),
         "GetRunOutput": pb.GetRunOutputRequest(run_id=run),
+        "ExplainRun": pb.ExplainRunRequest(run_id=run),
+        "RetryRun": pb.RetryRunRequest(run_id=known["runs"][-1], request_id="fuzz-retry"),
         "WatchRuns": pb.WatchRunsRequest(include_existing=True, queue="fuzz-q"),
         "PreviewSchedule": pb.PreviewScheduleRequest(spec=valid_spec(), count=5),
         "AcquireLease": pb.AcquireLeaseRequest(executor_id="fuzz", queues=["fuzz-q"], max_runs=2),
