@@ -100,12 +100,14 @@ def watch(a: argparse.Namespace, client: Client) -> None:
         first_give_up_s=UNREACHABLE_AFTER_S,
     )
     shown = 0
-    for ev in follower:
-        print(format_event(a.output, ev), flush=True)
-        shown += 1
-        if a.count and shown >= a.count:
-            follower.cancel()
-            return
+    try:
+        for ev in follower:
+            print(format_event(a.output, ev), flush=True)
+            shown += 1
+            if a.count and shown >= a.count:
+                return
+    finally:  # also on Ctrl-C: the stream is cancelled before its channel is closed
+        follower.cancel()
 
 
 def add_watch_args(p: argparse.ArgumentParser) -> None:
