@@ -64,9 +64,14 @@ def check_health(raft: QuorumView, names: dict[str, str] | None = None) -> Healt
 Listener = Callable[[Health | None, Health], None]
 
 
+def _seen(h: Health) -> tuple[bool, str | None, int]:
+    """What a change is made of: serving, the leader, and its term (no leader: no term to tell apart)."""
+    return (h.serving, h.leader, h.term if h.leader is not None else 0)
+
+
 class HealthMonitor:
     """Polls ``check_health`` and calls each listener ``(before, now)`` when serving or the leader changes
-    (``before`` is None the first time). Listeners run on the monitor's thread: keep them short."""
+    (the same leader in a new term counts: it was elected again; ``before`` is None the first time). Listeners run on the monitor's thread: keep them short."""
 
     def __init__(self, raft: QuorumView, names: dict[str, str] | None = None, interval: float = POLL_INTERVAL_S) -> None:
         self._raft = raft
@@ -85,7 +90,7 @@ class HealthMonitor:
         """Look once; tell the listeners if something changed (the thread calls this every interval)."""
         now = check_health(self._raft, self._names)
         before = self._last
-        if before is None or (before.serving, before.leader) != (now.serving, now.leader):
+        if before is None or _seen(before) != _seen(now):
             self._last = now
             if before is None or before.serving != now.serving:
                 log.info("health: %s", now.reason)

@@ -132,6 +132,20 @@ def test_the_monitor_tells_listeners_of_each_change_once() -> None:
     assert monitor.last is not None and monitor.last.leader == "n1"
 
 
+def test_the_same_leader_elected_again_in_a_new_term_is_a_change() -> None:
+    """A node that kept naming the old leader while it was away (pysyncobj keeps the id until it hears of
+    another) still tells its listeners when that leader comes back in a new term."""
+    raft = FakeRaft()
+    seen: list[tuple[str | None, int]] = []
+    monitor = HealthMonitor(raft, {"127.0.0.1:7001": "n1"})
+    monitor.listeners.append(lambda before, now: seen.append((now.leader, now.term)))
+    monitor.poll()
+    raft.term = 5  # between two polls: it lost its lead and won the next election
+    monitor.poll()
+    monitor.poll()
+    assert seen == [("n1", 3), ("n1", 5)]
+
+
 def test_a_leader_that_joined_later_is_named_by_its_id_once_the_members_are_learned() -> None:
     """Seen by tests/fault/test_three_hosts.py: an original node named the new member, leading, by its Raft
     address on /healthz (its names came from the config's [[nodes]] only)."""
