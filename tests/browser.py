@@ -73,6 +73,22 @@ def chromium(root: Path, width: int = 1280, height: int = 900, insecure_certs: b
     return driver
 
 
+def click_and_wait(driver: Any, element: Any, timeout: float = 30.0) -> None:
+    """Click ``element`` and wait until the page it was on is gone and the next one has loaded.
+
+    A click that submits a form or follows a link returns before the browser
+    has navigated: an element looked up right after it may belong to the old
+    page and go stale under the test (``StaleElementReferenceException``).
+    """
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()
+    wait = WebDriverWait(driver, timeout)
+    wait.until(expected_conditions.staleness_of(element))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 class Screenshots:
     """Saves a numbered screenshot of each page into a folder of the test's temp dir, and says where."""
 

@@ -27,7 +27,7 @@ from cluster.app.local_cluster import LocalCluster
 from cluster.app.local_security import Grant
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
-from tests.browser import Screenshots, chromium, chromium_missing, require_chromium
+from tests.browser import Screenshots, chromium, chromium_missing, click_and_wait, require_chromium
 from tests.helpers import shell_spec, start_executor, wait_for
 
 pytestmark = pytest.mark.integration
@@ -112,7 +112,7 @@ def test_the_web_view_in_headless_chromium_from_the_cluster_to_a_run(
         shots.take("cluster")
         visited.append(driver.current_url)
 
-        driver.find_element(By.LINK_TEXT, "Jobs").click()
+        click_and_wait(driver, driver.find_element(By.LINK_TEXT, "Jobs"))
         assert driver.title == "Jobs · raftsched n1"
         links = [a for a in driver.find_elements(By.CSS_SELECTOR, "a.job-link") if a.text == EVIL]
         assert len(links) == 1, driver.page_source[:2000]
@@ -120,7 +120,7 @@ def test_the_web_view_in_headless_chromium_from_the_cluster_to_a_run(
         shots.take("jobs")
         visited.append(driver.current_url)
 
-        links[0].click()
+        click_and_wait(driver, links[0])
         assert driver.find_element(By.ID, "job-name").text == EVIL  # the name as text, not as a script
         assert driver.find_element(By.ID, "job-id").text == job.job_id
         assert "hello from the web view" in driver.find_element(By.ID, "payload").text
@@ -128,7 +128,7 @@ def test_the_web_view_in_headless_chromium_from_the_cluster_to_a_run(
         shots.take("job")
         visited.append(driver.current_url)
 
-        driver.find_element(By.CSS_SELECTOR, "a.run-link").click()
+        click_and_wait(driver, driver.find_element(By.CSS_SELECTOR, "a.run-link"))
         fields = {key: driver.find_element(By.ID, key).text for key in ("run-status", "run-attempt", "run-executor", "run-token")}
         assert fields == {
             "run-status": "SUCCEEDED",
@@ -273,15 +273,15 @@ def _sign_in_with_chromium(c: LocalCluster, reader: str, tmp_path: Path) -> None
         assert "needs a reader token" in driver.find_element(By.ID, "signin-message").text
         shots.take("sign-in")
         driver.find_element(By.ID, "token").send_keys("rst_wrong")
-        driver.find_element(By.ID, "signin-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "signin-button"))
         assert "that token was refused" in driver.find_element(By.ID, "signin-message").text
         driver.find_element(By.ID, "token").send_keys(reader)
-        driver.find_element(By.ID, "signin-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "signin-button"))
         assert driver.title == "Jobs · raftsched n1" and reader not in driver.page_source
         driver.get(c.http_url("n1", "/"))  # the cookie keeps the browser in
         assert driver.title == "Cluster · raftsched n1"
         shots.take("signed-in")
-        driver.find_element(By.ID, "signout").click()
+        click_and_wait(driver, driver.find_element(By.ID, "signout"))
         assert driver.title == "Sign in · raftsched n1"
     finally:
         driver.quit()
