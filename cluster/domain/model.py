@@ -291,10 +291,6 @@ class Run:
     def attempts(self) -> tuple[Attempt, ...]:
         return tuple(map(Attempt._make, self.attempts_raw))
 
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return tuple(map(Step._make, self.steps_raw))
-
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"
 

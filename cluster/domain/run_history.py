@@ -5,10 +5,14 @@ Bounded so that a run never grows without limit:
 
 * ``Run.attempts`` keeps at most ``MAX_RUN_ATTEMPTS_KEPT`` attempts; beyond
   that the oldest is dropped and counted in ``attempts_dropped``.
-* ``Run.steps`` keeps at most ``MAX_RUN_STEPS``: the first ``RUN_STEPS_HEAD``
+* ``Run.steps_raw`` keeps at most ``MAX_RUN_STEPS``: the first ``RUN_STEPS_HEAD``
   (how the run came to be) and the latest ones; a step dropped from between
   them is counted in ``steps_dropped`` (``ExplainRun`` shows the gap).
 * Texts are cut (``MAX_STEP_DETAIL_CHARS``, ``MAX_ATTEMPT_ERROR_CHARS``).
+* The step every run gets ("fired") is stored as plain values (term, entry;
+  threshold and policy when missed) and put into words when read
+  (``steps``): formatting it in apply cost every fire a few microseconds on
+  every node, for the few runs anyone explains.
 * What an attempt already says is not stored again as a step: its grant
   (executor, token, when) and its success; ``cluster.node.explain`` shows
   them in their place (``Attempt.steps_before``). That keeps the common run
@@ -22,10 +26,12 @@ hold.
 
 from __future__ import annotations
 
+from typing import Any
+
 from cluster.domain import limits as lim
 from cluster.domain.commands import Fire
 from cluster.domain.firing import Skip
-from cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run
+from cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run, Step
 from cluster.domain.words import iso, schedule_words, span
 
 #: the cluster command format from which runs record their attempts and steps
@@ -36,13 +42,16 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def add_step(run: Run, at_ms: int, kind: str, detail: str, node_id: str = "") -> None:
-    """Append a step; beyond the cap the oldest step after the head goes (counted)."""
-    steps = run.steps_raw + ((at_ms, kind, _cut(detail, lim.MAX_STEP_DETAIL_CHARS), node_id),)
-    if len(steps) > lim.MAX_RUN_STEPS:
-        steps = steps[: lim.RUN_STEPS_HEAD] + steps[lim.RUN_STEPS_HEAD + 1 :]
+def add_step(run: Run, at_ms: int, kind: str, detail: str | tuple[Any, ...], node_id: str = "") -> None:
+    """Append a step (its detail: text, or plain values worded on read: ``steps``); beyond the cap the oldest
+    step after the head goes (counted)."""
+    if isinstance(detail, str):
+        detail = _cut(detail, lim.MAX_STEP_DETAIL_CHARS)
+    kept = run.steps_raw + ((at_ms, kind, detail, node_id),)
+    if len(kept) > lim.MAX_RUN_STEPS:
+        kept = kept[: lim.RUN_STEPS_HEAD] + kept[lim.RUN_STEPS_HEAD + 1 :]
         run.steps_dropped += 1
-    run.steps_raw = steps
+    run.steps_raw = kept
 
 
 def begin_attempt(run: Run, at_ms: int) -> None:
@@ -74,19 +83,34 @@ def attempt_of(run: Run, number: int) -> Attempt | None:
     return None
 
 
-def fired_detail(spec: JobSpec, instant_ms: int, now_ms: int, cmd: Fire, index: int) -> str:
-    """Why and how a scheduled instant fired: its schedule, who fired it (leader, term, entry), how late."""
-    by = f"leader {cmd.node_id}" if cmd.node_id else "the leader"
-    term = f"term {cmd.term}, " if cmd.term else ""
-    late = now_ms - instant_ms
+def fired_detail(spec: JobSpec, instant_ms: int, now_ms: int, cmd: Fire, index: int) -> tuple[Any, ...]:
+    """A "fired" step's detail as stored: plain values (the leader's term, the entry; the misfire threshold and
+    policy when the instant was missed), put into words only when read (``steps``): every run is fired, few
+    are explained."""
+    if now_ms - instant_ms > cmd.misfire_threshold_ms:
+        return (cmd.term, index, cmd.misfire_threshold_ms, spec.misfire.value)
+    return (cmd.term, index)
+
+
+def _fired_words(run: Run, at_ms: int, detail: tuple[Any, ...], node_id: str) -> str:
+    term, index = detail[0], detail[1]
+    by = f"leader {node_id}" if node_id else "the leader"
+    late = at_ms - run.scheduled_ms
     when = f"{span(late)} after its instant" if late >= 0 else f"{span(-late)} before its instant (lookahead)"
-    text = f"instant {iso(instant_ms)} of {schedule_words(spec.schedule)}: fired by {by} ({term}entry {index}), {when}"
-    if late > cmd.misfire_threshold_ms:
-        text += (
-            f"; missed (later than the misfire threshold of {span(cmd.misfire_threshold_ms)}) and fired under "
-            f"misfire policy {spec.misfire.value}"
-        )
+    text = f"instant {iso(run.scheduled_ms)} fired by {by} ({f'term {term}, ' if term else ''}entry {index}), {when}"
+    if len(detail) > 2:
+        text += f"; missed (later than the misfire threshold of {span(detail[2])}) and fired under misfire policy {detail[3]}"
     return text
+
+
+def steps(run: Run) -> tuple[Step, ...]:
+    """The run's stored steps, in words (a step stored as plain values is worded here, on read)."""
+    out = []
+    for at_ms, kind, detail, node_id in run.steps_raw:
+        if not isinstance(detail, str):
+            detail = _fired_words(run, at_ms, detail, node_id) if kind == "fired" else repr(detail)
+        out.append(Step(at_ms, kind, detail, node_id))
+    return tuple(out)
 
 
 def skipped_detail(spec: JobSpec, skip: Skip) -> str:

@@ -33,7 +33,7 @@ indexes only under the caller's lock (``cluster.node.replicated_state``).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Iterator
 
 from sortedcontainers import SortedList
 
@@ -297,7 +297,7 @@ class StateBase:
         self.events.append(("finished", run))
         self._retain(run)
 
-    def _step(self, run: Run, kind: str, detail: str, node_id: str = "") -> None:
+    def _step(self, run: Run, kind: str, detail: str | tuple[Any, ...], node_id: str = "") -> None:
         """Record a step of the run's explanation (from the cluster's command format 3 on: ``run_history``)."""
         if self.cluster_format >= HISTORY_FORMAT:
             add_step(run, self.now_ms, kind, detail, node_id)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from cluster.domain import limits as lim
 from cluster.domain.model import Attempt, AttemptOutcome, Run, Step
+from cluster.domain.run_history import steps as steps_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,7 @@ class Explanation:
 def _numbered(run: Run) -> list[tuple[int, Step]]:
     """The stored steps with their number among all the run ever recorded (dropped ones counted)."""
     out = []
-    for i, step in enumerate(run.steps):
+    for i, step in enumerate(steps_of(run)):
         out.append((i if i < lim.RUN_STEPS_HEAD else i + run.steps_dropped, step))
     return out
 

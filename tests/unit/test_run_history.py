@@ -14,8 +14,10 @@ from cluster.domain.live_output import LogSlice
 from cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, MisfirePolicy, RetryPolicy, Run, RunStatus
 from cluster.domain.output import OutputKey, OutputMissing
 from cluster.domain.results import FailedPrecondition, InvalidArgument, Ok, Result
+from cluster.domain.run_history import steps as steps_of
 from cluster.domain.state import JobStateMachine
 from cluster.domain.state_store import MemoryStore, state_hash
+from cluster.domain.words import iso
 from cluster.node.explain import explain
 from cluster.node.run_output import read_run_output
 from storage.lmdb_state import LmdbStateStore
@@ -107,12 +109,13 @@ def test_fail_fail_succeed_keeps_three_attempts_and_explains_each_step_in_order(
     assert len({a.fencing_token for a in run.attempts}) == 3
     assert all(a.leased_at_ms < a.finished_at_ms for a in run.attempts)
     # stored: what the attempts cannot tell; ExplainRun adds each grant and the success in their place
-    assert [s.kind for s in run.steps] == ["fired", "failed", "retry_scheduled", "failed", "retry_scheduled"]
+    assert [s.kind for s in steps_of(run)] == ["fired", "failed", "retry_scheduled", "failed", "retry_scheduled"]
     shown = explain(run).steps
     kinds = [s.kind for s in shown]
     assert kinds == ["fired", "leased", "failed", "retry_scheduled", "leased", "failed", "retry_scheduled", "leased", "succeeded"]
     fired = shown[0]
-    assert fired.node_id == "n2" and "term 7" in fired.detail and "every 1 s" in fired.detail and "0 ms after" in fired.detail
+    assert fired.node_id == "n2" and f"instant {iso(run.scheduled_ms)} fired by leader n2 (term 7, entry " in fired.detail
+    assert fired.detail.endswith(", 0 ms after its instant")  # stored as values, worded on read
     assert "ex-b" in shown[4].detail and "backoff of 200 ms" in shown[6].detail
     assert [s.at_ms for s in shown] == sorted(s.at_ms for s in shown)
 
@@ -152,7 +155,7 @@ def test_retry_run_gives_a_fresh_budget_and_keeps_the_attempts(lmdb_dir: str) ->
     assert not isinstance(refused, Ok) and "j1@nope" in refused.message  # type: ignore[union-attr]
     run = t.ok(c.RetryRun(T0 + 1_300, run_id, "alice"))
     assert run.status is RunStatus.PENDING and run.budget_base == 1  # type: ignore[attr-defined]
-    assert "by 'alice'" in run.steps[-1].detail and run.steps[-1].kind == "manual_retry"  # type: ignore[attr-defined]
+    assert "by 'alice'" in steps_of(run)[-1].detail and steps_of(run)[-1].kind == "manual_retry"
     again = t.apply(c.RetryRun(T0 + 1_350, run_id))
     assert isinstance(again, FailedPrecondition) and "PENDING" in again.message and run_id in again.message
     lease = _lease(t, "ex-b", T0 + 1_400)
@@ -175,7 +178,7 @@ def test_nothing_is_recorded_before_the_cluster_switches_to_format_3(lmdb_dir: s
     run_id = _fire_first(t)
     _lease(t, "ex-a", T0 + 1_100)
     run = t.run(run_id)
-    assert run.attempts == () and run.steps == ()
+    assert run.attempts == () and steps_of(run) == ()
     assert explain(run).steps[0].kind == "not_recorded"
 
 
@@ -186,14 +189,14 @@ def test_skips_are_explained_with_the_policy(lmdb_dir: str) -> None:
     late = T0 + 10_500  # ten instants due: 1-8 coalesced, 9 caught up (missed), 10 on time
     report = t.ok(c.Fire(late, (("once", T0 + 1_000),), 0, 500, 0, "n1", 3))
     fired = t.run(report.created[0])  # type: ignore[attr-defined]
-    assert "FIRE_ONCE" in fired.steps[0].detail and "missed" in fired.steps[0].detail
+    assert "FIRE_ONCE" in steps_of(fired)[0].detail and "missed" in steps_of(fired)[0].detail
     skipped = t.run(f"once@{T0 + 1_000}")
-    assert skipped.status is RunStatus.SKIPPED and skipped.steps[0].kind == "skipped"
-    assert "8 instants" in skipped.steps[0].detail and "FIRE_ONCE" in skipped.steps[0].detail
+    assert skipped.status is RunStatus.SKIPPED and steps_of(skipped)[0].kind == "skipped"
+    assert "8 instants" in steps_of(skipped)[0].detail and "FIRE_ONCE" in steps_of(skipped)[0].detail
     t.ok(c.Fire(T0 + 1_000, (("forbid", T0 + 1_000),), 0, 5_000))
     t.ok(c.Fire(T0 + 2_000, (("forbid", T0 + 2_000),), 0, 5_000))
     forbidden = t.run(f"forbid@{T0 + 2_000}")
-    assert forbidden.status is RunStatus.SKIPPED and "concurrency FORBID" in forbidden.steps[0].detail
+    assert forbidden.status is RunStatus.SKIPPED and "concurrency FORBID" in steps_of(forbidden)[0].detail
 
 
 def test_the_same_request_id_returns_the_first_answer_until_it_expires(lmdb_dir: str) -> None:
@@ -234,14 +237,14 @@ def test_steps_and_attempts_are_capped_and_counted(lmdb_dir: str) -> None:
     run = t.run(run_id)
     assert len(run.attempts) == lim.MAX_RUN_ATTEMPTS_KEPT and run.attempts_dropped == 3
     assert run.attempts[0].attempt == 4 and run.attempts[-1].attempt == lim.MAX_RUN_ATTEMPTS_KEPT + 3
-    assert len(run.steps) == lim.MAX_RUN_STEPS and run.steps_dropped > 0
-    assert run.steps[0].kind == "fired" and run.steps[-1].kind == "manual_retry"
+    assert len(steps_of(run)) == lim.MAX_RUN_STEPS and run.steps_dropped > 0
+    assert steps_of(run)[0].kind == "fired" and steps_of(run)[-1].kind == "manual_retry"
     assert [s.kind for s in explain(run).steps[-4:]] == ["leased", "failed", "dead_letter", "manual_retry"]
     shown = explain(run)
     gaps = [i for i, step in enumerate(shown.steps) if step.kind == "steps_dropped"]
     assert len(gaps) == 1 and f"{run.steps_dropped} steps" in shown.steps[gaps[0]].detail
     stored_before = [step for step in shown.steps[: gaps[0]] if step.kind != "leased"]  # the grants come from attempts
-    assert stored_before == list(run.steps[: lim.RUN_STEPS_HEAD])
+    assert stored_before == list(steps_of(run)[: lim.RUN_STEPS_HEAD])
 
 
 def test_snapshot_restore_keeps_histories_and_request_ids(lmdb_dir: str) -> None:
@@ -252,7 +255,7 @@ def test_snapshot_restore_keeps_histories_and_request_ids(lmdb_dir: str) -> None
     t.ok(c.TriggerJob(T0 + 1_200, "j1", request_id="r-3"))
     fresh = JobStateMachine()
     fresh.restore(t.m.snapshot())
-    assert fresh.runs[run_id].steps == t.run(run_id).steps and fresh.runs[run_id].attempts == t.run(run_id).attempts
+    assert steps_of(fresh.runs[run_id]) == steps_of(t.run(run_id)) and fresh.runs[run_id].attempts == t.run(run_id).attempts
     assert state_hash(fresh.store) == state_hash(t.m.store)
 
 

@@ -63,6 +63,7 @@ from cluster.domain.model import (
 )
 from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
 from cluster.domain.retention_rules import kept_apart
+from cluster.domain.run_history import steps as steps_of
 from cluster.domain.spec_codec import job_to_plain, run_to_plain
 from cluster.domain.state import JobStateMachine
 from cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
@@ -332,7 +333,7 @@ class StateMachineModel(RuleBasedStateMachine):
             assert isinstance(result, Ok)
             after = self.m.runs[run.run_id]
             assert after.status is RunStatus.PENDING and after.budget_base == after.attempt
-            assert after.steps[-1].kind == "manual_retry"
+            assert steps_of(after)[-1].kind == "manual_retry"
         else:
             assert isinstance(result, FailedPrecondition) and before.value in result.message or deleted
 
@@ -587,10 +588,10 @@ class StateMachineModel(RuleBasedStateMachine):
     @invariant()
     def histories_are_bounded_and_consistent(self) -> None:
         for run in self.m.runs.values():
-            assert len(run.steps) <= lim.MAX_RUN_STEPS and len(run.attempts) <= lim.MAX_RUN_ATTEMPTS_KEPT
+            assert len(steps_of(run)) <= lim.MAX_RUN_STEPS and len(run.attempts) <= lim.MAX_RUN_ATTEMPTS_KEPT
             numbers = [a.attempt for a in run.attempts]
             assert numbers == sorted(set(numbers)) and all(n <= run.attempt for n in numbers), run
-            assert [s.at_ms for s in run.steps] == sorted(s.at_ms for s in run.steps)
+            assert [s.at_ms for s in steps_of(run)] == sorted(s.at_ms for s in steps_of(run))
             running = [a for a in run.attempts if not a.outcome]
             assert len(running) <= 1 and (not running or running[0] == run.attempts[-1])
             if running:
