@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
-# Install raftsched with its test tools into .venv and run the whole test suite.
-#   scripts/test.sh [pytest args]     e.g. scripts/test.sh -m unit
+# Install raftsched with its test tools into .venv and run the test suite.
+#   scripts/test.sh                   everything, in two passes (below)
+#   scripts/test.sh [pytest args]     one pytest run, e.g. scripts/test.sh -m unit
+#
+# The whole suite runs in two passes: the unit, contract and integration tiers on two pytest-xdist
+# workers (one file per worker at a time: a module's cluster is started once; the integration tests
+# mostly wait for real processes, so two of them share two cores well), then the fault tier alone,
+# one test at a time, on a machine nothing else loads (its kills and elections are what it measures).
+# RAFTSCHED_TEST_WORKERS sets the first pass's workers (default: 2, or 1 on a one-core machine).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$repo/scripts/bootstrap.sh")"
 cd "$repo"
 "$py" scripts/gen_protos.py --check
-exec "$py" -m pytest -q "$@"
+if [ "$#" -gt 0 ]; then
+  exec "$py" -m pytest -q "$@"
+fi
+workers="${RAFTSCHED_TEST_WORKERS:-$(( $(nproc) >= 2 ? 2 : 1 ))}"
+parallel=()
+if [ "$workers" -gt 1 ]; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+status=0
+echo "== pass 1 of 2: unit, contract and integration tiers (${workers} worker(s))"
+"$py" -m pytest -q "${parallel[@]}" -m "not fault" || status=$?
+echo "== pass 2 of 2: fault tier, one test at a time"
+"$py" -m pytest -q -m fault || status=$(( status ? status : $? ))
+if [ "$status" -ne 0 ]; then
+  echo "== the suite FAILED (exit status $status): see the failures above" >&2
+fi
+exit "$status"
