@@ -10,6 +10,9 @@ send it). When the position is older than the new node's history
 (OUT_OF_RANGE), it says so and watches again from the node's existing runs
 (``include_existing``): what changed in between is then not replayed.
 
+``cancel()`` (from another thread or a signal handler) ends the iteration
+cleanly: the stream is cancelled and no other node is tried.
+
 ``notices`` (a callback) hears, in one line each, where it streams from and
 of each failover; ``connected(address)`` is called when a stream starts.
 When no node answers — every one tried, for ``give_up_s``
@@ -63,6 +66,7 @@ class RunFollower:
         self.position: tuple[int, int] | None = None
         self.failovers = 0
         self._call: grpc.Call | None = None
+        self._stopped = False
 
     @property
     def address(self) -> str:
@@ -70,6 +74,8 @@ class RunFollower:
         return self.client.current_address
 
     def cancel(self) -> None:
+        """Stop: the stream is cancelled and the iteration ends without trying another node."""
+        self._stopped = True
         if self._call is not None:
             self._call.cancel()
 
@@ -78,12 +84,12 @@ class RunFollower:
         self._down_since: float | None = None  # when the current outage began (no node streamed since)
         self._down: set[str] = set()  # the nodes that could not be reached in it
         self._told = False  # the current outage was reported
-        while True:
+        while not self._stopped:
             try:
                 yield from self._one_stream()
                 why = "the stream ended"
             except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.CANCELLED and self._cancelled(exc):
+                if self._stopped or exc.code() == grpc.StatusCode.CANCELLED and self._cancelled(exc):
                     return
                 if exc.code() == grpc.StatusCode.OUT_OF_RANGE:
                     self.notices(
@@ -109,6 +115,9 @@ class RunFollower:
         resumed_from = self.position
         existing = self._existing and self.position is None
         self._call = stream = self.client.watch_runs(self.job_id, self.queue, existing, self.kinds, self.position, bookmarks=True)
+        if self._stopped:  # cancelled while this stream was being opened
+            self.cancel()
+            return
         fresh = True
         for event in stream:
             if fresh:

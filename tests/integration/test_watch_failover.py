@@ -77,10 +77,11 @@ def test_watch_fails_over_and_every_event_arrives_once_in_order(fresh_cluster: L
             wait_for(lambda: sum("streaming from" in x for x in err.lines) >= 2, 20, "the watch to resume elsewhere")
             wait_for(lambda: len(out.lines) >= killed_at + 12, 30, "events after the failover")
         finally:
-            os.kill(watch.pid, signal.SIGINT)
-            watch.wait(15)
+            os.kill(watch.pid, signal.SIGINT)  # Ctrl-C
+            code = watch.wait(15)
             out.join()
             err.join()
+        assert code == 130, f"Ctrl-C should end the watch with status 130, not {code}: " + "\n".join(err.lines)
         stopped_ms = int(time.time() * 1000)
         events = [json.loads(line) for line in out.lines]
         notes = "\n".join(err.lines)

@@ -53,18 +53,28 @@ class ScriptedClient:
 
     def watch_runs(
         self, job_id: str, queue: str, include_existing: bool, kinds: list[str], resume_after: Any, bookmarks: bool
-    ) -> Iterator[pb.RunEvent]:
+    ) -> Played:
         self.calls.append({"existing": include_existing, "resume_after": resume_after, "address": self.current_address})
         events, error = (
             self.scripts.pop(0) if self.scripts else ([], Broken(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"))
         )
 
-        def play() -> Iterator[pb.RunEvent]:
-            yield from events
-            if error is not None:
-                raise error
+        return Played(events, error)
 
-        return play()
+
+class Played:
+    """A scripted stream: its events, then its error (or the end); ``cancel()`` as a gRPC call has it."""
+
+    def __init__(self, events: list[pb.RunEvent], error: Exception | None) -> None:
+        self.events, self.error, self.cancelled = events, error, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __iter__(self) -> Iterator[pb.RunEvent]:
+        yield from self.events
+        if self.error is not None:
+            raise self.error
 
 
 def follow(client: ScriptedClient, **kw: Any) -> tuple[list[tuple[str, int, int]], list[str]]:
@@ -113,3 +123,48 @@ def test_other_errors_are_not_retried() -> None:
     client = ScriptedClient([([], Broken(grpc.StatusCode.INVALID_ARGUMENT, "unknown event kind"))])
     with pytest.raises(grpc.RpcError):
         follow(client)
+
+
+class CancellableStream:
+    """A live stream: its events, then it waits; ``cancel()`` ends it as gRPC does (CANCELLED, locally)."""
+
+    def __init__(self, events: list[pb.RunEvent]) -> None:
+        self.events = list(events)
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def __iter__(self) -> Iterator[pb.RunEvent]:
+        while self.events and not self.cancelled:
+            yield self.events.pop(0)
+        if self.cancelled:
+            raise Broken(grpc.StatusCode.CANCELLED, "Locally cancelled by application!")
+        raise AssertionError("a live stream without events waits: the test would hang here")
+
+
+def test_cancel_during_a_stream_ends_the_iteration_without_trying_another_node() -> None:
+    stream = CancellableStream([ev("fired", 1, 0, "r1"), ev("leased", 2, 0, "r1"), ev("finished", 3, 0, "r1")])
+    client = ScriptedClient([])
+    client.watch_runs = lambda *a, **k: (client.calls.append({"address": client.current_address}), stream)[1]  # type: ignore[method-assign]
+    follower = RunFollower(client)  # type: ignore[arg-type]
+    got = []
+    for event in follower:
+        got.append(event.kind)
+        if len(got) == 2:
+            follower.cancel()  # what Ctrl-C does in `raftsched run watch`
+    assert got == ["fired", "leased"] and stream.cancelled
+    assert [c["address"] for c in client.calls] == ["a:1"]
+
+
+def test_cancel_during_a_failover_opens_no_other_stream() -> None:
+    client = ScriptedClient([([ev("fired", 1, 0, "r1")], Broken(grpc.StatusCode.UNAVAILABLE, "Socket closed"))] * 3)
+    follower: RunFollower
+
+    def notice(text: str) -> None:
+        if "stopped streaming" in text:
+            follower.cancel()  # Ctrl-C while the watch moves to the next node
+
+    follower = RunFollower(client, notices=notice)  # type: ignore[arg-type]
+    assert [e.kind for e in follower] == ["fired"]
+    assert len(client.calls) == 1

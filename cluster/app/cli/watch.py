@@ -16,8 +16,12 @@ per event, ``id`` the run ids.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
+from typing import Any, Iterator
 
 from cluster.app.cli.connect import UNREACHABLE_AFTER_S
 from cluster.app.cli.output import to_plain, to_yaml
@@ -100,14 +104,46 @@ def watch(a: argparse.Namespace, client: Client) -> None:
         first_give_up_s=UNREACHABLE_AFTER_S,
     )
     shown = 0
-    try:
-        for ev in follower:
-            print(format_event(a.output, ev), flush=True)
-            shown += 1
-            if a.count and shown >= a.count:
-                return
-    finally:  # also on Ctrl-C: the stream is cancelled before its channel is closed
+    with _ctrl_c_cancels(follower):
+        try:
+            for ev in follower:
+                print(format_event(a.output, ev), flush=True)
+                shown += 1
+                if a.count and shown >= a.count:
+                    return
+        finally:  # the stream is cancelled before its channel is closed
+            follower.cancel()
+
+
+@contextlib.contextmanager
+def _ctrl_c_cancels(follower: RunFollower) -> Iterator[None]:
+    """Ctrl-C (SIGINT) or SIGTERM ends the watch by cancelling its stream, which ends the iteration as
+    ``--count`` does, and then exits as the signal asks (130 for Ctrl-C, 143 for SIGTERM): no
+    KeyboardInterrupt raised somewhere inside gRPC's waits, where one can leave the process hanging
+    instead of exiting (seen once in CI: a watch outlived SIGINT by 15 s). A second Ctrl-C interrupts at
+    once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        got.append(signum)
+        signal.signal(signum, before[signum])  # the next one acts at once
         follower.cancel()
+
+    before: dict[int, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        before[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    if signal.SIGINT in got:
+        raise KeyboardInterrupt
+    if got:
+        raise SystemExit(128 + got[0])
 
 
 def add_watch_args(p: argparse.ArgumentParser) -> None:
