@@ -5,8 +5,9 @@
 #
 # The whole suite runs in two passes: the unit, contract and integration tiers on two pytest-xdist
 # workers (one file per worker at a time: a module's cluster is started once; the integration tests
-# mostly wait for real processes, so two of them share two cores well), then the fault tier alone,
-# one test at a time, on a machine nothing else loads (its kills and elections are what it measures).
+# mostly wait for real processes, so two of them share two cores well), then, one test at a time on a
+# machine nothing else loads, the fault tier (its kills and elections) and the tests marked `alone`
+# (they time how quickly something answers: a CLI error within 2 s, GetJob under load within 1 s).
 # RAFTSCHED_TEST_WORKERS sets the first pass's workers (default: 2, or 1 on a one-core machine).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,9 +24,9 @@ if [ "$workers" -gt 1 ]; then
 fi
 status=0
 echo "== pass 1 of 2: unit, contract and integration tiers (${workers} worker(s))"
-"$py" -m pytest -q "${parallel[@]}" -m "not fault" || status=$?
-echo "== pass 2 of 2: fault tier, one test at a time"
-"$py" -m pytest -q -m fault || status=$(( status ? status : $? ))
+"$py" -m pytest -q "${parallel[@]}" -m "not fault and not alone" || status=$?
+echo "== pass 2 of 2: the fault tier and the timed tests (marked alone), one test at a time"
+"$py" -m pytest -q -m "fault or alone" || status=$(( status ? status : $? ))
 if [ "$status" -ne 0 ]; then
   echo "== the suite FAILED (exit status $status): see the failures above" >&2
 fi

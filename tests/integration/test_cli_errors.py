@@ -16,7 +16,8 @@ from cluster.app.client_config import client_config_text
 from cluster.app.local_cluster import LocalCluster, free_ports
 from tests.helpers import wait_for
 
-pytestmark = pytest.mark.integration
+# each answer is timed (within 2 s): run in the suite's serial pass, with nothing beside it
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 WITHIN_S = 2.0
 

@@ -22,7 +22,8 @@ from rpc import convert as cv
 from tests.conftest import running_cluster
 from tests.helpers import wait_for
 
-pytestmark = pytest.mark.integration
+# GetJob's answer is timed (under 1 s): run in the suite's serial pass, with nothing beside it
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 STREAMS = 300
 LONG_POLLS = 300
