@@ -70,6 +70,7 @@ def test_watch_fails_over_and_every_event_arrives_once_in_order(fresh_cluster: L
 
         def fired() -> int:  # the runs seen fired so far (the first events may be of runs fired before the watch)
             return sum('"kind": "fired"' in line for line in list(out.lines))
+
         try:
             first = wait_for(lambda: next((x for x in err.lines if "streaming from" in x), None), 20, "the watch to start")
             address = first.split("streaming from ")[1].split(",")[0].strip()
