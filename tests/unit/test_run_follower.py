@@ -39,6 +39,7 @@ class ScriptedClient:
     def __init__(self, scripts: list[tuple[list[pb.RunEvent], Exception | None]]) -> None:
         self.scripts = scripts
         self.calls: list[dict[str, Any]] = []
+        self.streams: list[Played] = []
         self.addresses = ["a:1", "b:2", "c:3"]
         self.source = ""
         self._current = 0
@@ -59,7 +60,8 @@ class ScriptedClient:
             self.scripts.pop(0) if self.scripts else ([], Broken(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"))
         )
 
-        return Played(events, error)
+        self.streams.append(Played(events, error))
+        return self.streams[-1]
 
 
 class Played:
@@ -72,7 +74,10 @@ class Played:
         self.cancelled = True
 
     def __iter__(self) -> Iterator[pb.RunEvent]:
-        yield from self.events
+        for event in self.events:
+            if self.cancelled:
+                raise Broken(grpc.StatusCode.CANCELLED, "Locally cancelled by application!")
+            yield event
         if self.error is not None:
             raise self.error
 
@@ -125,35 +130,15 @@ def test_other_errors_are_not_retried() -> None:
         follow(client)
 
 
-class CancellableStream:
-    """A live stream: its events, then it waits; ``cancel()`` ends it as gRPC does (CANCELLED, locally)."""
-
-    def __init__(self, events: list[pb.RunEvent]) -> None:
-        self.events = list(events)
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-    def __iter__(self) -> Iterator[pb.RunEvent]:
-        while self.events and not self.cancelled:
-            yield self.events.pop(0)
-        if self.cancelled:
-            raise Broken(grpc.StatusCode.CANCELLED, "Locally cancelled by application!")
-        raise AssertionError("a live stream without events waits: the test would hang here")
-
-
 def test_cancel_during_a_stream_ends_the_iteration_without_trying_another_node() -> None:
-    stream = CancellableStream([ev("fired", 1, 0, "r1"), ev("leased", 2, 0, "r1"), ev("finished", 3, 0, "r1")])
-    client = ScriptedClient([])
-    client.watch_runs = lambda *a, **k: (client.calls.append({"address": client.current_address}), stream)[1]  # type: ignore[method-assign]
+    client = ScriptedClient([([ev("fired", 1, 0, "r1"), ev("leased", 2, 0, "r1"), ev("finished", 3, 0, "r1")], None)])
     follower = RunFollower(client)  # type: ignore[arg-type]
     got = []
     for event in follower:
         got.append(event.kind)
         if len(got) == 2:
             follower.cancel()  # what Ctrl-C does in `raftsched run watch`
-    assert got == ["fired", "leased"] and stream.cancelled
+    assert got == ["fired", "leased"] and client.streams[0].cancelled
     assert [c["address"] for c in client.calls] == ["a:1"]
 
 
