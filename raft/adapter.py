@@ -130,6 +130,8 @@ class ProposalError(RaftError):
 
 
 #: our own fail reasons: the Raft log (LMDB map) of this node or of the leader has no room; the state has none
+#: how long the leader keeps the log after a dump it sent, waiting for the follower to install it and answer
+INSTALL_GRACE_S = 300.0
 LOG_FULL = 100
 STATE_FULL = 101
 _REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
@@ -373,14 +375,23 @@ class RaftNode:
         log.info("loaded the state of snapshot %s (index %d) in %.2f s", path, snap.index, time.monotonic() - started)
 
     def _followers_behind(self, index: int) -> bool:
-        """Tick thread, on the leader: whether a connected follower's log matches below ``index``, or the dump is being
-        sent to one (pysyncobj's ``__raftMatchIndex``, ``__connectedNodes``, its serializer's ``__transmissions``)."""
+        """Tick thread, on the leader: whether a connected follower's log matches below ``index``, the dump is being
+        sent to one, or one was sent it lately and has not answered past ``index`` yet (pysyncobj's
+        ``__raftMatchIndex``, ``__connectedNodes``, its serializer's ``__transmissions``).
+
+        The last: a follower installing a large snapshot answers nothing until it is done (ten seconds at ten
+        million jobs), so the leader drops its connection meanwhile; without the wait the leader would compact
+        the entries after the dump it sent, and send the whole state again when the follower came back — over
+        and over while each transfer and install outlasted the next snapshot (seen with the backlog run)."""
         replica = self._replica
         if not replica._isLeader():
             return False
-        if replica._SyncObj__serializer._Serializer__transmissions:
+        serializer = replica._SyncObj__serializer
+        if serializer._Serializer__transmissions:
             return True
         matched = replica._SyncObj__raftMatchIndex
+        if any(matched.get(node, 0) < index for node in pysyncobj_patches.dump_sent_within(serializer, INSTALL_GRACE_S)):
+            return True
         return any(matched.get(node, 0) < index for node in replica._SyncObj__connectedNodes if node in matched)
 
     def _deserialize(self, path: str) -> Any:
@@ -524,6 +535,12 @@ class RaftNode:
         """Call ``hook(index, seconds)`` on the tick thread after each snapshot this node writes (keep it short)."""
         if self._snapshotter is not None:
             self._snapshotter.on_written = hook
+
+    def on_log_commit(self, hook: Callable[[float], None]) -> None:
+        """Call ``hook(seconds)`` on the tick thread after each commit of the Raft log (fsynced unless
+        ``journal_fsync`` is off): how long the disk takes to make entries durable (keep it short)."""
+        if self._journal is not None:
+            self._journal.on_commit = hook
 
     def force_snapshot(self) -> None:
         self._replica.forceLogCompaction()

@@ -49,6 +49,7 @@ import json
 import os
 import struct
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 import lmdb
@@ -159,6 +160,8 @@ class LmdbJournal(Journal):
         self._pending_bytes = 0
         self._full = False
         self._freed = False
+        #: called on the committing thread with the seconds each commit took (the metrics; keep it short)
+        self.on_commit: Callable[[float], None] | None = None
         self._psize = int(self._env.stat()["psize"])
         try:
             self._log = self._env.open_db(b"log")
@@ -256,6 +259,7 @@ class LmdbJournal(Journal):
         if self._txn is None or self._txn_thread != threading.get_ident():
             return
         txn, self._txn = self._txn, None
+        began = time.monotonic()
         try:
             txn.commit()
         except lmdb.MapFullError:  # LMDB needed pages for its free list; keep every change and refuse
@@ -264,6 +268,8 @@ class LmdbJournal(Journal):
                 op(txn)
             self._full = True
             raise LogFullError(self._full_message()) from None
+        if self.on_commit is not None:
+            self.on_commit(time.monotonic() - began)
         self._ops = []
         self._pending_bytes = 0
         if self._freed:

@@ -12,7 +12,8 @@ each on a pysyncobj upgrade:
   ``raft.connection.RaftConnection`` (per-connection keys, bounded reads).
 * ``serializer.atomicReplace``: ``durable_replace``, so a snapshot received
   from the leader (written to ``<dump>.1.tmp``, then renamed) is fsynced,
-  ``0600``, and its directory fsynced before it replaces anything. A
+  ``0600``, and its directory fsynced before it replaces anything (the old
+  dump is freed in the background, not on the tick thread). A
   snapshot this node writes is written in the background
   (``raft.snapshotter``) and leaves no ``<dump>.tmp``: with none, pysyncobj's
   rename right after the serializer returns does nothing (the checker puts
@@ -61,6 +62,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from typing import Any
 
 import pysyncobj.serializer as _serializer_module
@@ -121,7 +123,7 @@ def _atomic_replace(src: str, dst: str) -> None:
         except SnapshotError as exc:
             log.warning("the snapshot received from the leader is refused (%s); it will be sent again", exc)
             raise
-    durable_replace(src, dst)
+    durable_replace(src, dst, free_old_later=True)  # the old dump is freed off the tick thread
 
 
 def _transmission_data(self: Any, transmission_id: Any) -> Any:
@@ -135,8 +137,21 @@ def _transmission_data(self: Any, transmission_id: Any) -> Any:
         self._Serializer__pid = pid
     if not out:
         return out
+    sent = getattr(self, "_raftsched_sent_at", None)
+    if sent is None:
+        sent = self._raftsched_sent_at = {}
+    sent[transmission_id] = time.monotonic()
     piece, first, last = out
     return (_PIECE_MARK + _OFFSET.pack(offset) + piece, first, last)
+
+
+def dump_sent_within(serializer: Any, seconds: float) -> list[Any]:
+    """The nodes this serializer handed a piece of its dump to in the last ``seconds`` (tick thread)."""
+    sent: dict[Any, float] = getattr(serializer, "_raftsched_sent_at", None) or {}
+    since = time.monotonic() - seconds
+    for node in [n for n, at in sent.items() if at < since]:
+        del sent[node]
+    return list(sent)
 
 
 def _set_transmission_data(self: Any, data: Any) -> bool:

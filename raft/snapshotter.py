@@ -24,8 +24,10 @@ it compacts the log. We use that to keep the tick thread free:
 
 The writer thread runs at the lowest CPU priority (every node reaches the
 threshold at about the same index; three copies at full priority would
-starve the Raft threads of a small machine), and LMDB's copy releases the
-GIL. A crash at any point leaves a valid dump plus the log after it (the
+starve the Raft threads of a small machine) and in the idle I/O class, and
+LMDB's copy releases the GIL. The dump the new one replaces is freed in the
+background (``durable_replace(free_old_later=True)``): freeing gigabytes on
+the tick thread stalled it for seconds, long enough for an election. A crash at any point leaves a valid dump plus the log after it (the
 LMDB log trims itself to the dump on open); a ``.next`` left behind is
 removed at the next snapshot. ``abandon`` (before a snapshot from the leader
 is installed) waits for a writer and drops what it wrote: it would describe a
@@ -42,7 +44,8 @@ from typing import Any, Callable, Protocol
 
 from pysyncobj.config import SERIALIZER_STATE
 
-from raft.durable_files import durable_replace
+from raft import io_priority
+from raft.durable_files import durable_replace, sweep_old
 from raft.snapshot_file import write_snapshot_file
 
 log = logging.getLogger("raftsched.raft")
@@ -92,6 +95,7 @@ class Snapshotter:
         self.max_pause_seconds = 0.0
         #: called on the tick thread with (index, seconds) after each snapshot is in place (the metrics)
         self.on_written: Callable[[int, float], None] | None = None
+        sweep_old(dump_file)  # old dumps a crash left before the background remover got to them
 
     @property
     def next_path(self) -> str:
@@ -140,7 +144,7 @@ class Snapshotter:
                 log.error("snapshot at index %d failed (%s); the log is kept", index, self._failed)
             _remove(self.next_path)
             return SERIALIZER_STATE.FAILED
-        durable_replace(self.next_path, self.dump_file)
+        durable_replace(self.next_path, self.dump_file, free_old_later=True)  # see raft.durable_files
         self._finished(index, started)
         return SERIALIZER_STATE.SUCCESS
 
@@ -176,8 +180,10 @@ def _remove(path: str) -> None:
 
 
 def _lowest_priority() -> None:
-    """This thread (and the copy thread LMDB starts from it) at the lowest CPU priority (Linux: per thread)."""
+    """This thread (and the copy thread LMDB starts from it) at the lowest CPU priority and in the idle I/O
+    class (Linux: per thread; ``raft.io_priority``): the Raft log's fsyncs go to the disk first."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     except (OSError, AttributeError):
         pass
+    io_priority.set_idle()

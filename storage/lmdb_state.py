@@ -45,7 +45,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 import lmdb
 
 from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
-from raft.durable_files import FILE_MODE, fsync_dir
+from raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
 from raft.lmdb_check import lmdb_short_by
 from storage import state_trust
 from storage.rw_gate import RWGate
@@ -119,6 +119,7 @@ class LmdbStateStore:
         #: set when the environment found at open was set aside (why, and where it is now)
         self.set_aside = ""
         check_state_file(path)
+        sweep_old(path)  # old environments an install replaced and a crash left behind
         why = state_trust.untrusted_reason(path, self._boot)
         if why:
             self.set_aside = f"the state file {path} is not trusted: {why}; moved to {state_trust.set_aside(path, why)}"
@@ -362,6 +363,5 @@ class LmdbStateStore:
         check_state_file(new)
         with self.gate.exclusive():
             self._close_env()
-            os.replace(new, self.path)
-            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+            replace_freeing_later(new, self.path)  # the old environment is freed in the background
             self._open()

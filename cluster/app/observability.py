@@ -88,6 +88,7 @@ class Observability:
         store.on_applied.append(RunEventMetrics(metrics, raft.is_leader, clock.now_ms).on_applied)
         self.monitor.listeners.append(LeaderChanges(metrics).on_health)
         raft.on_snapshot(metrics.observe_snapshot)
+        raft.on_log_commit(metrics.observe_log_commit)
         add_ops_routes(self.router, self.health, metrics.exposition)
         tls = None if cfg.tls is None else cfg.tls.for_node(node_id)
         self.http = HttpServer(me.http_listen, self.router, None if tls is None else (tls.cert_file, tls.key_file))

@@ -9,7 +9,7 @@ CPU and memory (``process_*``, prometheus_client's collector). Who feeds what:
 * the run events a node applies (``rpc.http.run_metrics``): the two delay
   histograms, the finished, granted and expired counters — on the leader;
 * the health monitor: ``raftsched_leader_changes_total``;
-* the Raft adapter's snapshot hook: ``raftsched_snapshot_seconds``;
+* the Raft adapter's hooks: ``raftsched_snapshot_seconds`` and ``raftsched_raft_log_commit_seconds``;
 * the gRPC interceptor (``rpc.server.metrics_interceptor``): the request
   counter and histogram.
 
@@ -40,6 +40,8 @@ FINISHED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTE
 
 #: delays, from a few ms to minutes late
 DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: a Raft log commit: an fsync, from under a millisecond on a fast disk to seconds on a saturated one
+LOG_COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 SNAPSHOT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -65,6 +67,12 @@ METRICS = (
     MetricDef("raftsched_is_leader", "gauge", (), "1 on the leader, else 0"),
     MetricDef("raftsched_leader_changes_total", "counter", (), "Leadership changes this node saw"),
     MetricDef("raftsched_snapshot_seconds", "histogram", (), "Time to write a snapshot"),
+    MetricDef(
+        "raftsched_raft_log_commit_seconds",
+        "histogram",
+        (),
+        "Time to commit a batch of Raft log entries to disk (fsynced unless journal_fsync is off)",
+    ),
     MetricDef("raftsched_grpc_requests_total", "counter", ("method", "code"), "gRPC calls served, by method and status code"),
     MetricDef("raftsched_grpc_request_seconds", "histogram", ("method",), "gRPC call time (a stream: its life), by method"),
 )
@@ -99,6 +107,12 @@ class NodeMetrics:
         self.snapshot_seconds = Histogram(
             "raftsched_snapshot_seconds", _help("raftsched_snapshot_seconds"), registry=r, buckets=SNAPSHOT_BUCKETS
         )
+        self.log_commit_seconds = Histogram(
+            "raftsched_raft_log_commit_seconds",
+            _help("raftsched_raft_log_commit_seconds"),
+            registry=r,
+            buckets=LOG_COMMIT_BUCKETS,
+        )
         self._requests = Counter(
             "raftsched_grpc_requests_total", _help("raftsched_grpc_requests_total"), ("method", "code"), registry=r
         )
@@ -126,6 +140,10 @@ class NodeMetrics:
     def observe_snapshot(self, index: int, seconds: float) -> None:
         """The Raft adapter's snapshot hook (``RaftNode.on_snapshot``)."""
         self.snapshot_seconds.observe(seconds)
+
+    def observe_log_commit(self, seconds: float) -> None:
+        """The Raft adapter's log hook (``RaftNode.on_log_commit``; tick thread)."""
+        self.log_commit_seconds.observe(seconds)
 
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
         """The metrics in the format the ``Accept`` header asks for (Prometheus text by default): body, content type."""

@@ -152,6 +152,19 @@ def test_the_tick_threads_changes_are_one_transaction_per_commit(tmp_path) -> No
     assert len(k) == 45 and (k.getCurrentTerm(), k.getVotedForNodeId()) == (3, "127.0.0.1:7002")
 
 
+def test_every_commit_is_timed_for_the_metrics(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    j = LmdbJournal(str(tmp_path / "j"))
+    took: list[float] = []
+    j.on_commit = took.append
+    j.bind_thread()
+    j.add(b"entry 1", 1, 1)
+    j.add(b"entry 2", 2, 1)
+    assert took == []  # nothing committed yet
+    j.commit()
+    j.commit()  # nothing open: no commit, nothing timed
+    assert len(took) == 1 and 0 < took[0] < 5
+
+
 def test_other_threads_changes_commit_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
     j = LmdbJournal(str(tmp_path / "j"))  # no bound thread: pysyncobj's constructor, before the first tick
     before = j._env.info()["last_txnid"]

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.domain.state_store import MemoryStore, StoreFailure, Table
+from raft.durable_files import OLD_MARK, removals_done
 from storage import state_trust
 from storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
 
@@ -182,6 +183,8 @@ def test_an_install_waits_for_running_reads_and_replaces_the_state(tmp_path: Pat
     assert target.count(Table.JOBS) == 100 and target.get(Table.JOBS, b"j042") == b"job 42"
     source.close()
     target.close()
+    assert removals_done(10)  # the old environment was freed in the background, and nothing is left of it
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("target.mdb" + OLD_MARK) or n == "target.mdb.new"]
 
 
 def test_a_short_copy_replaces_nothing(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...]]] = {
     "raftsched_is_leader": ("gauge", ()),
     "raftsched_leader_changes_total": ("counter", ()),
     "raftsched_snapshot_seconds": ("histogram", ()),
+    "raftsched_raft_log_commit_seconds": ("histogram", ()),
     "raftsched_grpc_requests_total": ("counter", ("method", "code")),
     "raftsched_grpc_request_seconds": ("histogram", ("method",)),
 }
@@ -231,3 +232,7 @@ def test_grpc_requests_and_snapshots_are_observed() -> None:
     assert get("raftsched_grpc_requests_total", {"method": "raftsched.v1.JobService/ListJobs", "code": "UNAUTHENTICATED"}) == 1
     assert get("raftsched_grpc_request_seconds_count", {"method": "raftsched.v1.JobService/ListJobs"}) == 3
     assert get("raftsched_snapshot_seconds_sum") == pytest.approx(0.3)
+    metrics.observe_log_commit(0.004)
+    metrics.observe_log_commit(0.2)
+    assert get("raftsched_raft_log_commit_seconds_count") == 2
+    assert get("raftsched_raft_log_commit_seconds_bucket", {"le": "0.005"}) == 1

@@ -14,7 +14,8 @@ import pytest
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.serializer import Serializer
 
-from raft import pysyncobj_patches
+from raft import io_priority, pysyncobj_patches
+from raft.durable_files import OLD_MARK, removals_done
 from raft.snapshot_file import SnapshotError, check_body, open_body, read_snapshot, write_snapshot_file
 from raft.snapshotter import BytesCopy, Snapshotter
 
@@ -31,8 +32,10 @@ class SlowCopy(BytesCopy):
         self.seconds, self.fail = seconds, fail
         self.started = threading.Event()
         self.closed = False
+        self.io_priority: int | None = None
 
     def write_to(self, fd: int) -> None:
+        self.io_priority = io_priority.get()
         self.started.set()
         time.sleep(self.seconds)
         if self.fail:
@@ -72,6 +75,20 @@ def test_the_copy_is_written_in_the_background_and_put_in_place_when_whole(tmp_p
         assert body.read(header.body_size) == b"the state at 7" * 1000
     assert len(seen) == 1 and seen[0][0] == 7 and seen[0][1] >= 0.3
     assert snap.last_index == 7 and snap.check() == SERIALIZER_STATE.NOT_SERIALIZING
+    assert copy.io_priority == io_priority.CLASS_IDLE << 13  # the copy's reads and writes queue behind the log's
+
+
+def test_the_dump_replaced_is_freed_in_the_background(tmp_path: Path) -> None:
+    dump = str(tmp_path / "raft.snapshot")
+    Path(dump).write_bytes(b"the old dump")
+    Path(dump + OLD_MARK + "12345").write_bytes(b"left by a crash")
+    snap = Snapshotter(dump, lambda: BytesCopy(b"the new state"))
+    snap.serialize(dump + ".tmp", RAFT_DATA)
+    assert _until_done(snap) == SERIALIZER_STATE.SUCCESS
+    assert removals_done(10) and os.listdir(tmp_path) == ["raft.snapshot"]
+    header = read_snapshot(dump)
+    with open_body(dump, header) as body:
+        assert body.read(header.body_size) == b"the new state"
 
 
 def test_a_failing_hook_does_not_fail_the_snapshot(tmp_path: Path) -> None:
@@ -216,3 +233,36 @@ def test_a_dropped_connection_starts_the_transfer_over(tmp_path: Path) -> None:
     transport._onNodeDisconnectedCallback("n2")
     assert seen == ["n2"]  # pysyncobj still hears of it
     assert leader.getTransmissionData("n2")[1] is True  # the next piece is the first again
+
+
+def test_a_follower_sent_the_dump_is_waited_for_until_it_answers_past_it(tmp_path: Path) -> None:
+    """A follower installing a large snapshot answers nothing for seconds and the leader drops its connection:
+    the leader still keeps the log after the dump it sent, until the follower's log matches past it."""
+    from raft.adapter import INSTALL_GRACE_S, RaftNode
+
+    pysyncobj_patches.install()
+    dump = str(tmp_path / "raft.snapshot")
+    write_snapshot_file(dump, RAFT_DATA, BytesCopy(os.urandom(3_000)).write_to)
+    leader = Serializer(dump, 1024, False, None, None, None)
+    while not leader.getTransmissionData("n2")[2]:  # the whole dump, to its last piece
+        pass
+    assert not leader._Serializer__transmissions  # pysyncobj forgets a transfer once its last piece is out
+    replica = type(
+        "Replica",
+        (),
+        {
+            "_isLeader": lambda self: True,
+            "_SyncObj__serializer": leader,
+            "_SyncObj__raftMatchIndex": {"n2": 0, "n3": 500},
+            "_SyncObj__connectedNodes": {"n3"},  # n2 is installing: disconnected
+        },
+    )()
+    node = RaftNode.__new__(RaftNode)
+    node._replica = replica
+    assert node._followers_behind(400) is True  # n2 has not answered past the dump it was sent
+    replica._SyncObj__raftMatchIndex["n2"] = 450
+    assert node._followers_behind(400) is False  # it has: compact away
+    replica._SyncObj__raftMatchIndex["n2"] = 0
+    leader._raftsched_sent_at["n2"] -= INSTALL_GRACE_S + 1
+    assert node._followers_behind(400) is False  # sent too long ago: a follower that never came back holds nothing
+    assert pysyncobj_patches.dump_sent_within(leader, INSTALL_GRACE_S) == []

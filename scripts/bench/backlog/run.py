@@ -44,6 +44,8 @@ from rpc.client.client import Client
 LAG_JOBS = 200
 #: snapshots the fire-lag phase waits for (one per node), at most this long (a 10M-job copy takes a while)
 SNAPSHOTS_WANTED, SNAPSHOT_WAIT_S = 3, 900
+#: then at most this long for the snapshots being written to end
+SNAPSHOT_SETTLE_S = 180
 
 
 def _lag(values: list[float]) -> dict[str, Any]:
@@ -82,7 +84,8 @@ def _snapshots_written(cluster: LocalCluster, lags: list[tuple[float, float]], r
     while time.monotonic() < deadline and len(snapshot_windows(cluster, since)) < SNAPSHOTS_WANTED:
         time.sleep(1)
     time.sleep(3)
-    wait_no_snapshot_written(cluster)
+    # the lag jobs keep the log growing, so the nodes go on writing: give those in progress time to end
+    wait_no_snapshot_written(cluster, timeout=SNAPSHOT_SETTLE_S)
     snaps = snapshot_windows(cluster, since)
     res["snapshots"] = snaps
     res["fire_lag_ms_while_writing_snapshots"] = _lag(_within(lags, [(s["end"] - s["seconds"], s["end"]) for s in snaps]))
@@ -122,7 +125,7 @@ def _report(res: dict[str, Any], out: str, root: str) -> None:
     with open(os.path.join(out, "backlog.json"), "w", encoding="utf-8") as f:
         json.dump(res, f, indent=2)
     for key, value in res.items():
-        if key != "snapshots":
+        if key not in ("snapshots", "fire_lags"):
             print(f"{key:40} {value}")
     for s in res.get("snapshots", []):
         print(f"snapshot {s['node']} index {s['index']}: {s['seconds']:.2f} s, tick thread paused {s['pause_s']:.3f} s")
@@ -155,6 +158,7 @@ def _measure(cluster: LocalCluster, res: dict[str, Any], restarts_only: bool = F
                 client.job("DeleteJob", pb.DeleteJobRequest(job_id=job_id))
         stop.set()
     res["fire_lag_ms_all"] = _lag([x for _, x in lags])
+    res["fire_lags"] = [[round(ts, 3), round(lag, 1)] for ts, lag in lags]
     wait_no_snapshot_written(cluster)
     _restarts(cluster, res)
 
