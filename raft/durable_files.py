@@ -142,7 +142,7 @@ def remove_later(path: str) -> None:
 
 
 def removals_done(timeout: float = 30.0) -> bool:
-    """Wait until every file handed to ``remove_later`` is gone (tests, a clean stop). Whether they all are."""
+    """Wait until every file handed to ``remove_later`` is gone (for tests). Whether they all are."""
     deadline = time.monotonic() + timeout
     while _doomed.unfinished_tasks and time.monotonic() < deadline:
         time.sleep(0.01)
