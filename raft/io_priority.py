@@ -20,36 +20,31 @@ import ctypes
 import platform
 import threading
 
-#: ioprio_set's system call number per architecture (Linux)
+#: ioprio_set's system call number per architecture (Linux); ioprio_get's is the next one on both
 _SYSCALLS = {"x86_64": 251, "aarch64": 30}
 _WHO_PROCESS = 1  # "process" means one thread for this call: its id as gettid() gives it
-_CLASS_SHIFT = 13
 CLASS_IDLE = 3
 
 
-def _value(io_class: int, level: int = 0) -> int:
-    return (io_class << _CLASS_SHIFT) | level
+def _call(get: bool, native_id: int | None, *value: int) -> int | None:
+    """ioprio_set (or ioprio_get) on a thread, by default the calling one: the kernel's answer, None where missing."""
+    number = _SYSCALLS.get(platform.machine())
+    if number is None:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    tid = threading.get_native_id() if native_id is None else native_id
+    return int(libc.syscall(number + int(get), _WHO_PROCESS, tid, *value))
 
 
 def set_idle(native_id: int | None = None) -> bool:
     """Put a thread (by default the calling one) in the idle I/O class. Whether the kernel took it."""
-    number = _SYSCALLS.get(platform.machine())
-    if number is None:
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        tid = threading.get_native_id() if native_id is None else native_id
-        return int(libc.syscall(number, _WHO_PROCESS, tid, _value(CLASS_IDLE))) == 0
-    except (OSError, AttributeError):
-        return False
+    return _call(False, native_id, CLASS_IDLE << 13) == 0
 
 
 def get(native_id: int | None = None) -> int | None:
     """A thread's I/O priority as the kernel holds it (class << 13 | level), or None where unknown."""
-    number = _SYSCALLS.get(platform.machine())
-    if number is None:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    tid = threading.get_native_id() if native_id is None else native_id
-    value = int(libc.syscall(number + 1, _WHO_PROCESS, tid))  # ioprio_get follows ioprio_set on both
-    return None if value < 0 else value
+    value = _call(True, native_id)
+    return None if value is None or value < 0 else value
