@@ -24,7 +24,7 @@ class FakeApi:
     def acquire(self, queues: list[str], max_runs: int, wait_ms: int, types: list[str] | None = None) -> list[Task]:
         return []
 
-    def renew(self, leases: list[tuple[str, int]]) -> list:
+    def renew(self, leases: list[tuple[str, int]], within_s: float | None = None) -> list:
         return []
 
     def complete(self, finished: Finished) -> None:

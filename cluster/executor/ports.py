@@ -90,7 +90,10 @@ class LeaseApi(Protocol):
         """Long-poll for up to ``max_runs`` runs of ``queues`` whose job type is one of ``types`` (None: any)."""
         ...
 
-    def renew(self, leases: list[tuple[str, int]]) -> list[Renewal]: ...
+    def renew(self, leases: list[tuple[str, int]], within_s: float | None = None) -> list[Renewal]:
+        """Renew ``(lease_id, fencing_token)`` pairs; raise if no answer came within ``within_s`` (None: the
+        client's own deadline), trying every node meanwhile."""
+        ...
 
     def complete(self, finished: Finished) -> None:
         """Report one outcome; raise ``LeaseLost`` if the cluster refuses it."""

@@ -61,6 +61,9 @@ ACQUIRE_WAIT_MS = 5_000
 #: slots freed meanwhile are asked for by the next (each reserves the slots it asks for)
 ACQUIRERS = 2
 MIN_RENEW_S = 0.05
+#: how soon a renewal that was not answered is tried again
+RENEW_RETRY_S = 0.1
+RENEW_WARN_EVERY_S = 5.0
 #: how long a failing output store is retried before the run completes with its output missing
 OUTPUT_RETRY_S = 120.0
 OUTPUT_BACKOFF_S = 0.5
@@ -114,6 +117,7 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._runs: queue.SimpleQueue[_Held | None] = queue.SimpleQueue()  # to the worker threads
         self._completer = Completer(api)
+        self._renew_warned = -RENEW_WARN_EVERY_S  # monotonic time of the last "renewal failed" line
         self.completed = 0
         self.lost = 0
 
@@ -224,18 +228,23 @@ class Executor:
         while not self._stopping.is_set() or self._held:
             with self._lock:
                 held = list(self._held.values())
-            period = min([h.ttl_s / 3.0 for h in held], default=0.5)
-            if held:
-                self._renew_once(held)
-            if self._stopping.wait(max(MIN_RENEW_S, period)) and not self._held:
+            period = max(MIN_RENEW_S, min([h.ttl_s / 3.0 for h in held], default=0.5))
+            # a failed renewal (no node answered within a period) is tried again soon, not a period later
+            wait = period if not held or self._renew_once(held, period) else RENEW_RETRY_S
+            if self._stopping.wait(wait) and not self._held:
                 return
 
-    def _renew_once(self, held: list[_Held]) -> None:
+    def _renew_once(self, held: list[_Held], within_s: float) -> bool:
+        """Renew every held lease in one call, answered within ``within_s``; whether it was answered."""
         try:
-            results = self.api.renew([(h.task.lease_id, h.task.fencing_token) for h in held])
+            results = self.api.renew([(h.task.lease_id, h.task.fencing_token) for h in held], within_s)
         except Exception as exc:  # noqa: BLE001 - keep trying: the new leader grants a grace period
-            log.warning("renewal of %d leases failed (%s); retrying", len(held), exc)
-            return
+            now = time.monotonic()
+            if now - self._renew_warned >= RENEW_WARN_EVERY_S:  # one line per few seconds of failing, not per try
+                self._renew_warned = now
+                log.warning("renewal of %d leases failed (%s); retrying", len(held), exc)
+            return False
+        self._renew_warned = -RENEW_WARN_EVERY_S
         by_id = {h.task.lease_id: h for h in held}
         for r in results:
             h = by_id.get(r.lease_id)
@@ -251,6 +260,7 @@ class Executor:
             elif r.cancel_requested and not h.ctx.cancelled.is_set():
                 h.ctx.reason = "cancelled by request"
                 h.ctx.cancelled.set()
+        return True
 
     # ------------------------------------------------------------ working
 

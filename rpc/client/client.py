@@ -68,6 +68,10 @@ def with_request_id(method: str, request: Any) -> Any:
     return copy
 
 
+#: the longest pause between two tries of one call (the backoff doubles from 50 ms up to it, with jitter)
+MAX_PAUSE_S = 1.5
+#: the shortest time a try is given, however near the call's deadline
+MIN_TRY_S = 0.05
 #: how often a ``prefer_leader`` client asks who leads (besides after an UNAVAILABLE)
 LEADER_CHECK_S = 5.0
 
@@ -145,10 +149,17 @@ class Client:
         self.close()
 
     def _call(
-        self, stubs: list[Any], method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None
+        self,
+        stubs: list[Any],
+        method: str,
+        request: Any,
+        timeout: float | None = None,
+        unreachable_after_s: float | None = None,
+        deadline_s: float | None = None,
+        max_pause_s: float = MAX_PAUSE_S,
     ) -> Any:
         start = time.monotonic()
-        deadline = start + self.deadline_s
+        deadline = start + (self.deadline_s if deadline_s is None else deadline_s)
         patience = self.unreachable_after_s if unreachable_after_s is None else unreachable_after_s
         give_up = None if patience is None else start + patience
         delay = 0.05
@@ -159,7 +170,9 @@ class Client:
                 self._follow_leader()
             stub = stubs[self._current]
             try:
-                return getattr(stub, method)(request, timeout=timeout or self.call_timeout_s)
+                # no try outlives the call's deadline (a try held by a node waiting for a dead leader included)
+                left = max(MIN_TRY_S, deadline - time.monotonic())
+                return getattr(stub, method)(request, timeout=min(timeout or self.call_timeout_s, left))
             except grpc.RpcError as exc:
                 lost = unreachable(exc)
                 answered = answered or not lost
@@ -168,7 +181,7 @@ class Client:
                 if exc.code() not in RETRYABLE:
                     raise
                 now = time.monotonic()
-                pause = delay * (0.5 + random.random())
+                pause = min(delay * (0.5 + random.random()), max_pause_s)
                 if not answered and give_up is not None:
                     if now >= give_up and len(tried) == len(stubs):  # every node tried, none answered
                         raise ClusterUnreachable(self.addresses, exc, self.source) from None
@@ -193,9 +206,19 @@ class Client:
         """Call any JobService method by name; a mutating one with a request_id (one for all its retries)."""
         return self._call(self._jobs, method, with_request_id(method, request), timeout)
 
-    def lease(self, method: str, request: Any, timeout: float | None = None, unreachable_after_s: float | None = None) -> Any:
-        """Call a LeaseService method; ``unreachable_after_s`` overrides the client's for this call."""
-        return self._call(self._leases, method, request, timeout, unreachable_after_s)
+    def lease(
+        self,
+        method: str,
+        request: Any,
+        timeout: float | None = None,
+        unreachable_after_s: float | None = None,
+        deadline_s: float | None = None,
+        max_pause_s: float = MAX_PAUSE_S,
+    ) -> Any:
+        """Call a LeaseService method; ``unreachable_after_s`` and ``deadline_s`` override the client's for
+        this call, and ``max_pause_s`` caps the pause between its retries (a renewal must not sleep
+        through a new leader's grace period)."""
+        return self._call(self._leases, method, request, timeout, unreachable_after_s, deadline_s, max_pause_s)
 
     def cluster(self, method: str, request: Any, timeout: float | None = None) -> Any:
         return self._call(self._cluster, method, request, timeout)

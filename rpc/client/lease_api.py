@@ -50,12 +50,16 @@ class GrpcLeaseApi:
             for lease in resp.leases
         ]
 
-    def renew(self, leases: list[tuple[str, int]]) -> list[Renewal]:
+    def renew(self, leases: list[tuple[str, int]], within_s: float | None = None) -> list[Renewal]:
         req = pb.RenewLeaseRequest(executor_id=self.executor_id)
         for lease_id, token in leases:
             req.leases.add(lease_id=lease_id, fencing_token=token)
         try:
-            resp = self.client.lease("RenewLease", req)
+            if within_s is None:
+                resp = self.client.lease("RenewLease", req)
+            else:  # give up after within_s, trying other nodes often meanwhile (see ``RENEW_MAX_PAUSE_S``)
+                pause = min(RENEW_MAX_PAUSE_S, within_s / 4)
+                resp = self.client.lease("RenewLease", req, timeout=within_s, deadline_s=within_s, max_pause_s=pause)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 raise RpcFailure(exc) from None
@@ -104,6 +108,9 @@ class GrpcLeaseApi:
 
 
 UNAVAILABLE_ROUNDS = 4
+#: the longest pause between a renewal's tries: after a leader change the new leader keeps the leases
+#: for a grace period of one TTL from its election, and the renewal must reach it within that
+RENEW_MAX_PAUSE_S = 0.2
 #: how long an acquire waits for any node to answer before it fails (and the executor logs it)
 ACQUIRE_PATIENCE_S = 5.0
 
