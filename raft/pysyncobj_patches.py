@@ -75,6 +75,7 @@ from raft.cipher import cipher_factory
 from raft.connection import RaftConnection
 from raft.durable_files import durable_replace
 from raft.lmdb_journal import LmdbJournal
+from raft.paced_io import SYNC_EVERY, PacedWrites, ReadAhead
 from raft.snapshot_file import SnapshotError, check_body, read_snapshot
 
 log = logging.getLogger("raftsched.raft")
@@ -92,6 +93,9 @@ _ORIGINAL_SET_TRANSMISSION_DATA = _serializer_module.Serializer.setTransmissionD
 _PIECE_MARK = b"RSPIECE\x00"
 _OFFSET = struct.Struct(">Q")
 _PIECE_HEAD = len(_PIECE_MARK) + _OFFSET.size
+#: a snapshot received is synced every this many bytes, pausing the tick thread at most this long after
+#: each sync (``raft.paced_io``): the leader's next pieces wait meanwhile, nothing else does
+RECEIVE_SYNC_EVERY, RECEIVE_MAX_YIELD_S = SYNC_EVERY, 0.2
 
 
 def _create_journal(journal_file: Any) -> Any:
@@ -141,8 +145,27 @@ def _transmission_data(self: Any, transmission_id: Any) -> Any:
     if sent is None:
         sent = self._raftsched_sent_at = {}
     sent[transmission_id] = time.monotonic()
+    if offset == 0:
+        _read_ahead(self, transmission_id)
     piece, first, last = out
     return (_PIECE_MARK + _OFFSET.pack(offset) + piece, first, last)
+
+
+def _read_ahead(serializer: Any, transmission_id: Any) -> None:
+    """Read the dump being sent ahead of the tick thread, in a thread of its own, while that transfer lasts."""
+    transmissions = serializer._Serializer__transmissions
+    transmission = transmissions.get(transmission_id)
+    if transmission is None or "file" not in transmission:
+        return  # the whole dump went in one piece, or it is held in memory
+    try:
+        ReadAhead(
+            transmission["file"].fileno(),
+            consumed=lambda: int(transmission["transmitted"]),
+            alive=lambda: transmissions.get(transmission_id) is transmission,
+            name=f"read-ahead-{getattr(transmission_id, 'id', transmission_id)}",
+        )
+    except OSError as exc:  # only an optimisation
+        log.debug("cannot read the dump ahead: %s", exc)
 
 
 def dump_sent_within(serializer: Any, seconds: float) -> list[Any]:
@@ -173,7 +196,16 @@ def _set_transmission_data(self: Any, data: Any) -> bool:
             _drop_incoming(self)
             return False
         self._raftsched_received = None if last else offset + len(piece)
-    return bool(_ORIGINAL_SET_TRANSMISSION_DATA(self, (piece, first, last)))
+    if first:
+        # synced as it comes, kept in the page cache: it is checked and installed next
+        self._raftsched_paced = PacedWrites(RECEIVE_SYNC_EVERY, max_yield_s=RECEIVE_MAX_YIELD_S)
+    done = bool(_ORIGINAL_SET_TRANSMISSION_DATA(self, (piece, first, last)))
+    incoming = self._Serializer__incomingTransmissionFile
+    paced = getattr(self, "_raftsched_paced", None)
+    if hasattr(incoming, "fileno") and paced is not None and isinstance(piece, bytes):
+        incoming.flush()
+        paced.wrote(incoming.fileno(), len(piece))
+    return done
 
 
 def _drop_incoming(serializer: Any) -> None:

@@ -36,7 +36,6 @@ import json
 import os
 import struct
 import threading
-import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
@@ -46,6 +45,7 @@ import lmdb
 from raft.durable_files import FILE_MODE
 from raft.errors import RaftError
 from raft.lmdb_check import lmdb_short_by
+from raft.paced_io import SYNC_EVERY, PacedWrites
 
 MAGIC = b"RSCHSNAP"
 FORMAT_VERSION = 3
@@ -55,10 +55,6 @@ _HEADER = struct.Struct(">8sIIQII")
 _ALIGN = 4096
 _CHUNK = 8 << 20
 _PIPE_READ = 1 << 20
-#: the body of a snapshot is synced every this many bytes as it is written
-SYNC_EVERY = 4 << 20
-#: the longest pause after one synced piece of a snapshot (see ``_sync_and_yield``)
-MAX_YIELD_S = 0.5
 _HEADROOM = 16 << 20
 
 
@@ -126,19 +122,6 @@ def write_snapshot_file(path: str, raft_data: Any, write_body: Callable[[int], N
         os.close(fd)
 
 
-def _sync_and_yield(fd: int, start: int, length: int) -> None:
-    """Sync what was just written, drop it from the page cache (the node's state file needs the memory
-    more than a snapshot nobody reads soon) and then leave the disk to others for as long as the sync
-    took: a snapshot takes at most half the disk's time, so the Raft log's fsyncs never queue behind a
-    long stream of it."""
-    began = time.monotonic()
-    os.fdatasync(fd)
-    took = time.monotonic() - began
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
-    time.sleep(min(took, MAX_YIELD_S))
-
-
 def _stream_body(fd: int, offset: int, write_body: Callable[[int], None], sync_every: int) -> tuple[int, int]:
     """Run ``write_body`` on a pipe in a thread; copy what comes out to ``fd`` from ``offset``: (length, CRC-32)."""
     r, w = os.pipe()
@@ -154,7 +137,10 @@ def _stream_body(fd: int, offset: int, write_body: Callable[[int], None], sync_e
 
     producer = threading.Thread(target=produce, name="snapshot-body", daemon=True)
     producer.start()
-    size = crc = unsynced = 0
+    size = crc = 0
+    paced = PacedWrites(
+        sync_every, drop=True, start=offset
+    )  # the state file needs the memory more than a snapshot nobody reads soon
     try:
         while True:
             chunk = os.read(r, _PIPE_READ)
@@ -163,10 +149,7 @@ def _stream_body(fd: int, offset: int, write_body: Callable[[int], None], sync_e
             os.pwrite(fd, chunk, offset + size)
             crc = zlib.crc32(chunk, crc)
             size += len(chunk)
-            unsynced += len(chunk)
-            if unsynced >= sync_every:
-                _sync_and_yield(fd, offset + size - unsynced, unsynced)
-                unsynced = 0
+            paced.wrote(fd, len(chunk))
     finally:
         os.close(r)  # a producer still writing gets EPIPE and stops
         producer.join()

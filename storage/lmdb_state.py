@@ -47,6 +47,7 @@ import lmdb
 from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
 from raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
 from raft.lmdb_check import lmdb_short_by
+from raft.paced_io import PacedWrites
 from storage import state_trust
 from storage.rw_gate import RWGate
 
@@ -349,6 +350,7 @@ class LmdbStateStore:
         written beside, fsynced, renamed over the old one once no read is running, then reopened."""
         new = self.path + ".new"
         fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raft.paced_io)
         try:
             left = size
             while left > 0:
@@ -356,6 +358,7 @@ class LmdbStateStore:
                 if not chunk:
                     raise StateFileError(f"the copy for {self.path} ended {left} bytes early; nothing was replaced")
                 os.write(fd, chunk)
+                paced.wrote(fd, len(chunk))
                 left -= len(chunk)
             os.fsync(fd)
         finally:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.domain.state_store import MemoryStore, StoreFailure, Table
+from raft import paced_io
 from raft.durable_files import OLD_MARK, removals_done
 from storage import state_trust
 from storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
@@ -257,3 +258,28 @@ def test_both_stores_scan_either_way_as_a_sorted_list_does(
         assert store.scan(Table.JOBS, start, stop, limit) == ahead
         assert store.scan_back(Table.JOBS, start, stop, limit) == back
     lmdb_store.close()
+
+
+def test_an_install_writes_the_copy_in_synced_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst of gigabytes would stall every other fsync on the disk (``raft.paced_io``)."""
+    source = _store(tmp_path, "source.mdb")
+    for i in range(5000):
+        source.put(Table.JOBS, b"j%05d" % i, os.urandom(4000))
+    source.commit()
+    copy_path = tmp_path / "copy"
+    fd = os.open(copy_path, os.O_WRONLY | os.O_CREAT, 0o600)
+    copy = source.open_copy()
+    copy.write_to(fd)
+    copy.close()
+    os.close(fd)
+    source.close()
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(paced_io.os, "fdatasync", lambda fd: (synced.append(os.fstat(fd).st_size), real(fd)))
+    target = _store(tmp_path, "target.mdb")
+    with open(copy_path, "rb") as f:
+        target.install(f, os.path.getsize(copy_path))
+    assert target.count(Table.JOBS) == 5000
+    target.close()
+    assert os.path.getsize(copy_path) > 16 << 20 and len(synced) >= 2
+    assert all(b - a <= 8 << 20 for a, b in zip([0, *synced], synced))  # never more than one chunk unsynced

@@ -1,0 +1,125 @@
+"""Big files written and read beside a Raft log that fsyncs before every answer.
+
+Who calls: the snapshot writer (``raft.snapshot_file``), a follower receiving
+the leader's snapshot (``raft.pysyncobj_patches``), the state environment's
+install of a received copy (``storage.lmdb_state``) and the leader sending its
+snapshot (``raft.pysyncobj_patches``). What it promises:
+
+* ``PacedWrites``: of a file being written, at most ``sync_every`` bytes are
+  ever waiting for the disk. Every ``sync_every`` bytes it syncs them and then
+  leaves the disk to others for as long as the sync took (at most
+  ``max_yield_s``): the writer takes at most half the disk's time, so a Raft
+  log's fsync queues behind one piece at most, never behind gigabytes.
+  Without it the kernel gathers the dirty pages and writes them in bursts of
+  hundreds of megabytes: a 10M-job node receiving a 3.5 GB snapshot, then
+  installing it, held the other nodes' log fsyncs (and their fire lag) for
+  up to 0.8 s in such bursts. ``drop=True`` also drops what was synced from
+  the page cache (a snapshot nobody reads soon); without it the pages stay
+  (a received snapshot is checked and installed right after).
+* ``ReadAhead``: a thread that reads a file ahead of its consumer, up to
+  ``window`` bytes past the consumer's position, so the consumer's reads are
+  served from the page cache. pysyncobj reads the snapshot it sends on its
+  tick thread, 64 KiB at a time, from a file the writer dropped from the
+  cache: each read could wait behind the disk's queue while nothing else on
+  that thread (heartbeats, commits, firing) moved.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Callable
+
+#: the most bytes of a file written but not yet synced
+SYNC_EVERY = 4 << 20
+#: the longest pause after one synced piece
+MAX_YIELD_S = 0.5
+#: how far ahead of its consumer ``ReadAhead`` reads
+READ_AHEAD_WINDOW = 64 << 20
+_READ_PIECE = 1 << 20
+#: how long ``ReadAhead`` waits for its consumer to move before it looks again
+_READ_AHEAD_NAP_S = 0.02
+
+log = logging.getLogger("raftsched.raft")
+
+
+def sync_and_yield(fd: int, start: int, length: int, drop: bool = True, max_yield_s: float = MAX_YIELD_S) -> float:
+    """Sync ``fd``'s data, drop ``[start, start + length)`` from the page cache if ``drop``, then sleep as long
+    as the sync took (at most ``max_yield_s``). The seconds the sync took."""
+    began = time.monotonic()
+    os.fdatasync(fd)
+    took = time.monotonic() - began
+    if drop and hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+    if max_yield_s > 0:
+        time.sleep(min(took, max_yield_s))
+    return took
+
+
+class PacedWrites:
+    """Counts what is written to one file and syncs it every ``sync_every`` bytes (see the module docstring)."""
+
+    def __init__(
+        self, sync_every: int = SYNC_EVERY, drop: bool = False, max_yield_s: float = MAX_YIELD_S, start: int = 0
+    ) -> None:
+        self.sync_every = sync_every
+        self.drop = drop
+        self.max_yield_s = max_yield_s
+        self.start = start  # the file offset the writes begin at
+        self.written = 0  # bytes written so far, from ``start``
+        self._unsynced = 0
+        self.syncs = 0
+
+    def wrote(self, fd: int, n: int) -> None:
+        """``n`` more bytes were written to ``fd`` (a buffered file: flush it first)."""
+        self.written += n
+        self._unsynced += n
+        if self._unsynced >= self.sync_every:
+            self.sync(fd)
+
+    def sync(self, fd: int) -> None:
+        """Sync what is not yet synced (and yield), whatever its size."""
+        if self._unsynced:
+            sync_and_yield(fd, self.start + self.written - self._unsynced, self._unsynced, self.drop, self.max_yield_s)
+            self.syncs += 1
+            self._unsynced = 0
+
+
+class ReadAhead:
+    """Reads ``fd`` (a duplicate is taken: the caller may close its own) from ``consumed()`` up to ``window``
+    bytes ahead, in a daemon thread, until the end of the file or until ``alive()`` is false."""
+
+    def __init__(
+        self, fd: int, consumed: Callable[[], int], alive: Callable[[], bool], window: int = READ_AHEAD_WINDOW, name: str = ""
+    ) -> None:
+        self._fd = os.dup(fd)
+        self._size = os.fstat(self._fd).st_size
+        self._consumed = consumed
+        self._alive = alive
+        self._window = window
+        self.read = 0  # the end of what this thread has read
+        self._thread = threading.Thread(target=self._run, name=name or "read-ahead", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            while self.read < self._size and self._alive():
+                self.read = max(self.read, self._consumed())
+                target = min(self._size, self._consumed() + self._window)
+                if self.read >= target:
+                    time.sleep(_READ_AHEAD_NAP_S)
+                    continue
+                piece = os.pread(self._fd, min(_READ_PIECE, target - self.read), self.read)
+                if not piece:
+                    return
+                self.read += len(piece)
+        except OSError as exc:  # only an optimisation: the consumer reads what it needs itself
+            log.debug("reading ahead stopped: %s", exc)
+        finally:
+            os.close(self._fd)
