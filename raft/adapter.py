@@ -170,6 +170,8 @@ class RaftSettings:
     #: the log's LMDB map size: the most the log may hold
     journal_map_size: int = MAP_SIZE
     dump_file: str | None = None
+    #: snapshot writers given the same lock file write one at a time (``raft.snapshot_turns``); None: no turns
+    snapshot_turn_lock: str | None = None
     password: str | None = None
     #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
     append_entries_period: float = 0.01
@@ -272,6 +274,7 @@ class _Replica(SyncObj):
         self._owner = owner
         super().__init__(s.self_address, list(s.peer_addresses), conf)
         pysyncobj_patches.cancel_transfers_on_disconnect(self)
+        pysyncobj_patches.forget_match_on_dump_sent(self)
 
     @replicated
     def apply_entry(self, data: bytes) -> Any:
@@ -323,7 +326,9 @@ class RaftNode:
         if settings.journal_file is not None:
             journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from, settings.journal_map_size)
         self._journal = journal
-        self._snapshotter = Snapshotter(settings.dump_file, machine.open_copy) if settings.dump_file else None
+        self._snapshotter = (
+            Snapshotter(settings.dump_file, machine.open_copy, settings.snapshot_turn_lock) if settings.dump_file else None
+        )
         serializer, deserializer = (self._snapshotter.serialize, self._deserialize) if self._snapshotter else (None, None)
         conf = build_conf(
             settings,

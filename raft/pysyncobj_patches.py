@@ -34,7 +34,10 @@ each on a pysyncobj upgrade:
   whole file being written short and refused at its end. The leader starts
   a transfer over when the connection to its follower drops
   (``cancel_transfers_on_disconnect``). Pieces without the mark (a node of an
-  older version) pass unchecked.
+  older version) pass unchecked. When a transfer starts, the node's match
+  index goes back to 0 (``forget_match_on_dump_sent``), and the dump is read
+  ahead of the tick thread (``raft.paced_io.ReadAhead``); the follower syncs
+  what it receives every few MiB (``raft.paced_io.PacedWrites``).
 * ``TCPTransport.send``: the journal's open transaction is committed (with
   fsync by default) before any Raft message leaves the node, except
   forwarded commands and their index replies, which promise nothing about
@@ -95,7 +98,7 @@ _OFFSET = struct.Struct(">Q")
 _PIECE_HEAD = len(_PIECE_MARK) + _OFFSET.size
 #: a snapshot received is synced every this many bytes, pausing the tick thread at most this long after
 #: each sync (``raft.paced_io``): the leader's next pieces wait meanwhile, nothing else does
-RECEIVE_SYNC_EVERY, RECEIVE_MAX_YIELD_S = SYNC_EVERY, 0.2
+RECEIVE_SYNC_EVERY, RECEIVE_MAX_YIELD_S = SYNC_EVERY, 0.05
 
 
 def _create_journal(journal_file: Any) -> Any:
@@ -147,6 +150,9 @@ def _transmission_data(self: Any, transmission_id: Any) -> Any:
     sent[transmission_id] = time.monotonic()
     if offset == 0:
         _read_ahead(self, transmission_id)
+        on_dump_sent = getattr(self, "_raftsched_on_dump_sent", None)
+        if on_dump_sent is not None:
+            on_dump_sent(transmission_id)
     piece, first, last = out
     return (_PIECE_MARK + _OFFSET.pack(offset) + piece, first, last)
 
@@ -229,6 +235,24 @@ def cancel_transfers_on_disconnect(replica: Any) -> None:
             on_disconnected(node)
 
     transport.setOnNodeDisconnectedCallback(disconnected)
+
+
+def forget_match_on_dump_sent(replica: Any) -> None:
+    """When the leader starts sending its dump to a node, that node's match index goes back to 0.
+
+    pysyncobj only ever raises a match index. A node whose data was wiped comes back with an empty log,
+    but the leader still holds the index it matched before: it would count that node towards a majority
+    for entries it no longer has, and take it for caught up (the snapshot hold in ``raft.adapter``) while
+    it is still installing the dump — in the 10M-job run the leader then compacted the entries after the
+    dump it had just sent, and sent the whole state again. A node sent the dump holds nothing the leader
+    can count on until it answers again."""
+    matched = replica._SyncObj__raftMatchIndex
+
+    def dump_sent(node: Any) -> None:
+        if node in matched:
+            matched[node] = 0
+
+    replica._SyncObj__serializer._raftsched_on_dump_sent = dump_sent
 
 
 def _send(self: Any, node: Any, message: Any) -> bool:

@@ -47,6 +47,7 @@ from pysyncobj.config import SERIALIZER_STATE
 from raft import io_priority
 from raft.durable_files import durable_replace, sweep_old
 from raft.snapshot_file import write_snapshot_file
+from raft.snapshot_turns import Cancelled, turn
 
 log = logging.getLogger("raftsched.raft")
 
@@ -79,9 +80,12 @@ MAX_HOLD_S = 600.0
 
 
 class Snapshotter:
-    def __init__(self, dump_file: str, open_copy: Callable[[], StateCopy]) -> None:
+    def __init__(self, dump_file: str, open_copy: Callable[[], StateCopy], turn_lock: str | None = None) -> None:
         self.dump_file = dump_file
         self._open_copy = open_copy
+        #: writers given the same lock file write one at a time (``raft.snapshot_turns``)
+        self.turn_lock = turn_lock
+        self.last_wait_seconds = 0.0
         #: whether a connected follower still needs log entries up to ``index`` (set by the Raft adapter)
         self.behind: Callable[[int], bool] = lambda index: False
         self._written_at: float | None = None
@@ -117,9 +121,14 @@ class Snapshotter:
         self.max_pause_seconds = max(self.max_pause_seconds, pause)
 
     def _write(self, copy: StateCopy, raft_data: Any) -> None:
+        self.last_wait_seconds = 0.0
         try:
             _lowest_priority()
-            write_snapshot_file(self.next_path, raft_data, copy.write_to)
+            with turn(self.turn_lock, lambda: self._abandoned) as waited:
+                self.last_wait_seconds = waited
+                write_snapshot_file(self.next_path, raft_data, copy.write_to)
+        except Cancelled:
+            pass  # abandoned while it waited for its turn: check() answers FAILED
         except Exception as exc:  # reported by check() on the tick thread
             self._failed = f"{type(exc).__name__}: {exc}"
         finally:
@@ -160,9 +169,10 @@ class Snapshotter:
         self.last_index = index
         self.last_seconds = time.monotonic() - started
         log.info(
-            "snapshot at index %d written in %.3f s (tick thread paused %.3f s)",
+            "snapshot at index %d written in %.3f s (waited %.3f s for its turn, tick thread paused %.3f s)",
             index,
             self.last_seconds,
+            self.last_wait_seconds,
             self.last_pause_seconds,
         )
         if self.on_written is not None:

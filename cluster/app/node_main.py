@@ -44,6 +44,7 @@ from cluster.node.page_tokens import PageTokens, derive_key
 from cluster.node.replicated_state import ReplicatedState
 from cluster.node.scope_lookup import ScopeReader
 from cluster.node.version import VersionReporter, raftsched_version
+from raft import snapshot_turns
 from raft.adapter import EXIT_UNSUPPORTED_COMMAND, RaftNode, RaftSettings
 from raft.durable_files import make_private_dir
 from raft.lmdb_journal import JournalError
@@ -140,6 +141,8 @@ class Node:
             journal_fsync=t.fsync,
             journal_map_size=t.max_log_bytes,
             dump_file=os.path.join(node_dir, "raft.snapshot"),
+            # the nodes of one data dir (a local cluster on one disk) write their snapshots in turns
+            snapshot_turn_lock=os.path.join(os.path.dirname(os.path.abspath(node_dir)), snapshot_turns.LOCK_NAME),
             password=secret,
             append_entries_period=t.append_entries_period,
             raft_min_timeout=t.raft_min_timeout,

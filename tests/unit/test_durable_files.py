@@ -94,3 +94,34 @@ def test_a_thread_set_idle_keeps_it_and_threads_it_starts_inherit_it() -> None:
     idle = io_priority.CLASS_IDLE << 13
     assert seen == {"took": 1, "parent": idle, "child": idle}
     assert io_priority.get() != idle  # only that thread: the caller keeps its class
+
+
+def _cuts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = os.ftruncate
+    monkeypatch.setattr(df.os, "ftruncate", lambda fd, size: (sizes.append(size), real(fd, size)))
+    return sizes
+
+
+def test_a_big_replaced_file_is_cut_down_in_steps_before_it_is_unlinked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cuts = _cuts(monkeypatch)
+    old = tmp_path / "raft.snapshot.old-1"
+    _write(old, os.urandom(10 << 20))
+    df.free_gradually(str(old), step=3 << 20, pause_s=0)
+    assert cuts == [7 << 20, 4 << 20, 1 << 20, 0]  # no single fsync carries the whole free
+    assert not old.exists()
+
+
+def test_a_file_still_open_here_or_linked_elsewhere_is_only_unlinked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cuts = _cuts(monkeypatch)
+    data = os.urandom(4 << 20)
+    sent = tmp_path / "raft.snapshot.old-1"  # a transfer of the old dump still reads it
+    _write(sent, data)
+    with open(sent, "rb") as reader:
+        df.free_gradually(str(sent), step=1 << 20, pause_s=0)
+        assert not sent.exists() and reader.read() == data  # the reader keeps all of it
+    linked = tmp_path / "state.mdb.old-2"  # someone else's hard link (a backup, say) must keep its data
+    _write(linked, data)
+    os.link(linked, tmp_path / "kept-elsewhere")
+    df.free_gradually(str(linked), step=1 << 20, pause_s=0)
+    assert cuts == [] and not linked.exists() and (tmp_path / "kept-elsewhere").read_bytes() == data

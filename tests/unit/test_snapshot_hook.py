@@ -266,3 +266,21 @@ def test_a_follower_sent_the_dump_is_waited_for_until_it_answers_past_it(tmp_pat
     leader._raftsched_sent_at["n2"] -= INSTALL_GRACE_S + 1
     assert node._followers_behind(400) is False  # sent too long ago: a follower that never came back holds nothing
     assert pysyncobj_patches.dump_sent_within(leader, INSTALL_GRACE_S) == []
+
+
+def test_a_node_sent_the_dump_counts_as_matching_nothing_until_it_answers(tmp_path: Path) -> None:
+    """pysyncobj only raises match indexes: a wiped node kept the one from before, so the leader took it for
+    caught up (and compacted the entries after the dump it was installing) and could count it towards a
+    majority for entries it no longer had."""
+    pysyncobj_patches.install()
+    dump = str(tmp_path / "raft.snapshot")
+    write_snapshot_file(dump, RAFT_DATA, BytesCopy(os.urandom(3_000)).write_to)
+    leader = Serializer(dump, 1024, False, None, None, None)
+    matched = {"n2": 39_000, "n3": 39_100}  # n2 matched 39,000 before it was wiped
+    replica = type("Replica", (), {"_SyncObj__serializer": leader, "_SyncObj__raftMatchIndex": matched})()
+    pysyncobj_patches.forget_match_on_dump_sent(replica)
+    leader.getTransmissionData("n2")
+    assert matched == {"n2": 0, "n3": 39_100}
+    matched["n2"] = 7  # it answered after its install
+    leader.getTransmissionData("n2")  # the next piece of the same transfer changes nothing
+    assert matched == {"n2": 7, "n3": 39_100}

@@ -15,9 +15,10 @@ from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc import convert as cv
 
-#: the node log line of a finished snapshot (raft/adapter.py)
+#: the node log line of a finished snapshot (raft/snapshotter.py; "waited" since snapshots take turns)
 SNAPSHOT_LINE = re.compile(
-    r"^(\S+ \S+) (\S+) raftsched.raft INFO snapshot at index (\d+) written in ([\d.]+) s \(tick thread paused ([\d.]+) s\)"
+    r"^(\S+ \S+) (\S+) raftsched.raft INFO snapshot at index (\d+) written in ([\d.]+) s "
+    r"\((?:waited ([\d.]+) s for its turn, )?tick thread paused ([\d.]+) s\)"
 )
 
 
@@ -99,6 +100,6 @@ def snapshot_windows(cluster: LocalCluster, since: float) -> list[dict[str, Any]
                     continue
                 end = _log_time(m.group(1))
                 if end >= since:
-                    found.append({"node": m.group(2), "index": int(m.group(3)), "end": end,
-                                  "seconds": float(m.group(4)), "pause_s": float(m.group(5))})  # fmt: skip
+                    found.append({"node": m.group(2), "index": int(m.group(3)), "end": end, "seconds": float(m.group(4)),
+                                  "waited_s": float(m.group(5) or 0), "pause_s": float(m.group(6))})  # fmt: skip
     return found
