@@ -16,6 +16,15 @@ snapshot (``raft.pysyncobj_patches``). What it promises:
   up to 0.8 s in such bursts. ``drop=True`` also drops what was synced from
   the page cache (a snapshot nobody reads soon); without it the pages stay
   (a received snapshot is checked and installed right after).
+* ``Writeback``: a thread that starts the writeback of a file's dirty pages
+  every ``period_s`` (``sync_file_range(SYNC_FILE_RANGE_WRITE)``: it waits
+  for nothing and commits no journal), for a file written without syncs —
+  the state environment, whose commits are not fsynced (the Raft log is).
+  Left to the kernel, its pages gathered for 30 s or up to the
+  dirty-background limit and went out in bursts of a gigabyte; each burst
+  held every log fsync on the disk for 200-550 ms (the 10M-job run,
+  three nodes dirtying about 50 MB/s together). RocksDB's ``bytes_per_sync``
+  does the same for its files.
 * ``ReadAhead``: a thread that reads a file ahead of its consumer, up to
   ``window`` bytes past the consumer's position, so the consumer's reads are
   served from the page cache. pysyncobj reads the snapshot it sends on its
@@ -26,6 +35,7 @@ snapshot (``raft.pysyncobj_patches``). What it promises:
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
@@ -42,7 +52,27 @@ _READ_PIECE = 1 << 20
 #: how long ``ReadAhead`` waits for its consumer to move before it looks again
 _READ_AHEAD_NAP_S = 0.02
 
+#: how often ``Writeback`` starts the writeback of what was written since
+WRITEBACK_PERIOD_S = 0.2
+_SYNC_FILE_RANGE_WRITE = 2
+
 log = logging.getLogger("raftsched.raft")
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    try:
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):  # not Linux
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+def start_writeback(fd: int) -> bool:
+    """Start writing ``fd``'s dirty pages to disk without waiting for them. Whether the call exists and worked."""
+    call = _sync_file_range()
+    return call is not None and call(fd, 0, 0, _SYNC_FILE_RANGE_WRITE) == 0
 
 
 def sync_and_yield(fd: int, start: int, length: int, drop: bool = True, max_yield_s: float = MAX_YIELD_S) -> float:
@@ -85,6 +115,38 @@ class PacedWrites:
             sync_and_yield(fd, self.start + self.written - self._unsynced, self._unsynced, self.drop, self.max_yield_s)
             self.syncs += 1
             self._unsynced = 0
+
+
+class Writeback:
+    """Starts the writeback of ``path``'s dirty pages every ``period_s`` in a daemon thread, until ``stop``.
+    The file is opened afresh each time: it may be replaced (an install renames a new one over it)."""
+
+    def __init__(self, path: str, period_s: float = WRITEBACK_PERIOD_S) -> None:
+        self.path = path
+        self.period_s = period_s
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if _sync_file_range() is not None:
+            self._thread = threading.Thread(target=self._run, name="state-writeback", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                continue  # being replaced
+            try:
+                start_writeback(fd)
+                self.rounds += 1
+            finally:
+                os.close(fd)
 
 
 class ReadAhead:

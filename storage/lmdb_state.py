@@ -47,7 +47,7 @@ import lmdb
 from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
 from raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
 from raft.lmdb_check import lmdb_short_by
-from raft.paced_io import PacedWrites
+from raft.paced_io import PacedWrites, Writeback
 from storage import state_trust
 from storage.rw_gate import RWGate
 
@@ -150,6 +150,8 @@ class LmdbStateStore:
         self._psize = int(self.env.stat()["psize"])
         self.env.sync(True)
         fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        # commits are not synced: their pages go to disk as they come, not in bursts (raft.paced_io)
+        self._writeback = None if safe else Writeback(self.path)
 
     def close(self) -> None:
         """A clean close: everything synced, the environment trusted at the next open."""
@@ -158,6 +160,8 @@ class LmdbStateStore:
         state_trust.mark_closed(self.path)
 
     def _close_env(self) -> None:
+        if self._writeback is not None:
+            self._writeback.stop()
         if self._txn is not None:
             self._txn.abort()
             self._txn = None

@@ -152,3 +152,33 @@ def test_a_received_snapshot_is_written_in_synced_pieces(tmp_path: Path, monkeyp
             break
     assert installed is True and theirs.read_bytes() == Path(dump).read_bytes()
     assert len(syncs.unsynced_at_sync) >= 4 and max(syncs.unsynced_at_sync) <= MiB
+
+
+def test_a_state_file_written_without_syncs_is_written_back_as_it_goes(tmp_path: Path) -> None:
+    """``storage.lmdb_state`` commits without fsync: its pages are handed to the disk every ``period_s``
+    instead of gathering for a burst. The thread follows the path (an install renames a new file over it)."""
+    path = tmp_path / "state.mdb"
+    path.write_bytes(b"x" * MiB)
+    with open(path, "rb") as f:
+        assert paced_io.start_writeback(f.fileno()) is True  # Linux has sync_file_range
+    wb = paced_io.Writeback(str(path), period_s=0.02)
+    _wait(lambda: wb.rounds >= 3)
+    path.unlink()  # being replaced: it goes on once the file is back
+    time.sleep(0.1)
+    path.write_bytes(b"y")
+    seen = wb.rounds
+    _wait(lambda: wb.rounds > seen)
+    wb.stop()
+    assert not [t for t in threading.enumerate() if t.name == "state-writeback"]
+
+
+def test_the_state_store_writes_back_while_open_and_stops_when_closed(tmp_path: Path) -> None:
+    from storage.lmdb_state import LmdbStateStore
+
+    store = LmdbStateStore(str(tmp_path / "state.mdb"), 1 << 30)
+    try:
+        assert store._writeback is not None  # this machine has a boot id: commits are not synced
+        _wait(lambda: store._writeback is not None and store._writeback.rounds >= 1)
+    finally:
+        store.close()
+    assert not [t for t in threading.enumerate() if t.name == "state-writeback"]

@@ -115,3 +115,29 @@ def test_a_lock_that_cannot_be_opened_means_no_turns(tmp_path: Path, caplog: pyt
     with caplog.at_level("WARNING", logger="raftsched.raft"), turn(str(tmp_path / "missing-dir" / "lock")) as waited:
         assert waited == 0.0
     assert "snapshots do not take turns" in caplog.text
+
+
+def test_a_writer_that_just_had_its_turn_comes_after_those_waiting(tmp_path: Path) -> None:
+    """Every node reaches the next threshold as soon as its snapshot is in place: the one that just wrote asks
+    again at once, and must not win the turn over those that waited (it did, with polling)."""
+    lock = str(tmp_path / snapshot_turns.LOCK_NAME)
+    order: list[str] = []
+    first_in = threading.Event()
+
+    def writer(name: str, rounds: int) -> None:
+        for _ in range(rounds):
+            with turn(lock):
+                order.append(name)
+                first_in.set()
+                time.sleep(0.3)
+
+    a = threading.Thread(target=writer, args=("a", 2))
+    a.start()
+    assert first_in.wait(5)
+    others = [threading.Thread(target=writer, args=(name, 1)) for name in ("b", "c")]
+    for t in others:
+        t.start()
+    for t in [a, *others]:
+        t.join(10)
+    # the turn a let go of went to one of those already waiting (after that, a waits among them)
+    assert order[0] == "a" and order[1] in ("b", "c") and sorted(order) == ["a", "a", "b", "c"], order
