@@ -129,9 +129,11 @@ class ProposalError(RaftError):
         self.reason = reason
 
 
-#: our own fail reasons: the Raft log (LMDB map) of this node or of the leader has no room; the state has none
 #: how long the leader keeps the log after a dump it sent, waiting for the follower to install it and answer
 INSTALL_GRACE_S = 300.0
+#: how often applying entries restarts a follower's election timer (``RaftNode._still_hearing_the_leader``)
+ELECTION_NUDGE_S = 0.1
+#: our own fail reasons: the Raft log (LMDB map) of this node or of the leader has no room; the state has none
 LOG_FULL = 100
 STATE_FULL = 101
 _REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
@@ -338,6 +340,7 @@ class RaftNode:
             journal=journal,
             checker=self._snapshotter.check if self._snapshotter else None,
         )
+        self._nudged = 0.0  # the last time applying entries restarted the election timer
         self._replica = _Replica(self, settings, conf)
         if self._snapshotter is not None:
             self._snapshotter.behind = self._followers_behind
@@ -443,7 +446,26 @@ class RaftNode:
                 self._after_apply()
             except Exception:
                 log.exception("after-apply hook failed")
+        self._still_hearing_the_leader()
         return result
+
+    def _still_hearing_the_leader(self) -> None:
+        """Tick thread, after each entry applied: a follower busy applying what its leader sent it has heard
+        from a leader; its election timer starts again (every ``ELECTION_NUDGE_S``).
+
+        pysyncobj applies every committed entry in one tick and looks at the election deadline at the start
+        of the next, before it reads what came meanwhile. A follower that had tens of thousands of entries to
+        apply — a node rebuilt from the leader's snapshot catching up with the log after it, 34,000 entries
+        in the 10M-job run — spent longer than an election timeout applying them, then campaigned with the
+        leader's heartbeats waiting unread: the leader stepped down and was elected again (pysyncobj has no
+        pre-vote), twice, and the run fired 300 ms late."""
+        now = time.monotonic()
+        membership = getattr(self, "membership", None)  # entries may be applied while __init__ still runs
+        if membership is None or now - self._nudged < ELECTION_NUDGE_S:
+            return
+        self._nudged = now
+        if not self._replica._isLeader():
+            membership.restart_election_timer()
 
     def _apply_one(self, data: bytes, index: int, pos: int) -> Any:
         try:

@@ -123,17 +123,27 @@ def test_a_writer_that_just_had_its_turn_comes_after_those_waiting(tmp_path: Pat
     lock = str(tmp_path / snapshot_turns.LOCK_NAME)
     order: list[str] = []
     first_in = threading.Event()
+    base = [10**6]  # waiter threads left by other tests, counted once a holds its first turn
+
+    def waiting() -> int:
+        return sum(t.name == "snapshot-turn" for t in threading.enumerate())
 
     def writer(name: str, rounds: int) -> None:
         for _ in range(rounds):
             with turn(lock):
                 order.append(name)
                 first_in.set()
-                time.sleep(0.3)
+                time.sleep(0.1)
+                if len(order) == 1:  # a's first turn: until b and c are both waiting
+                    deadline = time.monotonic() + 10
+                    while waiting() < base[0] + 2 and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    time.sleep(0.1)
 
     a = threading.Thread(target=writer, args=("a", 2))
     a.start()
     assert first_in.wait(5)
+    base[0] = waiting()
     others = [threading.Thread(target=writer, args=(name, 1)) for name in ("b", "c")]
     for t in others:
         t.start()
