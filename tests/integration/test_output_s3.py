@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Iterator
 
@@ -152,16 +153,24 @@ def test_follow_shows_the_status_then_the_log_once_uploaded(s3: MotoServer, s3_c
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert follow.stderr is not None and follow.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in follow.stderr), daemon=True)
+    reader.start()
+    # the executor starts once the follower has shown the run pending (a slow start of the follower saw it leased)
+    wait_for(lambda: any("PENDING, attempt 0" in line for line in lines), 30, "run logs --follow to show the run pending")
     proc = start_executor(root, "ex-follow", "--cluster", ",".join(s3_cluster.addresses), "--queue", "s3-follow", *s3_flags(s3))
     try:
-        out, err = follow.communicate(timeout=60)
+        follow.wait(timeout=60)
+        out = follow.stdout.read()
     finally:
         stop(proc)
         if follow.poll() is None:
             follow.kill()
-    assert follow.returncode == 0, err
-    assert out == b'started\nfinished\n--- result ---\n{"exit_code": 0}\n', (out, err)
-    text = err.decode()
+    reader.join(10)
+    text = "".join(lines)
+    assert follow.returncode == 0, text
+    assert out == b'started\nfinished\n--- result ---\n{"exit_code": 0}\n', (out, text)
     assert "PENDING, attempt 0" in text and "LEASED, attempt 1 on ex-follow" in text and "SUCCEEDED, attempt 1" in text, text
     assert text.index("LEASED") < text.index("SUCCEEDED")
 
