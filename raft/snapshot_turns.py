@@ -36,6 +36,11 @@ log = logging.getLogger("raftsched.raft")
 LOCK_NAME = ".snapshot-turn.lock"
 #: how often a writer waiting for its turn looks whether it was called off
 TURN_NAP_S = 0.05
+#: how long a writer that just had its turn waits before it asks for the next (``_after_courtesy``)
+TURN_COURTESY_S = 0.2
+#: when this process last let go of each lock file
+_released: dict[str, float] = {}
+_released_lock = threading.Lock()
 
 
 class Cancelled(Exception):
@@ -56,6 +61,7 @@ def turn(lock_path: str | None, cancelled: Callable[[], bool] = lambda: False) -
         yield 0.0
         return
     began = time.monotonic()
+    _after_courtesy(lock_path, cancelled, fd)
     waiter = _Waiter(fd)
     if not waiter.wait(cancelled):
         raise Cancelled()
@@ -63,12 +69,27 @@ def turn(lock_path: str | None, cancelled: Callable[[], bool] = lambda: False) -
         yield time.monotonic() - began
     finally:
         os.close(fd)  # releases the lock
+        with _released_lock:
+            _released[lock_path] = time.monotonic()
+
+
+def _after_courtesy(lock_path: str, cancelled: Callable[[], bool], fd: int) -> None:
+    """A writer that let go of this lock less than ``TURN_COURTESY_S`` ago waits out the rest first: those
+    blocked when it let go are woken at once, and get the turn before it asks again."""
+    with _released_lock:
+        until = _released.get(lock_path, float("-inf")) + TURN_COURTESY_S
+    while time.monotonic() < until:
+        if cancelled():
+            os.close(fd)
+            raise Cancelled()
+        time.sleep(min(TURN_NAP_S, max(0.0, until - time.monotonic())))
 
 
 class _Waiter:
     """Waits for the lock in a blocking ``flock`` on a thread of its own. Blocked waiters are woken when
-    the holder lets go, so a writer that just had its turn and asks again at once comes after them (with
-    polling it won that race every time: the leader wrote twice while the others waited 83 s)."""
+    the holder lets go, and the holder asks again only ``TURN_COURTESY_S`` later, so they come first (with
+    polling the one that just wrote won that race every time: the leader wrote twice while the others
+    waited 83 s)."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd

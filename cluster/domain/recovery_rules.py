@@ -47,7 +47,7 @@ class RecoveryRules(StateBase):
         run.finished_ms = 0
         run.cancel_requested = False
         run.lease_expires_ms = 0
-        run.not_before_ms = self.now_ms
+        run.not_before_ms = max(self.now_ms, run.scheduled_ms)  # fired early (look-ahead): never before its instant
         run.error = ""
         run.budget_base = run.attempt
         self._activate(run)

@@ -166,6 +166,20 @@ def test_retry_run_gives_a_fresh_budget_and_keeps_the_attempts(lmdb_dir: str) ->
     assert isinstance(t.apply(c.RetryRun(T0 + 1_600, run_id)), FailedPrecondition)  # SUCCEEDED is not retried
 
 
+def test_a_run_fired_early_and_retried_before_its_instant_waits_for_it(lmdb_dir: str) -> None:
+    """Found by the model test: a fire commits up to the look-ahead before its instant; cancelled and retried
+    in that window, the run must still not be leasable before its instant."""
+    t = Twins(lmdb_dir)
+    _job(t)
+    report = t.ok(c.Fire(T0 + 900, (("j1", T0 + 1_000),), 100, 5_000, 0, "n2", 7))  # 100 ms early
+    run_id = report.created[0]  # type: ignore[attr-defined]
+    t.ok(c.CancelRun(T0 + 920, run_id))
+    t.ok(c.RetryRun(T0 + 950, run_id))
+    assert t.run(run_id).status is RunStatus.PENDING and t.run(run_id).not_before_ms == T0 + 1_000
+    assert t.ok(c.AcquireLeases(T0 + 990, "e1", ("default",), 1)) == []  # not before its instant
+    assert len(t.ok(c.AcquireLeases(T0 + 1_000, "e1", ("default",), 1))) == 1  # type: ignore[arg-type]
+
+
 def test_retry_before_format_3_is_refused_by_the_gate(lmdb_dir: str) -> None:
     t = Twins(lmdb_dir, cluster_format=2)
     refused = t.apply(c.RetryRun(T0, "j1@1"))
