@@ -11,6 +11,11 @@ of three, on the machine's in-memory store and on an LMDB environment in a
 temp dir. The burst and e2e figures of ``scripts/bench.py`` are mostly this,
 paid on every replica.
 
+``--format``: the command format the machine uses (``SetClusterFormat`` first,
+as the leader proposes it once every member runs a version that knows it):
+3 records each run's history (issue 16), as a cluster of today's nodes does;
+1, the default, is what a version without ``SetClusterFormat`` runs.
+
 To compare with another version, run this file from that version's checkout
 (``PYTHONPATH=<checkout> python scripts/apply_cost.py``): it uses only the
 commands' constructors and ``JobStateMachine.apply``, and versions before the
@@ -46,7 +51,7 @@ def _machine(store: str, folder: str) -> tuple[Any, Callable[[], None]]:
     return JobStateMachine(lmdb_store), lmdb_store.close
 
 
-def _one_round(store: str, jobs: int) -> tuple[float, float]:
+def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, float]:
     """Microseconds per run to fire and to grant, in one fresh machine."""
     folder = tempfile.mkdtemp(prefix="raftsched-apply-")
     machine, close = _machine(store, folder)
@@ -62,6 +67,13 @@ def _one_round(store: str, jobs: int) -> tuple[float, float]:
         return result
 
     try:
+        if command_format > 1:
+            set_format: Any = getattr(c, "SetClusterFormat", None)
+            if set_format is None or getattr(machine, "cluster_format", 1) != 1:
+                raise SystemExit(f"this version cannot switch to command format {command_format}")
+            apply(set_format(T0 - 60_000, command_format))
+            if machine.cluster_format != command_format:
+                raise SystemExit(f"the machine stayed at command format {machine.cluster_format}, not {command_format}")
         for i in range(jobs):
             apply(c.CreateJob(T0 - 60_000, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=At(T0), type="noop")))
         items = [(f"j-{i:07d}", T0) for i in range(jobs)]
@@ -92,11 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--store", choices=("memory", "lmdb", "both"), default="both")
+    p.add_argument("--format", type=int, default=1, help="the command format the machine uses (default 1)")
     a = p.parse_args(argv)
     for store in ("memory", "lmdb") if a.store == "both" else (a.store,):
-        rounds = [_one_round(store, a.jobs) for _ in range(ROUNDS)]
+        rounds = [_one_round(store, a.jobs, a.format) for _ in range(ROUNDS)]
         fire, grant = min(r[0] for r in rounds), min(r[1] for r in rounds)
-        print(f"{store:7} {a.jobs} runs: fire {fire:.1f} us/run, grant {grant:.1f} us/run (best of {ROUNDS})")
+        print(f"{store:7} {a.jobs} runs, format {a.format}: fire {fire:.1f} us/run, grant {grant:.1f} us/run (best of {ROUNDS})")
     return 0
 
 

@@ -231,7 +231,6 @@ class LeaseRules(StateBase):
             return run
         run.result, run.log_uri = cmd.result, cmd.log_uri
         if cmd.succeeded and not run.cancel_requested:
-            self._release(run)
             run.error = cmd.error  # empty, or why the output is missing (the run itself succeeded)
             end_attempt(run, self.now_ms, AttemptOutcome.SUCCEEDED, cmd.error, cmd.log_uri)
             self._finish(run, RunStatus.SUCCEEDED)

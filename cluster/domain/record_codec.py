@@ -56,7 +56,7 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 def job_run_key(job_id: str, scheduled_ms: int, run_id: str) -> bytes:
-    return job_prefix(job_id) + ms_bytes(scheduled_ms) + run_id.encode("utf-8")
+    return job_id.encode("utf-8") + _SEP + _MS.pack(scheduled_ms + _BIAS) + run_id.encode("utf-8")  # prefix, instant, id
 
 
 def job_run_from(key: bytes, prefix_len: int) -> tuple[int, str]:
@@ -66,7 +66,7 @@ def job_run_from(key: bytes, prefix_len: int) -> tuple[int, str]:
 
 def timed_key(ms: int, ident: str) -> bytes:
     """A key of ``DUE``, ``EXPIRY``, ``PURGE``: by instant, then id."""
-    return ms_bytes(ms) + ident.encode("utf-8")
+    return _MS.pack(ms + _BIAS) + ident.encode("utf-8")
 
 
 def timed_from(key: bytes) -> tuple[int, str]:

@@ -27,6 +27,9 @@ from cluster.domain.state_store import StateStore, Table, iter_table
 
 R = TypeVar("R")
 _CHUNK = 256
+#: the stored tuple of a row whose record was added without reading the store (``_Cache.add_new``): it never
+#: equals a tuple, so ``flush`` writes the record
+_UNREAD: Any = object()
 
 
 class _Cache(Generic[R]):
@@ -48,7 +51,7 @@ class _Cache(Generic[R]):
         table: str,
         from_tuple: Callable[[Any], R],
         to_tuple: Callable[[R], Any],
-        written: Callable[[str], None] = lambda ident: None,
+        written: Callable[[str, R | None], None] = lambda ident, record: None,
         keep: int = 0,
     ) -> None:
         self._store, self._table, self._from, self._to, self._written = store, table, from_tuple, to_tuple, written
@@ -90,27 +93,35 @@ class _Cache(Generic[R]):
         row = self._rows.get(ident)
         self._rows[ident] = (record, row[1] if row is not None else self._stored(ident))
 
+    def add_new(self, ident: str, record: R) -> None:
+        """``add`` of a record made by this command under a fresh id: whatever the store holds under it (nothing,
+        as a rule) is not read, and ``flush`` writes the record over it."""
+        row = self._rows.get(ident)
+        self._rows[ident] = (record, row[1] if row is not None else _UNREAD)
+
     def drop(self, ident: str) -> None:
         row = self._rows.get(ident)
         self._rows[ident] = (None, row[1] if row is not None else self._stored(ident))
 
     def flush(self) -> None:
+        if not self._rows:
+            return
         store, table, to_tuple, written = self._store, self._table, self._to, self._written
         kept = self._kept if self._keep else None
         if kept is not None and len(kept) + len(self._rows) > self._keep:
             kept.clear()
         for ident, (record, stored) in self._rows.items():
             if record is None:
-                if stored is not None:
+                if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
                     store.delete(table, ident.encode())
-                    written(ident)
+                    written(ident, None)
                 if kept is not None:
                     kept[ident] = None
                 continue
             now = to_tuple(record)
             if now != stored:
                 store.put(table, ident.encode(), marshal.dumps(now, rc.MARSHAL_VERSION))
-                written(ident)
+                written(ident, record)
             if kept is not None:
                 kept[ident] = now
         self._rows.clear()
@@ -120,25 +131,60 @@ class UnitOfWork:
     """The jobs and runs one command reads, changes, creates and drops (see the module docstring).
 
     ``spec(job_id)`` reads only a job's spec (immutable: nothing to write back), as the lease and retention
-    rules need it for every run they touch; a job the command holds whole answers with its own. Specs read so
-    are kept across commands (at most ``SPECS``) until their job is written: a kept spec is always the one the
-    store holds, so it changes no result."""
+    rules need it for every run they touch; a job the command holds whole answers with its own.
+
+    Specs are kept across commands (at most ``SPECS``, then forgotten all at once), each with the stored
+    fields it was decoded from or written as (``snapshot_codec.spec_part``), by job id: a job read again
+    whose stored fields are those reuses the spec instead of decoding it, and a job written with the same
+    spec reuses the fields instead of encoding them. Every write of the jobs table goes through ``flush``
+    (which keeps what it wrote) or clears the store (``forget``), so a kept spec is the one the store holds
+    and ``spec()`` answers from it without a read; a spec is reused for a read only if the stored fields
+    are equal too, so no kept spec can change a result."""
 
     SPECS = 65536
     #: stored run tuples kept across commands (see ``_Cache``)
     RUNS_KEPT = 65536
-    __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs")
+    __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs", "_specs_kept")
 
-    def __init__(self, store: StateStore, decoder: rc.JobDecoder, runs_kept: int = RUNS_KEPT) -> None:
-        self._specs: dict[str, JobSpec | None] = {}
-        self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, decoder.job, snapshot_codec.job_to_tuple, self._job_written)
+    def __init__(self, store: StateStore, decoder: rc.JobDecoder, runs_kept: int = RUNS_KEPT, specs_kept: int = SPECS) -> None:
+        #: job_id -> (its stored spec fields, the spec) or None (no such job)
+        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec] | None] = {}
+        self._specs_kept = specs_kept
+        self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, self._job_from, self._job_to, self._job_written)
         self.runs: _Cache[Run] = _Cache(
             store, Table.RUNS, snapshot_codec.run_from_tuple, snapshot_codec.run_to_tuple, keep=runs_kept
         )
         self._store, self._decoder = store, decoder
 
-    def _job_written(self, job_id: str) -> None:
-        self._specs.pop(job_id, None)
+    def _keep_spec(self, job_id: str, part: tuple[Any, ...], spec: JobSpec) -> None:
+        specs = self._specs
+        if len(specs) >= self._specs_kept and job_id not in specs:
+            specs.clear()
+            if not self._specs_kept:
+                return
+        specs[job_id] = (part, spec)
+
+    def _job_from(self, t: tuple[Any, ...]) -> Job:
+        kept = self._specs.get(t[0])
+        if kept is not None and kept[0] == t[9:]:
+            return self._decoder.job(t, kept[1])
+        job = self._decoder.job(t)
+        self._keep_spec(job.job_id, t[9:], job.spec)
+        return job
+
+    def _job_to(self, job: Job) -> tuple[Any, ...]:
+        kept = self._specs.get(job.job_id)
+        spec = job.spec
+        part = kept[0] if kept is not None and kept[1] is spec else snapshot_codec.spec_part(spec)
+        return snapshot_codec.job_head(job) + part
+
+    def _job_written(self, job_id: str, job: Job | None) -> None:
+        if job is None:
+            self._specs.pop(job_id, None)
+            return
+        kept = self._specs.get(job_id)
+        if kept is None or kept[1] is not job.spec:
+            self._keep_spec(job_id, snapshot_codec.spec_part(job.spec), job.spec)
 
     def forget(self) -> None:
         """The store was replaced or cleared (a restore, an install): nothing read before is known any more."""
@@ -153,14 +199,16 @@ class UnitOfWork:
         held = self.jobs.held(job_id)
         if held is not None:
             return None if held[0] is None else held[0].spec
-        if job_id in self._specs:
-            return self._specs[job_id]
+        specs = self._specs
+        if job_id in specs:
+            kept = specs[job_id]
+            return None if kept is None else kept[1]
         raw = self._store.get(Table.JOBS, job_id.encode())
         if raw is None:
             return None
-        if len(self._specs) >= self.SPECS:
-            self._specs.clear()
-        spec = self._specs[job_id] = self._decoder.spec(marshal.loads(raw))
+        t = marshal.loads(raw)
+        spec = self._decoder.spec(t)
+        self._keep_spec(job_id, t[9:], spec)
         return spec
 
     def run(self, run_id: str) -> Run | None:

@@ -69,13 +69,24 @@ def _sched_from(t: tuple[Any, ...]) -> Schedule:
 
 
 def job_to_tuple(j: Job) -> tuple[Any, ...]:
-    s, r = j.spec, j.spec.retry
+    return job_head(j) + spec_part(j.spec)
+
+
+def job_head(j: Job) -> tuple[Any, ...]:
+    """A job tuple's fields 0-8: what a job adds to its spec (``job_to_tuple``)."""
     return (
-        j.job_id, j.status.value, j.anchor_ms, j.cursor_ms, j.next_fire_ms, j.created_ms, j.updated_ms,
+        j.job_id, j.status._value_, j.anchor_ms, j.cursor_ms, j.next_fire_ms, j.created_ms, j.updated_ms,
         j.idempotency_key, j.fire_count,
+    )  # fmt: skip
+
+
+def spec_part(s: JobSpec) -> tuple[Any, ...]:
+    """A job tuple's fields 9 on: its spec (``Decoder.spec`` reads them back)."""
+    r = s.retry
+    return (
         s.name, _sched_to(s.schedule), s.queue, s.type, s.payload,
         (r.max_attempts, r.initial_backoff_ms, r.max_backoff_ms, r.multiplier, r.jitter),
-        s.lease_ttl_ms, s.timeout_ms, s.concurrency.value, s.misfire.value, s.catchup_window_ms,
+        s.lease_ttl_ms, s.timeout_ms, s.concurrency._value_, s.misfire._value_, s.catchup_window_ms,
         s.history_limit, s.history_ttl_ms,
     ) + (() if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else (s.failed_history_limit,))  # fmt: skip
 
@@ -118,9 +129,12 @@ class Decoder:
             self._specs[key] = spec
         return spec
 
-    def job(self, t: tuple[Any, ...]) -> Job:
+    def job(self, t: tuple[Any, ...], spec: JobSpec | None = None) -> Job:
+        """The job of tuple ``t``; ``spec``: its spec, already decoded from ``t[9:]`` (by the caller's cache)."""
         job_id, status, anchor, cursor, nxt, created, updated, idem, fires = t[:9]
-        return Job(job_id, self.spec(t), _JOB_STATUS[status], anchor, cursor, nxt, created, updated, idem, fires)
+        if spec is None:
+            spec = self.spec(t)
+        return Job(job_id, spec, _JOB_STATUS[status], anchor, cursor, nxt, created, updated, idem, fires)
 
 
 _RUN_FIELDS = (
@@ -136,8 +150,8 @@ def run_to_tuple(r: Run) -> tuple[Any, ...]:
     before the cluster's format 3 encodes exactly as it always did (old and new nodes hold the same bytes)."""
     values: tuple[Any, ...] = _RUN_VALUES(r)
     if not (r.steps_raw or r.attempts_raw or r.budget_base or r.steps_dropped or r.attempts_dropped):
-        return (r.status.value,) + values
-    return (r.status.value,) + values + (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
+        return (r.status._value_,) + values
+    return (r.status._value_,) + values + (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
 
 
 def run_from_tuple(t: tuple[Any, ...]) -> Run:

@@ -85,8 +85,10 @@ SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, MembershipRules):
     """All jobs and runs, and the indexes the leader and the API read."""
 
-    def __init__(self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT) -> None:
-        super().__init__(store, runs_kept)
+    def __init__(
+        self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT, specs_kept: int = UnitOfWork.SPECS
+    ) -> None:
+        super().__init__(store, runs_kept, specs_kept)
 
     # ------------------------------------------------------------ apply
 
@@ -138,7 +140,9 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
 
     @c.handles(c.CreateJob)
     def _create_job(self, cmd: c.CreateJob, index: int) -> Result:
-        fingerprint = cmd.fingerprint or spec_fingerprint(cmd.spec)
+        # the spec's fingerprint is read only to compare with a kept one (a JSON encoding and a SHA-256: not
+        # worth it for the common create, with neither an idempotency key nor a job under its id)
+        fingerprint = cmd.fingerprint or (spec_fingerprint(cmd.spec) if cmd.idempotency_key else "")
         if cmd.idempotency_key:
             known = self.idempotency.get(cmd.idempotency_key)
             if known is not None:
@@ -151,7 +155,7 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
                 )
         existing = self.uow.job(cmd.job_id)
         if existing is not None:  # the same proposal applied twice
-            if spec_fingerprint(existing.spec) == fingerprint:
+            if spec_fingerprint(existing.spec) == (fingerprint or spec_fingerprint(cmd.spec)):
                 return Ok(existing)
             return AlreadyExists(f"job {cmd.job_id} already exists")
         kept = sum(self.job_counts.values())

@@ -87,7 +87,9 @@ class IdempotencyMap:
 class StateBase:
     """All jobs and runs, and the indexes the leader and the API read."""
 
-    def __init__(self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT) -> None:
+    def __init__(
+        self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT, specs_kept: int = UnitOfWork.SPECS
+    ) -> None:
         self.store: StateStore = store if store is not None else MemoryStore()
         self._decoder = rc.JobDecoder()
         #: read-only queries of committed records (any thread, inside ``store.reading()``)
@@ -95,7 +97,7 @@ class StateBase:
         self.jobs: RecordMap[Job] = RecordMap(self.store, Table.JOBS, rc.JobDecoder().decode)
         self.runs: RecordMap[Run] = RecordMap(self.store, Table.RUNS, rc.decode_run)
         self.idempotency = IdempotencyMap(self.store)
-        self.uow = UnitOfWork(self.store, self._decoder, runs_kept)
+        self.uow = UnitOfWork(self.store, self._decoder, runs_kept, specs_kept)
         self.load()
 
     # ------------------------------------------------------------ the small state, and the store
@@ -132,6 +134,8 @@ class StateBase:
         self._tokens_used = 0
         self._pos = 0
         self._saved: dict[bytes, bytes] = {}
+        #: the membership as last encoded, and its bytes (``_membership_raw``)
+        self._membership_memo: tuple[Any, ...] | None = None
 
     def load(self) -> None:
         """(Re)read the small state from the store and rebuild the in-memory indexes. Raises ValueError for a
@@ -169,9 +173,7 @@ class StateBase:
 
     def _meta_values(self) -> dict[bytes, bytes]:
         counts = (tuple(self.run_counts[s] for s in RunStatus), tuple(self.job_counts[s] for s in JobStatus))
-        membership = rc.encode_membership(
-            self.members, self.member_rafts, self.roster, self.member_change, self.removed_members, self.cluster_format
-        )
+        membership = self._membership_raw()
         return {
             b"layout": rc.encode_int(LAYOUT),
             b"applied": rc.encode_int(self.applied_index),
@@ -179,6 +181,19 @@ class StateBase:
             b"counts": rc.encode_plain(counts),
             b"membership": membership,
         }
+
+    def _membership_raw(self) -> bytes:
+        """The membership's bytes in ``meta``: encoded again only when it changed since the last entry (it
+        rarely does, and every entry is committed with it)."""
+        now = (self.members, self.member_rafts, self.roster, self.member_change, self.removed_members, self.cluster_format)
+        memo = self._membership_memo
+        if memo is not None and memo[:6] == now:
+            raw: bytes = memo[6]
+            return raw
+        raw = rc.encode_membership(*now)
+        members, rafts, roster, change, removed, cluster_format = now  # copies: the dicts change in place
+        self._membership_memo = (dict(members), dict(rafts), dict(roster), change, dict(removed), cluster_format, raw)
+        return raw
 
     def commit(self) -> None:
         """End of a Raft entry: the small state joins the entry's writes, and the store commits them as one."""
@@ -225,10 +240,12 @@ class StateBase:
 
     def _new_run(self, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
         run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, self.now_ms, manual=manual)
-        self.uow.runs.add(run_id, run)
+        self.uow.runs.add_new(run_id, run)
         self.run_counts[RunStatus.PENDING] += 1
-        self._job_runs_add(run)
-        self._activate(run)
+        key = rc.job_run_key(run.job_id, scheduled_ms, run_id)  # the same key in both tables: a job's runs by instant
+        self.store.put(Table.JOB_RUNS, key, b"")
+        self.store.put(Table.ACTIVE, key, b"")
+        self._index_live(run)
         self.events.append(("fired", run))
         return run
 

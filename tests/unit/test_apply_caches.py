@@ -1,0 +1,99 @@
+"""What apply keeps between commands to go faster never changes a result or a stored byte.
+
+The unit of work (``cluster.domain.records``) keeps job specs with the stored fields they
+came from, writes a fired run without reading what its id held, and the machine encodes
+its membership only when it changed (``StateBase._membership_raw``). Each shortcut is
+checked here against the slow way; the hypothesis model test runs a twin that keeps
+nothing (``tests/unit/test_state_model.py``).
+"""
+
+from __future__ import annotations
+
+import marshal
+
+import pytest
+
+from cluster.domain import commands as c
+from cluster.domain import record_codec as rc
+from cluster.domain import snapshot_codec
+from cluster.domain.model import At, Every, JobSpec, Run, RunStatus
+from cluster.domain.state import JobStateMachine
+from cluster.domain.state_store import Table, state_hash
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_800_000_000_000
+
+
+def _apply(m: JobStateMachine, cmd: object, index: int) -> object:
+    result = m.apply(c.encode(cmd), index)
+    m.commit()
+    return result
+
+
+def test_a_kept_spec_is_reused_only_for_the_stored_fields_it_came_from() -> None:
+    m = JobStateMachine()
+    _apply(m, c.CreateJob(T0, "j1", JobSpec(name="first", schedule=Every(60_000), type="noop")), 1)
+    kept = m.uow.spec("j1")
+    assert kept is not None and kept.name == "first"
+    # the stored job changes behind the unit of work's back (what no rule does: every write goes through
+    # ``flush``): the kept spec no longer matches the stored fields and must not be used for the job
+    stored = marshal.loads(m.store.get(Table.JOBS, b"j1") or b"")
+    changed = stored[:9] + ("second",) + stored[10:]
+    m.store.put(Table.JOBS, b"j1", marshal.dumps(changed, rc.MARSHAL_VERSION))
+    m.store.commit()
+    job = m.uow.job("j1")
+    assert job is not None and job.spec.name == "second"
+    m.uow.flush()
+    assert m.uow.spec("j1") is job.spec  # what it read is what it keeps now
+
+
+def test_a_job_written_with_its_kept_spec_encodes_as_a_fresh_encoding_does() -> None:
+    m = JobStateMachine()
+    spec = JobSpec(name="n", schedule=Every(60_000), type="noop", payload=b"\x00\x01", failed_history_limit=3)
+    _apply(m, c.CreateJob(T0, "j1", spec), 1)
+    for k in range(1, 4):  # fires rewrite the job with the spec kept from its creation
+        _apply(m, c.Fire(T0 + k * 60_000, (("j1", T0 + k * 60_000),), lookahead_ms=100), 1 + k)
+    job = m.view.job("j1")
+    assert job is not None and job.fire_count == 3
+    assert m.store.get(Table.JOBS, b"j1") == rc.encode_job(job)
+    assert marshal.loads(m.store.get(Table.JOBS, b"j1") or b"") == snapshot_codec.job_to_tuple(job)
+
+
+def test_updating_a_job_replaces_its_kept_spec() -> None:
+    m = JobStateMachine()
+    _apply(m, c.CreateJob(T0, "j1", JobSpec(name="n", schedule=Every(60_000), type="noop")), 1)
+    _apply(m, c.UpdateJob(T0 + 1, "j1", JobSpec(name="n", schedule=Every(60_000), type="other")), 2)
+    spec = m.uow.spec("j1")
+    assert spec is not None and spec.type == "other"
+    fresh = JobStateMachine(m.store, specs_kept=0)  # reads every spec from the store
+    assert fresh.uow.spec("j1") == spec
+
+
+def test_a_run_added_without_reading_its_id_overwrites_and_drops_what_the_id_held() -> None:
+    m = JobStateMachine()
+    old = Run("r1", "j1", "default", T0, T0, RunStatus.SUCCEEDED)
+    m.store.put(Table.RUNS, b"r1", rc.encode_run(old))
+    m.store.commit()
+    new = Run("r1", "j1", "default", T0 + 1, T0 + 1)
+    m.uow.runs.add_new("r1", new)
+    m.uow.flush()
+    assert m.store.get(Table.RUNS, b"r1") == rc.encode_run(new)
+    m.uow.runs.add_new("r2", Run("r2", "j1", "default", T0, T0))
+    m.uow.runs.drop("r2")
+    m.uow.runs.add_new("r1", new)
+    m.uow.runs.drop("r1")
+    m.uow.flush()
+    assert m.store.get(Table.RUNS, b"r1") is None and m.store.get(Table.RUNS, b"r2") is None
+
+
+def test_the_stored_membership_follows_changes_made_in_place() -> None:
+    m = JobStateMachine()
+    _apply(m, c.NodeInfo(T0, "n1", "1.0", 2), 1)
+    _apply(m, c.CreateJob(T0, "j1", JobSpec(name="n", schedule=At(T0 + 1000), type="noop")), 2)
+    _apply(m, c.NodeInfo(T0, "n1", "1.1", 3), 3)  # the same member, a new version: its dict changes in place
+    expected = rc.encode_membership(m.members, m.member_rafts, m.roster, m.member_change, m.removed_members, m.cluster_format)
+    assert m.store.get(Table.META, b"membership") == expected
+    assert rc.decode_membership(expected)[0] == {"n1": ("1.1", 3)}
+    again = JobStateMachine(m.store)  # a restart reads what was stored
+    assert again.members == {"n1": ("1.1", 3)} and state_hash(again.store) == state_hash(m.store)
