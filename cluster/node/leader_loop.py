@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from cluster.domain import commands as c
 from cluster.domain.errors import RejectedError, Unavailable
+from cluster.domain.state import JobStateMachine
 from cluster.node.clock import Clock
 from cluster.node.config import SchedulerConfig
 from cluster.node.replicated_state import ReplicatedState
@@ -33,6 +34,22 @@ MAX_BATCHES_IN_FLIGHT = 4
 MIN_PAUSE_S = 0.002
 #: longest sleep between looks at the due index
 MAX_IDLE_S = 0.05
+#: at most this many expired leases per ExpireLeases entry
+EXPIRE_BATCH = 1000
+
+
+class _Look(NamedTuple):
+    """What one step of the loop read from the state (``LeaderLoop._look``)."""
+
+    #: how many more fire items the pipeline takes now (<= 0: full, ``due`` was not read)
+    fire_room: int
+    #: (job_id, instant) due within the look-ahead, earliest first, in-flight ones included
+    due: list[tuple[str, int]]
+    next_due: int | None
+    #: (lease_id, fencing token) of leases past their deadline, in-flight expiries included
+    expired: list[tuple[str, int]]
+    next_deadline: int | None
+    next_prune: int | None
 
 
 class LeaderLoop:
@@ -116,7 +133,25 @@ class LeaderLoop:
         if not self._leading:
             self._become_leader()
             return
-        self._sleep(min(self._fire_due(), self._expire_due(), self._prune_due()))
+        now = self._clock.now_ms()
+        look = self._look(now)
+        self._sleep(min(self._fire_due(now, look), self._expire_due(now, look), self._prune_due(now, look)))
+
+    def _look(self, now: int) -> _Look:
+        """What is due, in one read: the Raft thread holds the state's lock while it applies an entry (a Fire of
+        2,000 items: tens of ms), so each separate read could wait a whole apply while the pipeline drains."""
+        cfg = self._cfg
+        fire_room = cfg.fire_batch * MAX_BATCHES_IN_FLIGHT - len(self._inflight)
+        until = now + int(cfg.fire_lookahead_s * 1000)
+        fire_scan = fire_room + len(self._inflight)
+        expire_scan = EXPIRE_BATCH + len(self._expiring)
+
+        def read(m: JobStateMachine) -> _Look:
+            due = m.due_jobs(until, fire_scan) if fire_room > 0 else []
+            expired = m.expired_leases(now, expire_scan)
+            return _Look(fire_room, due, m.next_due_ms(), expired, m.next_lease_deadline(), m.next_prune_ms())
+
+        return self._store.read(read, barrier=False)
 
     def _become_leader(self) -> None:
         try:
@@ -136,17 +171,14 @@ class LeaderLoop:
             grace_ms,
         )
 
-    def _fire_due(self) -> float:
+    def _fire_due(self, now: int, look: _Look) -> float:
         """Propose what is due (pipelined batches); return how long to sleep at most."""
         cfg = self._cfg
-        now = self._clock.now_ms()
         lookahead = int(cfg.fire_lookahead_s * 1000)
-        limit = cfg.fire_batch * MAX_BATCHES_IN_FLIGHT - len(self._inflight)
+        limit = look.fire_room
         if limit <= 0:  # the pipeline is full: wait for a commit to free a slot
             return MAX_IDLE_S
-        due, next_due = self._store.read(
-            lambda m: (m.due_jobs(now + lookahead, limit + len(self._inflight)), m.next_due_ms()), barrier=False
-        )
+        due, next_due = look.due, look.next_due
         self._planned_ms = next_due
         mono = self._clock.monotonic()
         with self._inflight_lock:
@@ -161,10 +193,9 @@ class LeaderLoop:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
 
-    def _prune_due(self) -> float:
+    def _prune_due(self, now: int, look: _Look) -> float:
         """Propose the removal of history past its retention, one entry at a time."""
-        now = self._clock.now_ms()
-        next_ms = self._store.read(lambda m: m.next_prune_ms(), barrier=False)
+        next_ms = look.next_prune
         if next_ms is None or next_ms > now:
             return MAX_IDLE_S
         mono = self._clock.monotonic()
@@ -178,13 +209,10 @@ class LeaderLoop:
         self._store.propose_async(c.PruneHistory(now), done)
         return MAX_IDLE_S
 
-    def _expire_due(self) -> float:
+    def _expire_due(self, now: int, look: _Look) -> float:
         """Propose the expiry of leases past their deadline; return how long to sleep at most."""
-        now = self._clock.now_ms()
-        limit = 1000
-        due, next_deadline = self._store.read(
-            lambda m: (m.expired_leases(now, limit + len(self._expiring)), m.next_lease_deadline()), barrier=False
-        )
+        limit = EXPIRE_BATCH
+        due, next_deadline = look.expired, look.next_deadline
         mono = self._clock.monotonic()
         with self._inflight_lock:
             items = [d for d in due if self._expiring.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
