@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from pysyncobj.serializer import Serializer
@@ -118,8 +118,18 @@ def test_read_ahead_stops_when_its_transfer_ends(tmp_path: Path) -> None:
     assert ahead.join(10) and ahead.read == MiB
 
 
-def test_the_leader_reads_the_dump_it_sends_ahead_while_the_transfer_lasts(tmp_path: Path) -> None:
+def test_the_leader_reads_the_dump_it_sends_ahead_while_the_transfer_lasts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pysyncobj_patches.install()
+    made: list[ReadAhead] = []
+
+    class Narrow(ReadAhead):  # a window far smaller than the dump: it cannot finish before the transfer ends
+        def __init__(self, fd: int, consumed: Callable[[], int], alive: Callable[[], bool], **kw: Any) -> None:
+            super().__init__(fd, consumed, alive, **{**kw, "window": 256 << 10})
+            made.append(self)
+
+    monkeypatch.setattr(pysyncobj_patches, "ReadAhead", Narrow)
     dump = str(tmp_path / "raft.snapshot")
     write_snapshot_file(dump, RAFT_DATA, BytesCopy(os.urandom(2 * MiB)).write_to)
     leader = Serializer(dump, 64 << 10, False, None, None, None)
@@ -127,9 +137,12 @@ def test_the_leader_reads_the_dump_it_sends_ahead_while_the_transfer_lasts(tmp_p
     assert leader.getTransmissionData("n2")[1] is True
     (reader,) = [t for t in threading.enumerate() if t.ident not in before]
     assert reader.name == "read-ahead-n2"
+    (ahead,) = made
+    _wait(lambda: ahead.read >= 256 << 10)  # ahead of the one 64 KiB piece sent, up to its window
+    assert ahead.read < 2 * MiB and reader.is_alive()
     leader.cancelTransmisstion("n2")  # the connection dropped: the transfer is over
     reader.join(10)
-    assert not reader.is_alive()
+    assert not reader.is_alive() and ahead.read < 2 * MiB
 
 
 def test_a_received_snapshot_is_written_in_synced_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
