@@ -267,15 +267,15 @@ class LmdbStateStore:
             return out
         with self._reader() as txn:
             cur = txn.cursor(db=self._dbs[table])
-            if not (cur.set_range(start) if start else cur.first()):
-                return out
-            append = out.append
-            for pair in cur.iternext():  # from the current pair on, in C (a leader's due scan reads thousands)
-                if stop is not None and pair[0] >= stop:
+            found = cur.set_range(start) if start else cur.first()
+            while found:
+                key = cur.key()
+                if stop is not None and key >= stop:
                     break
-                append(pair)
+                out.append((key, cur.value()))
                 if len(out) >= limit:
                     break
+                found = cur.next()
         return out
 
     def scan_back(
