@@ -147,8 +147,8 @@ class UnitOfWork:
     __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs", "_specs_kept")
 
     def __init__(self, store: StateStore, decoder: rc.JobDecoder, runs_kept: int = RUNS_KEPT, specs_kept: int = SPECS) -> None:
-        #: job_id -> (its stored spec fields, the spec) or None (no such job)
-        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec] | None] = {}
+        #: job_id -> (its stored spec fields, the spec)
+        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec]] = {}
         self._specs_kept = specs_kept
         self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, self._job_from, self._job_to, self._job_written)
         self.runs: _Cache[Run] = _Cache(
@@ -173,18 +173,19 @@ class UnitOfWork:
         return job
 
     def _job_to(self, job: Job) -> tuple[Any, ...]:
+        """The job's tuple as ``flush`` stores it (written, or equal to what the store holds): its spec is kept."""
         kept = self._specs.get(job.job_id)
         spec = job.spec
-        part = kept[0] if kept is not None and kept[1] is spec else snapshot_codec.spec_part(spec)
+        if kept is not None and kept[1] is spec:
+            part = kept[0]
+        else:
+            part = snapshot_codec.spec_part(spec)
+            self._keep_spec(job.job_id, part, spec)
         return snapshot_codec.job_head(job) + part
 
     def _job_written(self, job_id: str, job: Job | None) -> None:
-        if job is None:
+        if job is None:  # dropped (a written job's spec was kept by ``_job_to``)
             self._specs.pop(job_id, None)
-            return
-        kept = self._specs.get(job_id)
-        if kept is None or kept[1] is not job.spec:
-            self._keep_spec(job_id, snapshot_codec.spec_part(job.spec), job.spec)
 
     def forget(self) -> None:
         """The store was replaced or cleared (a restore, an install): nothing read before is known any more."""
@@ -199,10 +200,9 @@ class UnitOfWork:
         held = self.jobs.held(job_id)
         if held is not None:
             return None if held[0] is None else held[0].spec
-        specs = self._specs
-        if job_id in specs:
-            kept = specs[job_id]
-            return None if kept is None else kept[1]
+        kept = self._specs.get(job_id)
+        if kept is not None:
+            return kept[1]
         raw = self._store.get(Table.JOBS, job_id.encode())
         if raw is None:
             return None
