@@ -36,6 +36,7 @@ snapshot (``raft.pysyncobj_patches``). What it promises:
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -59,6 +60,7 @@ _SYNC_FILE_RANGE_WRITE = 2
 log = logging.getLogger("raftsched.raft")
 
 
+@functools.cache  # looked up once: ``Writeback`` calls it every period
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     try:
         call = ctypes.CDLL(None, use_errno=True).sync_file_range
