@@ -22,6 +22,7 @@ from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from cluster.domain import record_codec as rc
 from cluster.domain import snapshot_codec
+from cluster.domain.kept import Kept
 from cluster.domain.model import Job, JobSpec, Run
 from cluster.domain.state_store import StateStore, Table, iter_table
 
@@ -39,11 +40,12 @@ class _Cache(Generic[R]):
     and left as it was costs one tuple, not an encoding and a write.
 
     ``keep`` > 0: the stored tuples (immutable, of immutable values) of the last records read or written are
-    kept across commands, at most ``keep`` (then forgotten all at once), so a run that is fired, leased and
-    completed by consecutive commands is read from the store once. Every write of the table goes through
-    ``flush`` (or clears the store: ``forget``), so a kept tuple is always what the store holds."""
+    kept across commands, within ``keep`` bytes (``Kept``, weighed by their stored bytes), so a run that is
+    fired, leased and completed by consecutive commands is read from the store once. Every write of the
+    table goes through ``flush`` (or clears the store: ``forget``), so a kept tuple is always what the store
+    holds."""
 
-    __slots__ = ("_store", "_table", "_from", "_to", "_rows", "_written", "_kept", "_keep")
+    __slots__ = ("_store", "_table", "_from", "_to", "_rows", "_written", "_kept")
 
     def __init__(
         self,
@@ -56,24 +58,27 @@ class _Cache(Generic[R]):
     ) -> None:
         self._store, self._table, self._from, self._to, self._written = store, table, from_tuple, to_tuple, written
         self._rows: dict[str, tuple[R | None, Any]] = {}
-        self._kept: dict[str, Any] = {}
-        self._keep = keep
+        #: id -> the stored tuple (None: no row), or None if nothing is kept
+        self._kept: Kept[str, Any] | None = Kept(keep) if keep > 0 else None
 
     def _stored(self, ident: str) -> Any:
         kept = self._kept
-        if ident in kept:
+        if kept is not None and ident in kept:
             return kept[ident]
         raw = self._store.get(self._table, ident.encode())
-        stored = None if raw is None else marshal.loads(raw)
-        if self._keep:
-            if len(kept) >= self._keep:
-                kept.clear()
-            kept[ident] = stored
+        if raw is None:
+            if kept is not None:
+                kept.put(ident, None, _ROW_OVERHEAD)
+            return None
+        stored = marshal.loads(raw)
+        if kept is not None:
+            kept.put(ident, stored, _ROW_OVERHEAD + len(raw))
         return stored
 
     def forget(self) -> None:
         """The store was replaced or cleared: nothing kept is known any more."""
-        self._kept.clear()
+        if self._kept is not None:
+            self._kept.clear()
         self._rows.clear()
 
     def held(self, ident: str) -> tuple[R | None, Any] | None:
@@ -106,25 +111,28 @@ class _Cache(Generic[R]):
     def flush(self) -> None:
         if not self._rows:
             return
-        store, table, to_tuple, written = self._store, self._table, self._to, self._written
-        kept = self._kept if self._keep else None
-        if kept is not None and len(kept) + len(self._rows) > self._keep:
-            kept.clear()
+        store, table, to_tuple, written, kept = self._store, self._table, self._to, self._written, self._kept
         for ident, (record, stored) in self._rows.items():
             if record is None:
                 if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
                     store.delete(table, ident.encode())
                     written(ident, None)
                 if kept is not None:
-                    kept[ident] = None
+                    kept.put(ident, None, _ROW_OVERHEAD)
                 continue
             now = to_tuple(record)
             if now != stored:
-                store.put(table, ident.encode(), marshal.dumps(now, rc.MARSHAL_VERSION))
+                raw = marshal.dumps(now, rc.MARSHAL_VERSION)
+                store.put(table, ident.encode(), raw)
                 written(ident, record)
-            if kept is not None:
-                kept[ident] = now
+                if kept is not None:
+                    kept.put(ident, now, _ROW_OVERHEAD + len(raw))
+            # unchanged: what is kept (if it still is) equals it
         self._rows.clear()
+
+
+#: what a kept row's tuples take beyond its stored bytes (a run of 21 fields and its history: ~400 bytes)
+_ROW_OVERHEAD = 400
 
 
 class UnitOfWork:
@@ -133,36 +141,37 @@ class UnitOfWork:
     ``spec(job_id)`` reads only a job's spec (immutable: nothing to write back), as the lease and retention
     rules need it for every run they touch; a job the command holds whole answers with its own.
 
-    Specs are kept across commands (at most ``SPECS``, then forgotten all at once), each with the stored
-    fields it was decoded from or written as (``snapshot_codec.spec_part``), by job id: a job read again
+    Specs are kept across commands, each with the stored fields it was decoded from or written as
+    (``snapshot_codec.spec_part``), by job id, within a budget of bytes (``SPEC_BYTES``, estimated per
+    spec by ``spec_weight``: payloads of up to 1 MiB count for what they hold); when it is full the oldest
+    half is forgotten, so the specs of the jobs a burst fires are still there when their runs are leased
+    and completed (a count of specs forgotten all at once kept none across a 100,000-job burst, and did
+    not bound payloads at all). A job read again
     whose stored fields are those reuses the spec instead of decoding it, and a job written with the same
     spec reuses the fields instead of encoding them. Every write of the jobs table goes through ``flush``
     (which keeps what it wrote) or clears the store (``forget``), so a kept spec is the one the store holds
     and ``spec()`` answers from it without a read; a spec is reused for a read only if the stored fields
     are equal too, so no kept spec can change a result."""
 
-    SPECS = 65536
-    #: stored run tuples kept across commands (see ``_Cache``)
-    RUNS_KEPT = 65536
-    __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs", "_specs_kept")
+    #: the bytes of memory kept specs may take (``spec_weight``): ~150,000 specs of the usual size
+    SPEC_BYTES = 96 << 20
+    #: the bytes of memory stored run tuples kept across commands may take (``_Cache``): ~110,000 runs
+    RUN_BYTES = 64 << 20
+    __slots__ = ("jobs", "runs", "_store", "_decoder", "_specs")
 
-    def __init__(self, store: StateStore, decoder: rc.JobDecoder, runs_kept: int = RUNS_KEPT, specs_kept: int = SPECS) -> None:
+    def __init__(
+        self, store: StateStore, decoder: rc.JobDecoder, run_bytes: int = RUN_BYTES, spec_bytes: int = SPEC_BYTES
+    ) -> None:
         #: job_id -> (its stored spec fields, the spec)
-        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec]] = {}
-        self._specs_kept = specs_kept
+        self._specs: Kept[str, tuple[tuple[Any, ...], JobSpec]] = Kept(spec_bytes)
         self.jobs: _Cache[Job] = _Cache(store, Table.JOBS, self._job_from, self._job_to, self._job_written)
         self.runs: _Cache[Run] = _Cache(
-            store, Table.RUNS, snapshot_codec.run_from_tuple, snapshot_codec.run_to_tuple, keep=runs_kept
+            store, Table.RUNS, snapshot_codec.run_from_tuple, snapshot_codec.run_to_tuple, keep=run_bytes
         )
         self._store, self._decoder = store, decoder
 
     def _keep_spec(self, job_id: str, part: tuple[Any, ...], spec: JobSpec) -> None:
-        specs = self._specs
-        if len(specs) >= self._specs_kept and job_id not in specs:
-            specs.clear()
-            if not self._specs_kept:
-                return
-        specs[job_id] = (part, spec)
+        self._specs.put(job_id, (part, spec), spec_weight(spec))
 
     def _job_from(self, t: tuple[Any, ...]) -> Job:
         kept = self._specs.get(t[0])
@@ -185,7 +194,7 @@ class UnitOfWork:
 
     def _job_written(self, job_id: str, job: Job | None) -> None:
         if job is None:  # dropped (a written job's spec was kept by ``_job_to``)
-            self._specs.pop(job_id, None)
+            self._specs.pop(job_id)
 
     def forget(self) -> None:
         """The store was replaced or cleared (a restore, an install): nothing read before is known any more."""
@@ -217,6 +226,16 @@ class UnitOfWork:
     def flush(self) -> None:
         self.jobs.flush()
         self.runs.flush()
+
+
+#: what a kept spec takes beyond its name and payload: the spec, its stored fields, their numbers and strings
+#: (measured: 100,000 specs of one-off jobs took ~72 MB)
+_SPEC_OVERHEAD = 640
+
+
+def spec_weight(spec: JobSpec) -> int:
+    """The bytes of memory a kept spec is counted for: an estimate, cheap enough to take on every keep."""
+    return _SPEC_OVERHEAD + len(spec.name) + len(spec.payload)
 
 
 class RecordReader:

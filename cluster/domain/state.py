@@ -86,9 +86,9 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
     """All jobs and runs, and the indexes the leader and the API read."""
 
     def __init__(
-        self, store: StateStore | None = None, runs_kept: int = UnitOfWork.RUNS_KEPT, specs_kept: int = UnitOfWork.SPECS
+        self, store: StateStore | None = None, run_bytes: int = UnitOfWork.RUN_BYTES, spec_bytes: int = UnitOfWork.SPEC_BYTES
     ) -> None:
-        super().__init__(store, runs_kept, specs_kept)
+        super().__init__(store, run_bytes, spec_bytes)
 
     # ------------------------------------------------------------ apply
 

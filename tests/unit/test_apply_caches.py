@@ -66,7 +66,7 @@ def test_updating_a_job_replaces_its_kept_spec() -> None:
     _apply(m, c.UpdateJob(T0 + 1, "j1", JobSpec(name="n", schedule=Every(60_000), type="other")), 2)
     spec = m.uow.spec("j1")
     assert spec is not None and spec.type == "other"
-    fresh = JobStateMachine(m.store, specs_kept=0)  # reads every spec from the store
+    fresh = JobStateMachine(m.store, spec_bytes=0)  # reads every spec from the store
     assert fresh.uow.spec("j1") == spec
 
 
@@ -97,3 +97,36 @@ def test_the_stored_membership_follows_changes_made_in_place() -> None:
     assert rc.decode_membership(expected)[0] == {"n1": ("1.1", 3)}
     again = JobStateMachine(m.store)  # a restart reads what was stored
     assert again.members == {"n1": ("1.1", 3)} and state_hash(again.store) == state_hash(m.store)
+
+
+def test_kept_specs_and_runs_stay_within_their_budgets_whatever_their_payloads_and_results_weigh() -> None:
+    m = JobStateMachine(run_bytes=3 << 20, spec_bytes=3 << 20)
+    twin = JobStateMachine(run_bytes=0, spec_bytes=0)  # keeps nothing: every record read from its store
+    big = b"x" * (1 << 20)  # the largest payload and result the default limits accept
+    index = 0
+
+    def both(cmd: object) -> list[object]:
+        nonlocal index
+        index += 1
+        return [_apply(machine, cmd, index) for machine in (m, twin)]
+
+    for k in range(8):
+        both(c.CreateJob(T0, f"j{k}", JobSpec(name=f"n{k}", schedule=At(T0 + 1000), type="noop", payload=big)))
+        both(c.TriggerJob(T0, f"j{k}"))
+    specs = m.uow._specs
+    assert 0 < specs.total <= 3 << 20 and 0 < len(specs) < 8
+    granted, twin_granted = both(c.AcquireLeases(T0, "e1", ("default",), 8))
+    assert len(granted.value) == 8  # type: ignore[attr-defined]
+    assert [(snapshot_codec.run_to_tuple(g.run), g.spec) for g in granted.value] == [  # type: ignore[attr-defined]
+        (snapshot_codec.run_to_tuple(g.run), g.spec)
+        for g in twin_granted.value  # type: ignore[attr-defined]
+    ]
+    for grant in granted.value:  # type: ignore[attr-defined]
+        run = grant.run
+        done, twin_done = both(c.CompleteRun(T0 + 1, run.lease_id, run.fencing_token, True, result=big, executor_id="e1"))
+        assert snapshot_codec.run_to_tuple(done.value) == snapshot_codec.run_to_tuple(twin_done.value)  # type: ignore[attr-defined]
+    runs = m.uow.runs._kept
+    assert runs is not None and 0 < runs.total <= 3 << 20 and 0 < len(runs) < 8
+    for k in range(8):  # what is still kept is what the store holds
+        assert m.uow.spec(f"j{k}") == twin.uow.spec(f"j{k}")
+    assert state_hash(m.store) == state_hash(twin.store)

@@ -21,7 +21,7 @@ snapshot/restore cycles:
   Raft entry each, and its state hash and everything observable must match after
   every step), snapshot/restore round trips included: the blob (``snapshot_codec``)
   for the in-memory store, a compacting copy of the environment for LMDB. The twin keeps
-  no run records and no specs across commands (``runs_kept=0, specs_kept=0``), the first
+  no run records and no specs across commands (``run_bytes=0, spec_bytes=0``), the first
   does: what is kept never changes a result or a byte.
 """
 
@@ -149,7 +149,7 @@ class StateMachineModel(RuleBasedStateMachine):
         self.stores = Stores()
         self.m = JobStateMachine(MemoryStore())
         #: the same commands, applied to a machine on an LMDB environment (one entry, one commit each)
-        self.twin = JobStateMachine(self.stores.new(), runs_kept=0, specs_kept=0)  # keeping nothing
+        self.twin = JobStateMachine(self.stores.new(), run_bytes=0, spec_bytes=0)  # keeping nothing
         self.index = 0
         self.now = T0
         self.max_now = 0
@@ -556,7 +556,7 @@ class StateMachineModel(RuleBasedStateMachine):
         assert fresh.snapshot() == data
         self.m = fresh
         copied = JobStateMachine(
-            self.stores.copy(self.twin.store), runs_kept=0, specs_kept=0
+            self.stores.copy(self.twin.store), run_bytes=0, spec_bytes=0
         )  # an LMDB node's snapshot: a copy of its env
         assert dump(copied) == dump(self.twin)
         assert state_hash(copied.store) == state_hash(self.twin.store)

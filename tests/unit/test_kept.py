@@ -1,0 +1,71 @@
+"""``Kept``: the map bounded by bytes that apply keeps specs and runs in between commands."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cluster.domain.kept import Kept
+
+pytestmark = pytest.mark.unit
+
+
+def test_it_forgets_the_oldest_entries_down_to_half_its_budget() -> None:
+    kept: Kept[str, int] = Kept(100)
+    for k in range(10):
+        kept.put(f"k{k}", k, 10)
+    assert len(kept) == 10 and kept.total == 100
+    kept.put("k10", 10, 10)  # 110 > 100: the oldest go until 50 are left, then it joins
+    assert list(kept) == ["k5", "k6", "k7", "k8", "k9", "k10"] and kept.total == 60
+    assert "k0" not in kept and kept.get("k0") is None and kept["k10"] == 10
+
+
+def test_a_put_replaces_the_value_and_makes_it_the_newest() -> None:
+    kept: Kept[str, str] = Kept(100)
+    kept.put("a", "first", 40)
+    kept.put("b", "b", 40)
+    kept.put("a", "second", 30)
+    assert list(kept) == ["b", "a"] and kept["a"] == "second" and kept.total == 70
+    kept.put("c", "c", 40)  # 110: b, the oldest, goes (70 - 40 = 30 <= 50)
+    assert list(kept) == ["a", "c"] and kept.total == 70
+
+
+def test_an_entry_heavier_than_half_the_budget_is_not_kept_and_a_budget_of_zero_keeps_nothing() -> None:
+    kept: Kept[str, bytes] = Kept(100)
+    kept.put("small", b"", 10)
+    kept.put("big", b"x" * 60, 60)  # fits (70 <= 100): kept
+    assert "big" in kept and kept.total == 70
+    kept.put("huge", b"", 101)
+    assert "huge" not in kept and kept.total <= 50
+    nothing: Kept[str, int] = Kept(0)
+    nothing.put("a", 1, 1)
+    assert len(nothing) == 0 and nothing.total == 0
+
+
+def test_a_value_of_none_is_kept_as_a_value() -> None:
+    kept: Kept[str, None] = Kept(100)
+    kept.put("gone", None, 1)
+    assert "gone" in kept and kept["gone"] is None
+    kept.pop("gone")
+    kept.pop("never")
+    assert "gone" not in kept and kept.total == 0
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.integers(0, 70), st.booleans()), max_size=60))
+def test_the_total_is_the_sum_of_what_is_kept_and_never_over_the_budget(ops: list[tuple[str, int, bool]]) -> None:
+    kept: Kept[str, int] = Kept(100)
+    model: dict[str, int] = {}
+    for key, weight, drop in ops:
+        if drop:
+            kept.pop(key)
+            model.pop(key, None)
+            continue
+        kept.put(key, weight, weight)
+        if key in kept:
+            model[key] = weight
+        else:  # not kept: too heavy; whatever it replaced is gone too
+            model.pop(key, None)
+        model = {k: v for k, v in model.items() if k in kept}  # what shedding forgot
+        assert kept.total == sum(model.values()) <= 100
+        assert all(kept[k] == v for k, v in model.items())
