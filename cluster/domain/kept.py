@@ -8,67 +8,58 @@ heavier than half the budget is not kept at all, and a budget of 0 keeps nothing
 
 A count of entries forgotten all at once bounded neither (a run's result and a job's payload may each
 weigh 1 MiB) and kept none of a burst larger than the count.
+
+A ``dict`` subclass so that reads (``in``, ``[]``, ``get``: several on every record a command touches)
+stay the dict's own; every change goes through ``put``, ``forget`` or ``clear``, which keep the weights.
 """
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-class Kept(Generic[K, V]):
-    __slots__ = ("_values", "_weights", "budget", "total")
+class Kept(dict[K, V]):
+    __slots__ = ("_weights", "budget", "total")
 
     def __init__(self, budget: int) -> None:
-        self._values: dict[K, V] = {}
+        super().__init__()
         self._weights: dict[K, int] = {}
         self.budget = budget
         #: the weight of what is kept now
         self.total = 0
 
-    def __contains__(self, key: K) -> bool:
-        return key in self._values
-
-    def __getitem__(self, key: K) -> V:
-        return self._values[key]
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._values)
-
-    def get(self, key: K) -> V | None:
-        return self._values.get(key)
-
     def put(self, key: K, value: V, weight: int) -> None:
         """Keep ``value`` under ``key`` (instead of what was), as the newest entry."""
-        values = self._values
-        if key in values:
-            self.pop(key)
+        before = self._weights.pop(key, None)
+        if before is not None:
+            dict.__delitem__(self, key)  # re-inserted below: the newest
+            self.total -= before
         if self.total + weight > self.budget:
             self._shed()
             if weight > self.budget // 2:
                 return
-        values[key] = value
+        dict.__setitem__(self, key, value)
         self._weights[key] = weight
         self.total += weight
 
-    def pop(self, key: K) -> None:
+    def forget(self, key: K) -> None:
         """Forget ``key`` (nothing if it is not kept)."""
-        if self._values.pop(key, _ABSENT) is not _ABSENT:
-            self.total -= self._weights.pop(key)
+        weight = self._weights.pop(key, None)
+        if weight is not None:
+            dict.__delitem__(self, key)
+            self.total -= weight
 
     def clear(self) -> None:
-        self._values.clear()
+        dict.clear(self)
         self._weights.clear()
         self.total = 0
 
     def _shed(self) -> None:
         """Forget the oldest entries, down to half the budget."""
-        values, weights = self._values, self._weights
+        weights = self._weights
         excess = self.total - self.budget // 2
         gone: list[K] = []
         for key, weight in weights.items():
@@ -77,8 +68,10 @@ class Kept(Generic[K, V]):
             gone.append(key)
             excess -= weight
         for key in gone:
-            del values[key]
+            dict.__delitem__(self, key)
             self.total -= weights.pop(key)
 
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a Kept map changes only through put, forget and clear (they keep its weights)")
 
-_ABSENT = object()
+    __setitem__ = __delitem__ = pop = popitem = setdefault = update = __ior__ = _refuse

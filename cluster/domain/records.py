@@ -63,8 +63,10 @@ class _Cache(Generic[R]):
 
     def _stored(self, ident: str) -> Any:
         kept = self._kept
-        if kept is not None and ident in kept:
-            return kept[ident]
+        if kept is not None:
+            stored = kept.get(ident, _UNREAD)  # (a value of its own: a kept None is a row known to be missing)
+            if stored is not _UNREAD:
+                return stored
         raw = self._store.get(self._table, ident.encode())
         if raw is None:
             if kept is not None:
@@ -146,9 +148,8 @@ class UnitOfWork:
     spec by ``spec_weight``: payloads of up to 1 MiB count for what they hold); when it is full the oldest
     half is forgotten, so the specs of the jobs a burst fires are still there when their runs are leased
     and completed (a count of specs forgotten all at once kept none across a 100,000-job burst, and did
-    not bound payloads at all). A job read again
-    whose stored fields are those reuses the spec instead of decoding it, and a job written with the same
-    spec reuses the fields instead of encoding them. Every write of the jobs table goes through ``flush``
+    not bound payloads at all). A job read again whose stored fields are those reuses the spec instead of
+    decoding it, and a job written with the same spec reuses the fields instead of encoding them. Every write of the jobs table goes through ``flush``
     (which keeps what it wrote) or clears the store (``forget``), so a kept spec is the one the store holds
     and ``spec()`` answers from it without a read; a spec is reused for a read only if the stored fields
     are equal too, so no kept spec can change a result."""
@@ -194,7 +195,7 @@ class UnitOfWork:
 
     def _job_written(self, job_id: str, job: Job | None) -> None:
         if job is None:  # dropped (a written job's spec was kept by ``_job_to``)
-            self._specs.pop(job_id)
+            self._specs.forget(job_id)
 
     def forget(self) -> None:
         """The store was replaced or cleared (a restore, an install): nothing read before is known any more."""

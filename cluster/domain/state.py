@@ -435,8 +435,12 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
     def due_jobs(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
         """(job_id, next_fire_ms) of ACTIVE jobs due at or before ``until_ms``, earliest first (a cursor over
         the stored due index: never a scan of all jobs)."""
-        rows = self.store.scan(Table.DUE, b"", rc.ms_bytes(until_ms + 1), limit)
-        return [(job_id, ms) for ms, job_id in (rc.timed_from(key) for key, _ in rows)]
+        return [due_item(key) for key in self.due_page(until_ms, limit)]
+
+    def due_page(self, until_ms: int, limit: int) -> list[bytes]:
+        """``due_jobs`` as the due index's keys (``due_item`` reads one): the leader loop, which scans past the
+        items it already proposed on every look, decodes only those it proposes."""
+        return [key for key, _ in self.store.scan(Table.DUE, b"", rc.ms_bytes(until_ms + 1), limit)]
 
     def next_due_ms(self) -> int | None:
         rows = self.store.scan(Table.DUE, limit=1)
@@ -532,3 +536,9 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
         self._saved = {}
         self.commit()
         self.load()
+
+
+def due_item(key: bytes) -> tuple[str, int]:
+    """(job_id, next_fire_ms) of a key of ``JobStateMachine.due_page``."""
+    ms, job_id = rc.timed_from(key)
+    return job_id, ms

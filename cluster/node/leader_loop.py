@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple
 
 from cluster.domain import commands as c
 from cluster.domain.errors import RejectedError, Unavailable
-from cluster.domain.state import JobStateMachine
+from cluster.domain.state import JobStateMachine, due_item
 from cluster.node.clock import Clock
 from cluster.node.config import SchedulerConfig
 from cluster.node.replicated_state import ReplicatedState
@@ -43,8 +43,9 @@ class _Look(NamedTuple):
 
     #: how many more fire items the pipeline takes now (<= 0: full, ``due`` was not read)
     fire_room: int
-    #: (job_id, instant) due within the look-ahead, earliest first, in-flight ones included
-    due: list[tuple[str, int]]
+    #: the due index's keys (``due_item``) of jobs due within the look-ahead, earliest first, in-flight ones
+    #: included
+    due: list[bytes]
     next_due: int | None
     #: (lease_id, fencing token) of leases past their deadline, in-flight expiries included
     expired: list[tuple[str, int]]
@@ -71,7 +72,8 @@ class LeaderLoop:
         self._max_pending = max_pending_runs
         self._wake = threading.Condition()
         self._stop = threading.Event()
-        self._inflight: dict[tuple[str, int], float] = {}
+        #: due-index key (``JobStateMachine.due_page``) of each fire item proposed -> when (monotonic)
+        self._inflight: dict[bytes, float] = {}
         self._inflight_lock = threading.Lock()
         self._expiring: dict[tuple[str, int], float] = {}
         self._pruning_since = 0.0
@@ -147,7 +149,7 @@ class LeaderLoop:
         expire_scan = EXPIRE_BATCH + len(self._expiring)
 
         def read(m: JobStateMachine) -> _Look:
-            due = m.due_jobs(until, fire_scan) if fire_room > 0 else []
+            due = m.due_page(until, fire_scan) if fire_room > 0 else []
             expired = m.expired_leases(now, expire_scan)
             return _Look(fire_room, due, m.next_due_ms(), expired, m.next_lease_deadline(), m.next_prune_ms())
 
@@ -181,13 +183,15 @@ class LeaderLoop:
         due, next_due = look.due, look.next_due
         self._planned_ms = next_due
         mono = self._clock.monotonic()
+        retry_before = mono - INFLIGHT_RETRY_S
         with self._inflight_lock:
-            items = [d for d in due if self._inflight.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]
-            for item in items:
-                self._inflight[item] = mono
-        for start in range(0, len(items), cfg.fire_batch):
-            self._propose(items[start : start + cfg.fire_batch], now, lookahead)
-        if items:
+            inflight = self._inflight
+            keys = [key for key in due if inflight.get(key, 0.0) < retry_before][:limit]
+            for key in keys:
+                inflight[key] = mono
+        for start in range(0, len(keys), cfg.fire_batch):
+            self._propose(keys[start : start + cfg.fire_batch], now, lookahead)
+        if keys:
             return MIN_PAUSE_S
         if next_due is None:
             return MAX_IDLE_S
@@ -233,19 +237,19 @@ class LeaderLoop:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
 
-    def _propose(self, batch: list[tuple[str, int]], now: int, lookahead: int) -> None:
+    def _propose(self, keys: list[bytes], now: int, lookahead: int) -> None:
         cmd = c.Fire(
-            now, tuple(batch), lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending, self._node_id,
+            now, tuple(due_item(key) for key in keys), lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending, self._node_id,
             self._term(),
         )  # fmt: skip
 
         def done(_result: Any, error: int) -> None:
             with self._inflight_lock:
-                for item in batch:
-                    self._inflight.pop(item, None)
+                for key in keys:
+                    self._inflight.pop(key, None)
             self.wake()  # a pipeline slot is free
             if error != 0:
-                log.debug("fire batch of %d not committed (reason %s); will retry", len(batch), error)
+                log.debug("fire batch of %d not committed (reason %s); will retry", len(keys), error)
 
         self._store.propose_async(cmd, done)
-        self.fires_proposed += len(batch)
+        self.fires_proposed += len(keys)

@@ -47,8 +47,8 @@ def test_a_value_of_none_is_kept_as_a_value() -> None:
     kept: Kept[str, None] = Kept(100)
     kept.put("gone", None, 1)
     assert "gone" in kept and kept["gone"] is None
-    kept.pop("gone")
-    kept.pop("never")
+    kept.forget("gone")
+    kept.forget("never")
     assert "gone" not in kept and kept.total == 0
 
 
@@ -58,7 +58,7 @@ def test_the_total_is_the_sum_of_what_is_kept_and_never_over_the_budget(ops: lis
     model: dict[str, int] = {}
     for key, weight, drop in ops:
         if drop:
-            kept.pop(key)
+            kept.forget(key)
             model.pop(key, None)
             continue
         kept.put(key, weight, weight)
@@ -69,3 +69,19 @@ def test_the_total_is_the_sum_of_what_is_kept_and_never_over_the_budget(ops: lis
         model = {k: v for k, v in model.items() if k in kept}  # what shedding forgot
         assert kept.total == sum(model.values()) <= 100
         assert all(kept[k] == v for k, v in model.items())
+
+
+def test_it_cannot_be_changed_behind_its_weights() -> None:
+    kept: Kept[str, int] = Kept(100)
+    kept.put("a", 1, 10)
+    for change in (
+        lambda: kept.__setitem__("b", 2),
+        lambda: kept.__delitem__("a"),
+        lambda: kept.pop("a"),
+        lambda: kept.popitem(),
+        lambda: kept.setdefault("b", 2),
+        lambda: kept.update({"b": 2}),
+    ):
+        with pytest.raises(TypeError, match="only through put, forget and clear"):
+            change()
+    assert dict(kept) == {"a": 1} and kept.total == 10
