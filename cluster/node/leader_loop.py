@@ -238,9 +238,9 @@ class LeaderLoop:
         return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
 
     def _propose(self, keys: list[bytes], now: int, lookahead: int) -> None:
+        items = tuple(due_item(key) for key in keys)
         cmd = c.Fire(
-            now, tuple(due_item(key) for key in keys), lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending, self._node_id,
-            self._term(),
+            now, items, lookahead, int(self._cfg.misfire_threshold_s * 1000), self._max_pending, self._node_id, self._term(),
         )  # fmt: skip
 
         def done(_result: Any, error: int) -> None:
