@@ -31,6 +31,8 @@ _CHUNK = 256
 #: the stored tuple of a row whose record was added without reading the store (``_Cache.add_new``): it never
 #: equals a tuple, so ``flush`` writes the record
 _UNREAD: Any = object()
+#: ``_Cache._stored``'s answer from its kept tuples for an id they do not hold
+_NOT_KEPT: Any = object()
 
 
 class _Cache(Generic[R]):
@@ -64,8 +66,8 @@ class _Cache(Generic[R]):
     def _stored(self, ident: str) -> Any:
         kept = self._kept
         if kept is not None:
-            stored = kept.get(ident, _UNREAD)  # (a value of its own: a kept None is a row known to be missing)
-            if stored is not _UNREAD:
+            stored = kept.get(ident, _NOT_KEPT)  # a kept None is a row known to be missing
+            if stored is not _NOT_KEPT:
                 return stored
         raw = self._store.get(self._table, ident.encode())
         if raw is None:
