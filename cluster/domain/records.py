@@ -151,10 +151,11 @@ class UnitOfWork:
     half is forgotten, so the specs of the jobs a burst fires are still there when their runs are leased
     and completed (a count of specs forgotten all at once kept none across a 100,000-job burst, and did
     not bound payloads at all). A job read again whose stored fields are those reuses the spec instead of
-    decoding it, and a job written with the same spec reuses the fields instead of encoding them. Every write of the jobs table goes through ``flush``
-    (which keeps what it wrote) or clears the store (``forget``), so a kept spec is the one the store holds
-    and ``spec()`` answers from it without a read; a spec is reused for a read only if the stored fields
-    are equal too, so no kept spec can change a result."""
+    decoding it, and a job written with the same spec reuses the fields instead of encoding them. Every
+    write of the jobs table goes through ``flush`` (which keeps what it wrote) or clears the store
+    (``forget``), so a kept spec is the one the store holds and ``spec()`` answers from it without a read;
+    a spec is reused for a read only if the stored fields are equal too, so no kept spec can change a
+    result."""
 
     #: the bytes of memory kept specs may take (``spec_weight``): ~150,000 specs of the usual size
     SPEC_BYTES = 96 << 20
