@@ -58,6 +58,7 @@ from pysyncobj.journal import Journal
 from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
 from raft.errors import RaftError
 from raft.lmdb_check import lmdb_short_by
+from raft.lmdb_owner import check_abort
 
 FORMAT_VERSION = 1
 #: the log's address space by default (8 GiB; ``[raft] max_log_bytes``); the file grows as the log does
@@ -415,7 +416,8 @@ class LmdbJournal(Journal):
             self.onOneSecondTimer()
             self.commit()
         finally:
-            if self._txn is not None:
+            if self._txn is not None:  # only on the thread that began it, or once that one has exited
+                check_abort(self._txn_thread or 0, self._path)
                 self._txn.abort()
                 self._txn = None
             self._env.close()

@@ -8,7 +8,9 @@ is not ours and is refused, naming it).
 Transactions (``state_store``'s contract): the writer — the state machine on
 the Raft tick thread — opens a write transaction with its first write and
 ``commit()`` ends it once per Raft entry, with the applied index written in
-it by the machine. The writer's reads see its open transaction. Every other
+it by the machine; only that thread may end it (``raft.lmdb_owner``: a close
+on another thread mid-entry is refused). The writer's reads see its open
+transaction. Every other
 read runs in a read transaction (``reading()``: one for the whole context;
 otherwise one per call), so a long scan never waits for a lock the writer
 needs, and sees a whole entry or none of it.
@@ -47,6 +49,7 @@ import lmdb
 from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
 from raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
 from raft.lmdb_check import lmdb_short_by
+from raft.lmdb_owner import check_abort, check_commit
 from raft.paced_io import PacedWrites, Writeback
 from storage import state_trust
 from storage.rw_gate import RWGate
@@ -160,11 +163,12 @@ class LmdbStateStore:
         state_trust.mark_closed(self.path)
 
     def _close_env(self) -> None:
-        if self._writeback is not None:
-            self._writeback.stop()
-        if self._txn is not None:
+        if self._txn is not None:  # only on the thread that began it, or once that one has exited (raft.lmdb_owner)
+            check_abort(self._writer, self.path)
             self._txn.abort()
             self._txn = None
+        if self._writeback is not None:
+            self._writeback.stop()
         self.env.sync(True)
         self.env.close()
 
@@ -212,9 +216,12 @@ class LmdbStateStore:
                 txn.abort()
 
     def commit(self) -> None:
-        txn, self._txn = self._txn, None
+        txn = self._txn
         if txn is None:
             return
+        if self._writer != get_ident():
+            check_commit(self._writer, self.path)
+        self._txn = None
         try:
             txn.commit()
         except lmdb.MapFullError:

@@ -1,5 +1,5 @@
 """Shared fixtures: real 3-node clusters on loopback, each in its own temp dir; an S3 server
-(moto_server) on loopback with a bucket; the tier check.
+(moto_server) on loopback with a bucket; the tier check; every LMDB environment a test opens closed by it.
 
 Every collected test must carry exactly one tier marker (``tests.tiers``):
 the session stops before running anything when one does not, so that no
@@ -17,6 +17,7 @@ import pytest
 
 from cluster.app.local_cluster import LocalCluster
 from rpc.client.client import Client
+from tests import lmdb_leaks
 from tests.moto_server import BUCKET, MotoServer, aws_environment
 from tests.tiers import tier_problems
 
@@ -26,6 +27,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     problems = tier_problems(items)
     if problems:
         raise pytest.UsageError(f"{len(problems)} collected test(s) without a proper tier:\n  " + "\n  ".join(problems))
+
+
+lmdb_leaks.install()
+
+
+@pytest.fixture(autouse=True)
+def lmdb_closed() -> Iterator[None]:
+    """Fails a test that leaves an LMDB environment open (after closing it on this thread: ``tests.lmdb_leaks``)."""
+    before = lmdb_leaks.open_now()
+    yield
+    left = lmdb_leaks.close_new(before)
+    if left:
+        pytest.fail(
+            f"the test left {len(left)} LMDB environment(s) open: {', '.join(left)}; close them in the test "
+            "(one the garbage collector closes, on whatever thread runs it, can crash the process: raft/lmdb_owner.py)"
+        )
 
 
 def _dump_logs(cluster: LocalCluster) -> None:

@@ -57,6 +57,7 @@ def test_matches_the_memory_journal(tmp_path, seq) -> None:  # type: ignore[no-u
     lj._destroy()
     again = LmdbJournal(str(path))
     assert list(again[0:]) == list(mj[0:])
+    again._destroy()
 
 
 def test_meta_and_entries_survive_reopen(tmp_path) -> None:
@@ -70,6 +71,7 @@ def test_meta_and_entries_survive_reopen(tmp_path) -> None:
     k = LmdbJournal(str(tmp_path / "j"))
     assert (k.getCurrentTerm(), k.getVotedForNodeId(), k.getRaftCommitIndex()) == (7, "127.0.0.1:7001", 4)
     assert [e[1] for e in k[0:]] == [1, 2, 3, 4, 5]
+    k._destroy()
 
 
 def test_keep_from_trims_to_the_snapshot(tmp_path) -> None:
@@ -79,6 +81,7 @@ def test_keep_from_trims_to_the_snapshot(tmp_path) -> None:
     j._destroy()
     k = LmdbJournal(str(tmp_path / "j"), keep_from_index=7)
     assert [e[1] for e in k[0:]] == [7, 8, 9, 10]
+    k._destroy()
 
 
 def test_a_gap_is_detected(tmp_path) -> None:
@@ -150,6 +153,7 @@ def test_the_tick_threads_changes_are_one_transaction_per_commit(tmp_path) -> No
     j._destroy()
     k = LmdbJournal(str(tmp_path / "j"))
     assert len(k) == 45 and (k.getCurrentTerm(), k.getVotedForNodeId()) == (3, "127.0.0.1:7002")
+    k._destroy()
 
 
 def test_every_commit_is_timed_for_the_metrics(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -163,6 +167,7 @@ def test_every_commit_is_timed_for_the_metrics(tmp_path) -> None:  # type: ignor
     j.commit()
     j.commit()  # nothing open: no commit, nothing timed
     assert len(took) == 1 and 0 < took[0] < 5
+    j._destroy()
 
 
 def test_other_threads_changes_commit_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -171,6 +176,7 @@ def test_other_threads_changes_commit_at_once(tmp_path) -> None:  # type: ignore
     j.add(b"no-op", 1, 0)
     j.setCurrentTerm(1, None)
     assert j._env.info()["last_txnid"] == before + 2 and j._txn is None
+    j._destroy()
 
 
 def test_a_full_map_is_refused_before_lmdb_hits_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -194,7 +200,9 @@ def test_a_full_map_is_refused_before_lmdb_hits_it(tmp_path) -> None:  # type: i
             j.commit()
     assert len(j) == idx - 1  # the refused entry is not in the log, every other one is
     j._destroy()
-    assert len(LmdbJournal(str(tmp_path / "j"), map_size=4 << 20)) == idx - 1
+    k = LmdbJournal(str(tmp_path / "j"), map_size=4 << 20)
+    assert len(k) == idx - 1
+    k._destroy()
 
 
 def test_lmdb_map_full_keeps_what_was_written(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -217,3 +225,4 @@ def test_lmdb_map_full_keeps_what_was_written(tmp_path, monkeypatch) -> None:  #
     j._destroy()
     k = LmdbJournal(str(tmp_path / "j"), map_size=2 << 20)
     assert [e[1] for e in k[0:]] == [idx - 1, idx]
+    k._destroy()

@@ -56,7 +56,7 @@ def test_other_threads_see_whole_commits_only(tmp_path: Path) -> None:
 
 def _crash(store: LmdbStateStore) -> None:
     """What SIGKILL leaves: the environment closed without the clean close (its .open marker stays)."""
-    store.env.close()
+    store._close_env()
 
 
 def test_after_a_process_crash_the_state_is_trusted(tmp_path: Path) -> None:
@@ -100,6 +100,7 @@ def test_a_full_map_refuses_proposals_first_then_stops_the_writer(tmp_path: Path
     assert refused_at is not None and refused_at > 100
     assert str(tmp_path / "state.mdb") in str(err.value)
     assert "[state] max_bytes" in store.full_message()
+    store.close()  # the failed entry's transaction is aborted
 
 
 def _foreign_lmdb(path: Path) -> None:

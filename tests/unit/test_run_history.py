@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -50,6 +50,11 @@ class Twins:
         assert result is not None
         return result
 
+    def close(self) -> None:
+        store = self.twin.store
+        assert isinstance(store, LmdbStateStore)
+        store.close()
+
     def ok(self, cmd: c.Command) -> object:
         result = self.apply(cmd)
         assert isinstance(result, Ok), result
@@ -60,10 +65,19 @@ class Twins:
 
 
 @pytest.fixture
-def lmdb_dir() -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="run-history-")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def twins() -> Iterator[Callable[..., Twins]]:
+    """Makes ``Twins`` (each with its own LMDB directory), closed and removed after the test."""
+    made: list[tuple[str, Twins]] = []
+
+    def make(cluster_format: int = 3) -> Twins:
+        path = tempfile.mkdtemp(prefix="run-history-")
+        made.append((path, Twins(path, cluster_format)))
+        return made[-1][1]
+
+    yield make
+    for path, t in made:
+        t.close()
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _job(t: Twins, **spec: object) -> str:
@@ -84,8 +98,8 @@ def _lease(t: Twins, executor: str, now: int) -> Run:
     return grants[0].run  # type: ignore[index,no-any-return]
 
 
-def test_fail_fail_succeed_keeps_three_attempts_and_explains_each_step_in_order(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_fail_fail_succeed_keeps_three_attempts_and_explains_each_step_in_order(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t)
     run_id = _fire_first(t)
     now = T0 + 1_000
@@ -120,8 +134,8 @@ def test_fail_fail_succeed_keeps_three_attempts_and_explains_each_step_in_order(
     assert [s.at_ms for s in shown] == sorted(s.at_ms for s in shown)
 
 
-def test_an_expired_lease_is_an_attempt_lease_expired_and_dead_letter_ends_the_budget(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_an_expired_lease_is_an_attempt_lease_expired_and_dead_letter_ends_the_budget(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t, retry=RetryPolicy(max_attempts=1))
     run_id = _fire_first(t)
     lease = _lease(t, "ex-a", T0 + 1_100)
@@ -132,8 +146,8 @@ def test_an_expired_lease_is_an_attempt_lease_expired_and_dead_letter_ends_the_b
     assert [s.kind for s in explain(run).steps][-3:] == ["leased", "lease_expired", "dead_letter"]
 
 
-def test_cancel_of_a_leased_run_ends_its_attempt_cancelled(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_cancel_of_a_leased_run_ends_its_attempt_cancelled(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t)
     run_id = _fire_first(t)
     lease = _lease(t, "ex-a", T0 + 1_100)
@@ -144,8 +158,8 @@ def test_cancel_of_a_leased_run_ends_its_attempt_cancelled(lmdb_dir: str) -> Non
     assert [s.kind for s in explain(run).steps] == ["fired", "leased", "cancel_requested", "attempt_cancelled", "cancelled"]
 
 
-def test_retry_run_gives_a_fresh_budget_and_keeps_the_attempts(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_retry_run_gives_a_fresh_budget_and_keeps_the_attempts(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t, retry=RetryPolicy(max_attempts=1))
     run_id = _fire_first(t)
     lease = _lease(t, "ex-a", T0 + 1_100)
@@ -166,10 +180,10 @@ def test_retry_run_gives_a_fresh_budget_and_keeps_the_attempts(lmdb_dir: str) ->
     assert isinstance(t.apply(c.RetryRun(T0 + 1_600, run_id)), FailedPrecondition)  # SUCCEEDED is not retried
 
 
-def test_a_run_fired_early_and_retried_before_its_instant_waits_for_it(lmdb_dir: str) -> None:
+def test_a_run_fired_early_and_retried_before_its_instant_waits_for_it(twins: Callable[..., Twins]) -> None:
     """Found by the model test: a fire commits up to the look-ahead before its instant; cancelled and retried
     in that window, the run must still not be leasable before its instant."""
-    t = Twins(lmdb_dir)
+    t = twins()
     _job(t)
     report = t.ok(c.Fire(T0 + 900, (("j1", T0 + 1_000),), 100, 5_000, 0, "n2", 7))  # 100 ms early
     run_id = report.created[0]  # type: ignore[attr-defined]
@@ -180,14 +194,14 @@ def test_a_run_fired_early_and_retried_before_its_instant_waits_for_it(lmdb_dir:
     assert len(t.ok(c.AcquireLeases(T0 + 1_000, "e1", ("default",), 1))) == 1  # type: ignore[arg-type]
 
 
-def test_retry_before_format_3_is_refused_by_the_gate(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir, cluster_format=2)
+def test_retry_before_format_3_is_refused_by_the_gate(twins: Callable[..., Twins]) -> None:
+    t = twins(cluster_format=2)
     refused = t.apply(c.RetryRun(T0, "j1@1"))
     assert isinstance(refused, FailedPrecondition) and "needs command format 3" in refused.message
 
 
-def test_nothing_is_recorded_before_the_cluster_switches_to_format_3(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir, cluster_format=2)
+def test_nothing_is_recorded_before_the_cluster_switches_to_format_3(twins: Callable[..., Twins]) -> None:
+    t = twins(cluster_format=2)
     _job(t)
     run_id = _fire_first(t)
     _lease(t, "ex-a", T0 + 1_100)
@@ -196,8 +210,8 @@ def test_nothing_is_recorded_before_the_cluster_switches_to_format_3(lmdb_dir: s
     assert explain(run).steps[0].kind == "not_recorded"
 
 
-def test_skips_are_explained_with_the_policy(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_skips_are_explained_with_the_policy(twins: Callable[..., Twins]) -> None:
+    t = twins()
     t.ok(c.CreateJob(T0, "once", JobSpec("once", Every(1_000), misfire=MisfirePolicy.FIRE_ONCE)))
     t.ok(c.CreateJob(T0, "forbid", JobSpec("forbid", Every(1_000), concurrency=ConcurrencyPolicy.FORBID)))
     late = T0 + 10_500  # ten instants due: 1-8 coalesced, 9 caught up (missed), 10 on time
@@ -213,8 +227,8 @@ def test_skips_are_explained_with_the_policy(lmdb_dir: str) -> None:
     assert forbidden.status is RunStatus.SKIPPED and "concurrency FORBID" in steps_of(forbidden)[0].detail
 
 
-def test_the_same_request_id_returns_the_first_answer_until_it_expires(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_the_same_request_id_returns_the_first_answer_until_it_expires(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t)
     first = t.ok(c.TriggerJob(T0 + 10, "j1", request_id="r-1"))
     again = t.ok(c.TriggerJob(T0 + 20, "j1", request_id="r-1"))
@@ -231,15 +245,15 @@ def test_the_same_request_id_returns_the_first_answer_until_it_expires(lmdb_dir:
     assert t.m.request_rows() == []
 
 
-def test_a_refused_request_is_not_remembered(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_a_refused_request_is_not_remembered(twins: Callable[..., Twins]) -> None:
+    t = twins()
     assert not isinstance(t.apply(c.PauseJob(T0, "j1", request_id="r-2")), Ok)
     _job(t)
     assert t.ok(c.PauseJob(T0 + 1, "j1", request_id="r-2")).status.value == "PAUSED"  # type: ignore[attr-defined]
 
 
-def test_steps_and_attempts_are_capped_and_counted(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_steps_and_attempts_are_capped_and_counted(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t, retry=RetryPolicy(max_attempts=1))
     run_id = _fire_first(t)
     now = T0 + 1_000
@@ -261,8 +275,8 @@ def test_steps_and_attempts_are_capped_and_counted(lmdb_dir: str) -> None:
     assert stored_before == list(steps_of(run)[: lim.RUN_STEPS_HEAD])
 
 
-def test_snapshot_restore_keeps_histories_and_request_ids(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_snapshot_restore_keeps_histories_and_request_ids(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t)
     run_id = _fire_first(t)
     _lease(t, "ex-a", T0 + 1_100)
@@ -289,8 +303,8 @@ class Logs:
         raise OutputMissing("no live output")
 
 
-def test_get_run_output_reads_each_attempts_own_log(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_get_run_output_reads_each_attempts_own_log(twins: Callable[..., Twins]) -> None:
+    t = twins()
     _job(t)
     run_id = _fire_first(t)
     uris = []
@@ -311,8 +325,8 @@ def test_get_run_output_reads_each_attempts_own_log(lmdb_dir: str) -> None:
     assert "attempt 9" in missing.missing_reason and "attempts 1-2" in missing.missing_reason
 
 
-def test_failed_history_limit_keeps_failures_apart_from_a_burst_of_successes(lmdb_dir: str) -> None:
-    t = Twins(lmdb_dir)
+def test_failed_history_limit_keeps_failures_apart_from_a_burst_of_successes(twins: Callable[..., Twins]) -> None:
+    t = twins()
     spec = JobSpec("mixed", Every(1_000), retry=RetryPolicy(max_attempts=1), history_limit=2, failed_history_limit=3)
     t.ok(c.CreateJob(T0, "j1", spec))
     now, expected = T0, T0 + 1_000
