@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What applying a fire, a grant and a completion costs one replica, without Raft, gRPC or other processes.
 
-    python scripts/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3]
+    python scripts/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3] [--gc node|default]
 
 Creates ``--jobs`` one-off jobs all due at one instant in a ``JobStateMachine``,
 fires them in ``Fire`` commands of 256 (as the leader batches them), leases
@@ -20,6 +20,12 @@ as the leader proposes it once every member runs a version that knows it):
 3 records each run's history (issue 16), as a cluster of today's nodes does;
 1, the default, is what a version without ``SetClusterFormat`` runs.
 
+``--gc``: the garbage collector's thresholds while applying: ``node`` (the
+default) as a node sets them (``cluster.app.node_main.GC_THRESHOLDS``, fewer
+collections of a large heap), ``default`` as Python starts (the figures in the
+README from before 2026-11-28 were measured so: at 100,000 jobs they add a
+third or more to each phase).
+
 To compare with another version, run this file from that version's checkout
 (``PYTHONPATH=<checkout> python scripts/apply_cost.py``): it uses only the
 commands' constructors and ``JobStateMachine.apply``, and versions before the
@@ -29,12 +35,14 @@ state lived in LMDB have only the in-memory store.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import inspect
 import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from cluster.domain import commands as c
 from cluster.domain.model import At, JobSpec
@@ -118,18 +126,40 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _node_gc_thresholds() -> tuple[int, ...]:
+    try:
+        from cluster.app.node_main import GC_THRESHOLDS
+    except ImportError:  # versions before the constant set the same thresholds in run_node
+        return (50_000, 20, 100)
+    return tuple(GC_THRESHOLDS)
+
+
+@contextlib.contextmanager
+def _collector(mode: str) -> Iterator[None]:
+    """The collector's thresholds for ``mode`` while measuring; the process's own again afterwards."""
+    before = gc.get_threshold()
+    if mode == "node":
+        gc.set_threshold(*_node_gc_thresholds())
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--store", choices=("memory", "lmdb", "both"), default="both")
     p.add_argument("--format", type=int, default=1, help="the command format the machine uses (default 1)")
+    p.add_argument("--gc", choices=("node", "default"), default="node", help="the collector's thresholds (default: a node's)")
     a = p.parse_args(argv)
     for store in ("memory", "lmdb") if a.store == "both" else (a.store,):
-        rounds = [_one_round(store, a.jobs, a.format) for _ in range(ROUNDS)]
+        with _collector(a.gc):
+            rounds = [_one_round(store, a.jobs, a.format) for _ in range(ROUNDS)]
         fire, grant, complete = (min(r[k] for r in rounds) for k in range(3))
         print(
             f"{store:7} {a.jobs} runs, format {a.format}: fire {fire:.1f} us/run, grant {grant:.1f} us/run, "
-            f"complete {complete:.1f} us/run (best of {ROUNDS})"
+            f"complete {complete:.1f} us/run (best of {ROUNDS}, {a.gc} gc)"
         )
     return 0
 

@@ -62,6 +62,8 @@ from storage.reader import OutputReader
 from storage.s3_client import lazy_s3_client
 
 log = logging.getLogger("raftsched.node")
+#: the collector's thresholds in a node: fewer collections of a large, mostly long-lived heap
+GC_THRESHOLDS = (50_000, 20, 100)
 
 #: gRPC server threads kept for unary calls beyond the long-lived ones ([limits] max_watch_streams,
 #: max_long_polls), so that no number of open streams and long polls can hold up a GetJob
@@ -251,7 +253,7 @@ def run_node(
     log_level: str = "INFO",
 ) -> int:
     """``join``: addresses to ask for the membership (``--join``); ``security(cfg)``: the channel security to ask with."""
-    gc.set_threshold(50_000, 20, 100)  # fewer collections of a large, mostly long-lived heap
+    gc.set_threshold(*GC_THRESHOLDS)
     faulthandler.enable()  # a crash (of the node or of a snapshot child) leaves its Python stack in the log
     configure_logging(log_format, log_level, {"node": node_id}, f"%(asctime)s {node_id} %(name)s %(levelname)s %(message)s")
     os.umask(0o077)  # whatever this process creates is its owner's only (explicit modes are set as well)

@@ -124,18 +124,40 @@ def seq(value: Any) -> list[Any]:
     return value
 
 
+#: ``json.dumps(plain, separators=(",", ":"))``'s encoder, built once (``dumps`` builds one per call)
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+#: json's C scanner, called directly by ``loads`` (an attribute typeshed does not declare)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def loads(data: bytes) -> Any:
+    """``json.loads(data)``, in half its time for what ``encode`` writes: a JSON object in UTF-8 from the first
+    byte to the last is read by json's C scanner directly (``json.loads`` first guesses the text's encoding
+    and skips whitespace in Python). Anything else — whitespace around it, a byte-order mark, another
+    encoding, malformed text — goes through ``json.loads`` itself, which gives its own answer or error."""
+    if type(data) is bytes and data[:1] == b"{":
+        try:
+            text = data.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
+            plain, end = _SCAN(text, 0)
+            if end == len(text):
+                return plain
+        except (UnicodeDecodeError, StopIteration, ValueError):
+            pass  # json.loads raises its own error for it
+    return json.loads(data)
+
+
 def encode(cmd: Any) -> bytes:
     entry = _ENCODERS.get(type(cmd))
     if entry is None:
         raise TypeError(f"not a command: {cmd!r}")
     op, to_plain, _ = entry
     plain = {"op": op, **to_plain(cmd), "v": command_format(cmd), "now": cmd.now_ms}
-    return json.dumps(plain, separators=(",", ":")).encode("utf-8")
+    return _ENCODE(plain).encode("utf-8")
 
 
 def decode(data: bytes) -> Any:
     try:
-        plain: Any = json.loads(data)
+        plain: Any = loads(data)
     except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise CommandFormatError(f"command is not valid JSON: {exc}") from exc
     if not isinstance(plain, dict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import typing
+from typing import Any, Callable
 
 import pytest
 from hypothesis import given, settings
@@ -316,6 +317,48 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=20,
 )
+
+
+def _json_answer(read: Callable[[bytes], Any], data: bytes) -> tuple[str, Any]:
+    """What ``read(data)`` gives: ("value", it) or ("error", its type and message)."""
+    try:
+        return ("value", read(data))
+    except (ValueError, RecursionError) as exc:
+        return ("error", (type(exc).__name__, str(exc)))
+
+
+_UTF8_NOT_ASCII = json.dumps({"name": "r\u00e9sum\u00e9 \u65e5\u672c \U0001f600"}, ensure_ascii=False).encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=json_values,
+    around=st.sampled_from(["", " ", "\n\t", "\ufeff"]),
+    tail=st.sampled_from(["", " ", "x", "}", ",1"]),
+    encoding=st.sampled_from(["utf-8", "utf-16", "utf-32"]),
+)
+def test_the_fast_json_reader_answers_as_json_loads(value: object, around: str, tail: str, encoding: str) -> None:
+    """``command_registry.loads`` reads a command's object with json's C scanner directly: for any bytes (an
+    object or not, whitespace or a byte-order mark around it, extra text after it, another encoding) it gives
+    json.loads's value or json.loads's own error, so every replica decodes an entry as before."""
+    data = (around + json.dumps(value) + tail).encode(encoding)
+    assert _json_answer(command_registry.loads, data) == _json_answer(json.loads, data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"{}", b'{"a":1}', b'{"a":1} ', b'{"a":1}x', b'{"a":', b"{\xff}", b'{"a":"\xed\xa0\x80"}', b'{"a":"\\ud800"}',
+     b'{"a":NaN,"b":-Infinity}', b'{"a":1e999}', b"{" * 100_000, _UTF8_NOT_ASCII],
+)  # fmt: skip
+def test_the_fast_json_reader_answers_as_json_loads_on_edge_cases(data: bytes) -> None:
+    assert _json_answer(command_registry.loads, data) == _json_answer(json.loads, data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(commands)
+def test_an_entry_is_the_json_that_json_dumps_writes(cmd: c.Command) -> None:
+    plain = json.loads(c.encode(cmd))
+    assert c.encode(cmd) == json.dumps(plain, separators=(",", ":")).encode("utf-8")
 
 
 @settings(max_examples=100, deadline=None)
