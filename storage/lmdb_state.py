@@ -10,10 +10,9 @@ the Raft tick thread — opens a write transaction with its first write and
 ``commit()`` ends it once per Raft entry, with the applied index written in
 it by the machine; only that thread may end it (``raft.lmdb_owner``: a close
 on another thread mid-entry is refused). The writer's reads see its open
-transaction. Every other
-read runs in a read transaction (``reading()``: one for the whole context;
-otherwise one per call), so a long scan never waits for a lock the writer
-needs, and sees a whole entry or none of it.
+transaction. Every other read runs in a read transaction (``reading()``: one
+for the whole context; otherwise one per call), so a long scan never waits
+for a lock the writer needs, and sees a whole entry or none of it.
 
 Durability (``storage.state_trust``): ``sync=False, metasync=False`` and no
 ``writemap`` (LMDB warns that ``writemap`` without sync can damage the file
