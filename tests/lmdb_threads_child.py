@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import Callable
 
 import lmdb
 
@@ -26,34 +27,47 @@ def _lock_another(folder: str) -> None:
     env.close()
 
 
-def close_while_writing(folder: str) -> None:
-    store = LmdbStateStore(f"{folder}/state.mdb", 64 << 20)
+def _closed_while_another_thread_writes(
+    folder: str, begin: Callable[[], None], commit: Callable[[], None], close: Callable[[], None], names: tuple[str, str, str]
+) -> None:
+    """A thread begins a write transaction (``begin``) and waits; the main thread tries ``close``; then the thread
+    commits and takes another writer lock, and the main thread closes again. ``names``: the writing thread's name,
+    what closing is called, and who the main thread waited for."""
+    writer, closed, waited_for = names
     began, go = threading.Event(), threading.Event()
 
-    def writer() -> None:
-        store.put(Table.JOBS, b"j1", b"one")  # the entry's write transaction begins on this thread
+    def write() -> None:
+        begin()
         began.set()
         go.wait()
         try:
-            store.commit()
-            print("writer: committed", flush=True)
+            commit()
+            print(f"{writer}: committed", flush=True)
         except lmdb.Error as exc:
-            print(f"writer: commit failed: {exc}", flush=True)
+            print(f"{writer}: commit failed: {exc}", flush=True)
         _lock_another(folder)
-        print("writer: wrote to another environment", flush=True)
+        print(f"{writer}: wrote to another environment", flush=True)
 
-    thread = threading.Thread(target=writer)
+    thread = threading.Thread(target=write)
     thread.start()
     began.wait()
     try:
-        store.close()
-        print("main: closed", flush=True)
+        close()
+        print(f"main: {closed}", flush=True)
     except WrongThreadError as exc:
         print(f"main: refused: {exc}", flush=True)
     go.set()
     thread.join()
-    store.close()
-    print("main: closed after the writer", flush=True)
+    close()
+    print(f"main: {closed} after the {waited_for}", flush=True)
+
+
+def close_while_writing(folder: str) -> None:
+    store = LmdbStateStore(f"{folder}/state.mdb", 64 << 20)
+    # the entry's write transaction begins on the writing thread
+    _closed_while_another_thread_writes(
+        folder, lambda: store.put(Table.JOBS, b"j1", b"one"), store.commit, store.close, ("writer", "closed", "writer")
+    )
 
 
 def commit_elsewhere(folder: str) -> None:
@@ -90,33 +104,12 @@ def writer_exited(folder: str) -> None:
 
 def journal_destroyed_elsewhere(folder: str) -> None:
     journal = LmdbJournal(f"{folder}/raft.lmdb")
-    began, go = threading.Event(), threading.Event()
 
-    def tick() -> None:
+    def begin() -> None:
         journal.bind_thread()
         journal.add(b"entry", 1, 1)  # grouped until commit, in a transaction of this thread's
-        began.set()
-        go.wait()
-        try:
-            journal.commit()
-            print("tick: committed", flush=True)
-        except lmdb.Error as exc:
-            print(f"tick: commit failed: {exc}", flush=True)
-        _lock_another(folder)
-        print("tick: wrote to another environment", flush=True)
 
-    thread = threading.Thread(target=tick)
-    thread.start()
-    began.wait()
-    try:
-        journal._destroy()
-        print("main: destroyed", flush=True)
-    except WrongThreadError as exc:
-        print(f"main: refused: {exc}", flush=True)
-    go.set()
-    thread.join()
-    journal._destroy()
-    print("main: destroyed after the tick thread", flush=True)
+    _closed_while_another_thread_writes(folder, begin, journal.commit, journal._destroy, ("tick", "destroyed", "tick thread"))
 
 
 SCENARIOS = {f.__name__: f for f in (close_while_writing, commit_elsewhere, writer_exited, journal_destroyed_elsewhere)}
