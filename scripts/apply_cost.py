@@ -2,6 +2,7 @@
 """What applying a fire, a grant and a completion costs one replica, without Raft, gRPC or other processes.
 
     python scripts/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3] [--gc node|default]
+    python scripts/apply_cost.py --floor [--jobs 100000]
 
 Creates ``--jobs`` one-off jobs all due at one instant in a ``JobStateMachine``,
 fires them in ``Fire`` commands of 256 (as the leader batches them), leases
@@ -22,9 +23,16 @@ as the leader proposes it once every member runs a version that knows it):
 
 ``--gc``: the garbage collector's thresholds while applying: ``node`` (the
 default) as a node sets them (``cluster.app.node_main.GC_THRESHOLDS``, fewer
-collections of a large heap), ``default`` as Python starts (the figures in the
-README from before 2026-11-28 were measured so: at 100,000 jobs they add a
-third or more to each phase).
+collections of a large heap), ``default`` as Python starts (the README's
+figures measured before 2026-11-27 16:35Z were measured so: at 100,000 jobs
+they add a third or more to each phase).
+
+``--floor``: only the store work a fire does in LMDB, from a bare loop with
+nothing of the state machine in it: per run, its job read, decoded, encoded
+and written back, its due row deleted, the run (encoded before the clock
+starts) and its two index rows written, and one commit per ``Fire`` entry.
+Apply can cost no less than this plus the domain logic; a lower bound, as
+its run carries no history.
 
 To compare with another version, run this file from that version's checkout
 (``PYTHONPATH=<checkout> python scripts/apply_cost.py``): it uses only the
@@ -126,6 +134,59 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _floor_round(jobs: int) -> float:
+    """Microseconds per run of the LMDB work a fire does, and nothing else (``--floor``)."""
+    import marshal
+
+    import lmdb
+
+    from cluster.domain import record_codec as rc
+    from cluster.domain import snapshot_codec as sc
+    from cluster.domain.model import Job, JobStatus, Run, run_id_for
+    from cluster.domain.state_store import Table
+
+    folder = tempfile.mkdtemp(prefix="raftsched-floor-")
+    env = lmdb.open(
+        os.path.join(folder, "floor.mdb"), subdir=False, map_size=8 << 30, max_dbs=len(Table.ALL) + 1, sync=False, metasync=False
+    )  # fmt: skip
+    try:
+        meta, jobs_db, runs, job_runs, active, due = (
+            env.open_db(t.encode()) for t in (Table.META, Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE)
+        )
+        made = T0 - 60_000
+        ids = [f"j-{i:07d}" for i in range(jobs)]
+        with env.begin(write=True) as txn:
+            for i, job_id in enumerate(ids):
+                spec = JobSpec(name=f"n{i}", schedule=At(T0), type="noop")
+                job = Job(job_id, spec, JobStatus.ACTIVE, made, made, T0, made, made)
+                txn.put(job_id.encode(), marshal.dumps(sc.job_to_tuple(job), rc.MARSHAL_VERSION), db=jobs_db)
+                txn.put(rc.timed_key(T0, job_id), b"", db=due)
+        writes = []  # what a fire writes that does not depend on what it reads: made before the clock starts
+        for job_id in ids:
+            run_id = run_id_for(job_id, T0)
+            run_raw = marshal.dumps(sc.run_to_tuple(Run(run_id, job_id, "default", T0, T0)), rc.MARSHAL_VERSION)
+            writes.append(
+                (job_id.encode(), rc.timed_key(T0, job_id), run_id.encode(), run_raw, rc.job_run_key(job_id, T0, run_id))
+            )
+        done = JobStatus.COMPLETED.value
+        began = time.perf_counter()
+        for k in range(0, jobs, FIRE_BATCH):
+            with env.begin(write=True) as txn:
+                for job_key, due_key, run_key, run_raw, job_run_key in writes[k : k + FIRE_BATCH]:
+                    t = marshal.loads(txn.get(job_key, db=jobs_db))
+                    fired = (t[0], done, t[2], T0, None, t[5], T0, t[7], t[8] + 1) + t[9:]
+                    txn.put(job_key, marshal.dumps(fired, rc.MARSHAL_VERSION), db=jobs_db)
+                    txn.delete(due_key, db=due)
+                    txn.put(run_key, run_raw, db=runs)
+                    txn.put(job_run_key, b"", db=job_runs)
+                    txn.put(job_run_key, b"", db=active)
+                txn.put(b"applied", marshal.dumps(k), db=meta)
+        return (time.perf_counter() - began) / jobs * 1e6
+    finally:
+        env.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _node_gc_thresholds() -> tuple[int, ...]:
     try:
         from cluster.app.node_main import GC_THRESHOLDS
@@ -152,7 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", choices=("memory", "lmdb", "both"), default="both")
     p.add_argument("--format", type=int, default=1, help="the command format the machine uses (default 1)")
     p.add_argument("--gc", choices=("node", "default"), default="node", help="the collector's thresholds (default: a node's)")
+    p.add_argument("--floor", action="store_true", help="only the LMDB work of a fire, from a bare loop (a lower bound)")
     a = p.parse_args(argv)
+    if a.floor:
+        with _collector(a.gc):
+            floor = min(_floor_round(a.jobs) for _ in range(ROUNDS))
+        print(f"floor   {a.jobs} runs: a fire's LMDB work alone {floor:.1f} us/run (best of {ROUNDS}, {a.gc} gc)")
+        return 0
     for store in ("memory", "lmdb") if a.store == "both" else (a.store,):
         with _collector(a.gc):
             rounds = [_one_round(store, a.jobs, a.format) for _ in range(ROUNDS)]

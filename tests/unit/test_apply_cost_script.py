@@ -32,3 +32,68 @@ def test_it_measures_with_a_nodes_collector_thresholds(monkeypatch: pytest.Monke
     apply_cost.main(["--jobs", "1", "--store", "memory"])
     apply_cost.main(["--jobs", "1", "--store", "memory", "--gc", "default"])
     assert seen[0] == GC_THRESHOLDS and seen[-1] == gc.get_threshold()
+
+
+def test_the_floor_times_a_fires_lmdb_work_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    before = gc.get_threshold()
+    assert apply_cost.main(["--jobs", "300", "--floor"]) == 0
+    assert gc.get_threshold() == before
+    line = capsys.readouterr().out.strip()
+    m = re.fullmatch(r"floor +300 runs: a fire's LMDB work alone ([\d.]+) us/run \(best of 3, node gc\)", line)
+    assert m is not None, line
+    assert float(m.group(1)) > 0
+
+
+def test_the_floor_leaves_the_state_a_fire_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bare loop writes what the state machine's fire writes: the same job bytes, and rows in the same tables."""
+    import marshal
+
+    import lmdb
+
+    from cluster.domain import commands as c
+    from cluster.domain.model import At, JobSpec
+    from cluster.domain.state import JobStateMachine
+    from cluster.domain.state_store import MemoryStore, Table
+
+    closed: list[dict[str, dict[bytes, bytes]]] = []
+    real_open = lmdb.open
+
+    def watched_open(*args: object, **kwargs: object) -> object:
+        env = real_open(*args, **kwargs)
+        real_close = env.close
+
+        def close() -> None:
+            tables = {}
+            with env.begin() as txn:
+                for t in (Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE):
+                    tables[t] = dict(txn.cursor(db=env.open_db(t.encode(), txn=txn)).iternext())
+            closed.append(tables)
+            real_close()
+
+        return _EnvProxy(env, close)
+
+    monkeypatch.setattr(lmdb, "open", watched_open)
+    apply_cost._floor_round(3)
+    floor = closed[0]
+
+    store = MemoryStore()
+    m = JobStateMachine(store)
+    made = apply_cost.T0 - 60_000
+    for i in range(3):
+        m.apply(c.encode(c.CreateJob(made, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=At(apply_cost.T0), type="noop"))), i + 1)
+        m.commit()
+    m.apply(c.encode(c.Fire(apply_cost.T0, tuple((f"j-{i:07d}", apply_cost.T0) for i in range(3)))), 4)
+    m.commit()
+    for t in (Table.JOBS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE):
+        assert {k: v for k, v in store.scan(t)} == floor[t], t
+    assert sorted(floor[Table.RUNS]) == sorted(k for k, _ in store.scan(Table.RUNS))
+    for raw in floor[Table.RUNS].values():
+        assert marshal.loads(raw)[0] == "PENDING"
+
+
+class _EnvProxy:
+    def __init__(self, env: object, close: object) -> None:
+        self._env, self.close = env, close
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._env, name)
