@@ -27,12 +27,15 @@ collections of a large heap), ``default`` as Python starts (the README's
 figures measured before 2026-11-27 16:35Z were measured so: at 100,000 jobs
 they add a third or more to each phase).
 
-``--floor``: only the store work a fire does in LMDB, from a bare loop with
-nothing of the state machine in it: per run, its job read, decoded, encoded
-and written back, its due row deleted, the run (encoded before the clock
-starts) and its two index rows written, and one commit per ``Fire`` entry.
-Apply can cost no less than this plus the domain logic; a lower bound, as
-its run carries no history.
+``--floor``: only the store work each phase does in LMDB, from a bare loop
+with nothing of the state machine in it, one commit per entry of the same
+sizes. A fire: its job read, decoded, encoded and written back, its due row
+deleted, the run (encoded before the clock starts) and its two index rows
+written. A grant: the run encoded and written (apply keeps it: no read). A
+completion: the run encoded and written, its active row deleted, its expiry
+row written, the job's finished count read and written, its failed count
+read. Apply can cost no less than this plus the domain logic; a lower
+bound, as the runs carry no history.
 
 To compare with another version, run this file from that version's checkout
 (``PYTHONPATH=<checkout> python scripts/apply_cost.py``): it uses only the
@@ -134,24 +137,37 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _floor_round(jobs: int) -> float:
-    """Microseconds per run of the LMDB work a fire does, and nothing else (``--floor``)."""
+def _floor_round(jobs: int) -> tuple[float, float, float]:
+    """Microseconds per run of the LMDB work a fire, a grant and a completion do, and nothing else (``--floor``)."""
     import marshal
 
     import lmdb
 
     from cluster.domain import record_codec as rc
     from cluster.domain import snapshot_codec as sc
-    from cluster.domain.model import Job, JobStatus, Run, run_id_for
+    from cluster.domain.lease_rules import lease_id_for
+    from cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
     from cluster.domain.state_store import Table
 
+    v = rc.MARSHAL_VERSION
     folder = tempfile.mkdtemp(prefix="raftsched-floor-")
     env = lmdb.open(
         os.path.join(folder, "floor.mdb"), subdir=False, map_size=8 << 30, max_dbs=len(Table.ALL) + 1, sync=False, metasync=False
     )  # fmt: skip
     try:
-        meta, jobs_db, runs, job_runs, active, due = (
-            env.open_db(t.encode()) for t in (Table.META, Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE)
+        meta, jobs_db, runs, job_runs, active, due, expiry, finished, failed = (
+            env.open_db(t.encode())
+            for t in (
+                Table.META,
+                Table.JOBS,
+                Table.RUNS,
+                Table.JOB_RUNS,
+                Table.ACTIVE,
+                Table.DUE,
+                Table.EXPIRY,
+                Table.FINISHED,
+                Table.FAILED,
+            )  # fmt: skip
         )
         made = T0 - 60_000
         ids = [f"j-{i:07d}" for i in range(jobs)]
@@ -159,29 +175,57 @@ def _floor_round(jobs: int) -> float:
             for i, job_id in enumerate(ids):
                 spec = JobSpec(name=f"n{i}", schedule=At(T0), type="noop")
                 job = Job(job_id, spec, JobStatus.ACTIVE, made, made, T0, made, made)
-                txn.put(job_id.encode(), marshal.dumps(sc.job_to_tuple(job), rc.MARSHAL_VERSION), db=jobs_db)
+                txn.put(job_id.encode(), marshal.dumps(sc.job_to_tuple(job), v), db=jobs_db)
                 txn.put(rc.timed_key(T0, job_id), b"", db=due)
-        writes = []  # what a fire writes that does not depend on what it reads: made before the clock starts
-        for job_id in ids:
+        # what is written that does not depend on what is read, and each run's records (no history: a lower
+        # bound), made before the clock starts
+        rows = []
+        ttl = JobSpec(name="n", schedule=At(T0), type="noop").history_ttl_ms
+        for token, job_id in enumerate(ids, 1):
             run_id = run_id_for(job_id, T0)
-            run_raw = marshal.dumps(sc.run_to_tuple(Run(run_id, job_id, "default", T0, T0)), rc.MARSHAL_VERSION)
-            writes.append(
-                (job_id.encode(), rc.timed_key(T0, job_id), run_id.encode(), run_raw, rc.job_run_key(job_id, T0, run_id))
-            )
+            run = Run(run_id, job_id, "default", T0, T0)
+            fired = marshal.dumps(sc.run_to_tuple(run), v)
+            run.status, run.attempt, run.executor_id, run.fencing_token = RunStatus.LEASED, 1, "bench", token
+            run.lease_id, run.lease_expires_ms, run.started_ms = lease_id_for(token), T0 + 30_000, T0
+            leased = sc.run_to_tuple(run)
+            run.status, run.finished_ms = RunStatus.SUCCEEDED, T0 + 5
+            key = rc.job_run_key(job_id, T0, run_id)
+            rows.append((job_id.encode(), rc.timed_key(T0, job_id), run_id.encode(), fired, key, leased, sc.run_to_tuple(run),
+                         rc.timed_key(T0 + 5 + ttl, run_id)))  # fmt: skip
         done = JobStatus.COMPLETED.value
-        began = time.perf_counter()
-        for k in range(0, jobs, FIRE_BATCH):
-            with env.begin(write=True) as txn:
-                for job_key, due_key, run_key, run_raw, job_run_key in writes[k : k + FIRE_BATCH]:
-                    t = marshal.loads(txn.get(job_key, db=jobs_db))
-                    fired = (t[0], done, t[2], T0, None, t[5], T0, t[7], t[8] + 1) + t[9:]
-                    txn.put(job_key, marshal.dumps(fired, rc.MARSHAL_VERSION), db=jobs_db)
-                    txn.delete(due_key, db=due)
-                    txn.put(run_key, run_raw, db=runs)
-                    txn.put(job_run_key, b"", db=job_runs)
-                    txn.put(job_run_key, b"", db=active)
-                txn.put(b"applied", marshal.dumps(k), db=meta)
-        return (time.perf_counter() - began) / jobs * 1e6
+        took: list[float] = []
+        index = 0
+
+        def entries(batch: int) -> Iterator[tuple[Any, list[tuple[Any, ...]]]]:
+            """A write transaction and its rows per entry of ``batch`` runs, the applied index written in each."""
+            nonlocal index
+            began = time.perf_counter()
+            for k in range(0, jobs, batch):
+                with env.begin(write=True) as txn:
+                    yield txn, rows[k : k + batch]
+                    index += 1
+                    txn.put(b"applied", marshal.dumps(index), db=meta)
+            took.append((time.perf_counter() - began) / jobs * 1e6)
+
+        for txn, batch in entries(FIRE_BATCH):
+            for job_key, due_key, run_key, run_raw, job_run_key, _, _, _ in batch:
+                t = marshal.loads(txn.get(job_key, db=jobs_db))
+                txn.put(job_key, marshal.dumps((t[0], done, t[2], T0, None, t[5], T0, t[7], t[8] + 1) + t[9:], v), db=jobs_db)
+                txn.delete(due_key, db=due)
+                txn.put(run_key, run_raw, db=runs)
+                txn.put(job_run_key, b"", db=job_runs)
+                txn.put(job_run_key, b"", db=active)
+        for txn, batch in entries(LEASE_BATCH):
+            for _, _, run_key, _, _, leased, _, _ in batch:
+                txn.put(run_key, marshal.dumps(leased, v), db=runs)  # apply keeps the run: no read
+        for txn, batch in entries(COMPLETE_BATCH):
+            for job_key, _, run_key, _, job_run_key, _, ended, expiry_key in batch:
+                txn.put(run_key, marshal.dumps(ended, v), db=runs)
+                txn.delete(job_run_key, db=active)
+                txn.put(expiry_key, b"", db=expiry)
+                txn.put(job_key, rc.encode_int(rc.decode_int(txn.get(job_key, db=finished)) + 1), db=finished)
+                rc.decode_int(txn.get(job_key, db=failed))
+        return took[0], took[1], took[2]
     finally:
         env.close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -217,8 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.floor:
         with _collector(a.gc):
-            floor = min(_floor_round(a.jobs) for _ in range(ROUNDS))
-        print(f"floor   {a.jobs} runs: a fire's LMDB work alone {floor:.1f} us/run (best of {ROUNDS}, {a.gc} gc)")
+            floors = [_floor_round(a.jobs) for _ in range(ROUNDS)]
+        fire, grant, complete = (min(r[k] for r in floors) for k in range(3))
+        print(
+            f"floor   {a.jobs} runs, the LMDB work alone: fire {fire:.1f} us/run, grant {grant:.1f} us/run, "
+            f"complete {complete:.1f} us/run (best of {ROUNDS}, {a.gc} gc)"
+        )
         return 0
     for store in ("memory", "lmdb") if a.store == "both" else (a.store,):
         with _collector(a.gc):
