@@ -140,8 +140,9 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _floor_round(jobs: int) -> tuple[float, float, float]:
-    """Microseconds per run of the LMDB work a fire, a grant and a completion do, and nothing else (``--floor``)."""
+def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: None) -> tuple[float, float, float]:
+    """Microseconds per run of the LMDB work a fire, a grant and a completion do, and nothing else (``--floor``);
+    ``before_close`` is handed the environment once all three are done (the tests read what they left)."""
     import marshal
 
     import lmdb
@@ -158,20 +159,9 @@ def _floor_round(jobs: int) -> tuple[float, float, float]:
         os.path.join(folder, "floor.mdb"), subdir=False, map_size=8 << 30, max_dbs=len(Table.ALL) + 1, sync=False, metasync=False
     )  # fmt: skip
     try:
-        meta, jobs_db, runs, job_runs, active, due, expiry, finished, failed = (
-            env.open_db(t.encode())
-            for t in (
-                Table.META,
-                Table.JOBS,
-                Table.RUNS,
-                Table.JOB_RUNS,
-                Table.ACTIVE,
-                Table.DUE,
-                Table.EXPIRY,
-                Table.FINISHED,
-                Table.FAILED,
-            )  # fmt: skip
-        )
+        names = (Table.META, Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE, Table.EXPIRY, Table.FINISHED,
+                 Table.FAILED)  # fmt: skip
+        meta, jobs_db, runs, job_runs, active, due, expiry, finished, failed = (env.open_db(t.encode()) for t in names)
         made = T0 - 60_000
         ids = [f"j-{i:07d}" for i in range(jobs)]
         with env.begin(write=True) as txn:
@@ -228,6 +218,7 @@ def _floor_round(jobs: int) -> tuple[float, float, float]:
                 txn.put(expiry_key, b"", db=expiry)
                 txn.put(job_key, rc.encode_int(rc.decode_int(txn.get(job_key, db=finished)) + 1), db=finished)
                 rc.decode_int(txn.get(job_key, db=failed))
+        before_close(env)
         return took[0], took[1], took[2]
     finally:
         env.close()

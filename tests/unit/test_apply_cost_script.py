@@ -50,7 +50,7 @@ def test_the_floor_times_each_phases_lmdb_work_alone(capsys: pytest.CaptureFixtu
     assert all(float(x) > 0 for x in m.groups())
 
 
-def test_the_floor_writes_what_the_state_machine_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_floor_writes_what_the_state_machine_writes() -> None:
     """The bare loop leaves the rows a fire, a grant and a completion leave: the same jobs, counts and index rows
     byte for byte, and the same runs field for field but their lease ids and tokens (made from the entry's index);
     the machine runs at command format 1, which records no run history, as the floor's runs carry none."""
@@ -65,20 +65,12 @@ def test_the_floor_writes_what_the_state_machine_writes(monkeypatch: pytest.Monk
 
     tables = (Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE, Table.EXPIRY, Table.FINISHED, Table.FAILED)
     closed: list[dict[str, dict[bytes, bytes]]] = []
-    real_open = lmdb.open
 
-    def watched_open(*args: object, **kwargs: object) -> object:
-        env = real_open(*args, **kwargs)
+    def read(env: lmdb.Environment) -> None:
+        with env.begin() as txn:
+            closed.append({t: dict(txn.cursor(db=env.open_db(t.encode(), txn=txn)).iternext()) for t in tables})
 
-        def close() -> None:
-            with env.begin() as txn:
-                closed.append({t: dict(txn.cursor(db=env.open_db(t.encode(), txn=txn)).iternext()) for t in tables})
-            env.close()
-
-        return _EnvProxy(env, close)
-
-    monkeypatch.setattr(lmdb, "open", watched_open)
-    apply_cost._floor_round(3)
+    apply_cost._floor_round(3, read)
     floor = closed[0]
 
     store = MemoryStore()
@@ -109,11 +101,3 @@ def test_the_floor_writes_what_the_state_machine_writes(monkeypatch: pytest.Monk
         same = [k for k in range(21) if k not in (8, 9)]  # the lease id and token come from the entry's index
         assert [ours[k] for k in same] == [theirs[k] for k in same], key
         assert len(ours) == len(theirs) == 21  # no history: a machine at format 1 records none either
-
-
-class _EnvProxy:
-    def __init__(self, env: object, close: object) -> None:
-        self._env, self.close = env, close
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._env, name)
