@@ -75,6 +75,7 @@ from raft import batching, pysyncobj_patches
 from raft.errors import RaftError
 from raft.lmdb_journal import MAP_SIZE, LmdbJournal
 from raft.membership import RaftMembership
+from raft.peer_probe import PeerProbes
 from raft.snapshot_file import SnapshotFile, check_body, open_body, read_snapshot
 from raft.snapshotter import Snapshotter, StateCopy
 
@@ -341,7 +342,10 @@ class RaftNode:
             checker=self._snapshotter.check if self._snapshotter else None,
         )
         self._nudged = 0.0  # the last time applying entries restarted the election timer
+        #: keepalives, clock offsets and what each node says of itself, over the Raft links (``raft.peer_probe``)
+        self.peer_probes = PeerProbes()
         self._replica = _Replica(self, settings, conf)
+        self._replica._SyncObj__transport._raftsched_probes = self.peer_probes
         if self._snapshotter is not None:
             self._snapshotter.behind = self._followers_behind
         self._batcher = batching.GroupCommitter(self.propose_async)

@@ -22,6 +22,45 @@ transport's own first-message exchange sets), and changes the wire:
 * Without a secret (every address loopback) frames carry the compressed
   pickle in the clear, as pysyncobj does, with the same size limit.
 
+* No connection stays open without carrying messages: one that has not
+  delivered a first message within its timeout of being opened (our connect
+  never answered, a handshake that stalls, a peer that never says who it is)
+  or has read nothing for its timeout since (a frozen or vanished peer, a
+  half-open socket) is dropped by ``sweep`` and, by the side that dials,
+  dialled again. Healthy links are never idle that long: every node probes
+  every peer it is connected to twice a second (``raft.peer_probe``).
+* ``disconnect`` calls pysyncobj back, which may dial again on this very
+  object before it returns; whatever called ``disconnect`` stops there
+  (``_gen`` says whether the connection it was working on is still this
+  one). pysyncobj's own class went on, and could leave a fresh connect
+  without its write interest: the dial never completed, the link stayed
+  ESTABLISHED and uncounted on both sides, and a survivor that needed it
+  never elected.
+
+What pysyncobj 0.3.17's transport needs from connections (``transport.py``;
+each rule has a test in ``tests/unit/test_raft_connection_rules.py``):
+
+* **Who dials whom.** Of two nodes only the one with the greater address
+  string dials (``_shouldConnect``); the other only ever accepts. A node
+  whose dialled connection is DISCONNECTED dials again every
+  ``connectionRetryTime`` (``_connectIfNecessary``, every tick); one in
+  any other state is left alone — so a dial that never completes, and is
+  never dropped, blocks that link for good.
+* **Who counts as connected.** A peer is counted (``__connectedNodes``)
+  only once the transport's first messages went through: without a secret
+  the dialler sends its address and counts at once, the acceptor counts on
+  receiving it; with one, the random keys are exchanged first. An accepted
+  connection that never names its node stays in ``_unknownConnections``,
+  counted by no one.
+* **Connected to anyone.** A follower or candidate starts an election only
+  while it counts at least one peer as connected (``__connectedToAnyone``).
+  A node whose links are all uncounted never campaigns, and never learns of
+  a new term unless someone dials it — which is why every link must either
+  work or be dropped and dialled again within a bound.
+* **A new connection from a known node replaces the old one** in
+  ``_connections`` without closing it; the old one's later close is then
+  ignored (``_connToNode`` no longer finds it).
+
 pysyncobj drops a bad connection silently; here the reason is logged (at
 most one line per second) with the peer's address. Every method runs on the
 node's tick thread.
@@ -106,6 +145,8 @@ class RaftConnection:
         self._mask = 0
         self._initiator = socket is None
         self._peer = "?"
+        #: bumped by every connect and disconnect: a caller that saw it change no longer owns what it was doing
+        self._gen = 0
         self._reset_buffers()
         if socket is not None:
             self._fileno = socket.fileno()
@@ -128,6 +169,8 @@ class RaftConnection:
         self._authenticated = False
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        #: whether a whole message came from the peer on this connection yet
+        self._got_message = False
         self._opened_at = self._last_read = monotonic()
 
     # ---------------------------------------------------------- pysyncobj's interface
@@ -154,6 +197,7 @@ class RaftConnection:
     def connect(self, host: str, port: int) -> bool:
         if host is None:
             return False
+        self._gen += 1
         self._state = CONNECTION_STATE.DISCONNECTED
         self._fileno = None
         self._peer = f"{host}:{port}"
@@ -169,6 +213,8 @@ class RaftConnection:
             sock.connect((host, port))
         except OSError as e:
             if e.errno not in (errno.EINPROGRESS, errno.EWOULDBLOCK):
+                sock.close()  # refused at once: the transport dials again after its retry time
+                self._sock = None
                 return False
         self._fileno = sock.fileno()
         self._state = CONNECTION_STATE.CONNECTING
@@ -194,6 +240,8 @@ class RaftConnection:
         self._try_send()
 
     def disconnect(self) -> None:
+        """Close; then tell pysyncobj, which may ``connect`` this object again before this returns."""
+        self._gen += 1
         notify = self._on_disconnected is not None and self._state != CONNECTION_STATE.DISCONNECTED
         self.sendRandKey = None
         self.recvRandKey = None
@@ -211,18 +259,40 @@ class RaftConnection:
             self._on_disconnected()  # type: ignore[misc]
 
     def sweep(self) -> None:
-        """Drop the connection if it has not authenticated within its timeout (the transport calls this every tick:
-        a peer that connects and stays silent gets no event that would check it)."""
-        if self._state == CONNECTION_STATE.DISCONNECTED or self.encryptor is None or self._authenticated:
+        """Drop the connection if it broke its bounds (see the module docstring); the transport calls this every
+        tick: a silent peer, or a connect that never completes, gets no event that would check it."""
+        if self._state == CONNECTION_STATE.DISCONNECTED:
             return
-        if monotonic() - self._opened_at > self._timeout:
+        now = monotonic()
+        if not self._got_message:
+            if now - self._opened_at <= self._timeout:
+                return
             if self._state == CONNECTION_STATE.CONNECTING:  # our connect: the peer never answered it
                 self._drop(
                     "no answer to the connection within %.1f s: that node is down or unreachable, or a firewall "
                     "drops its Raft port" % self._timeout
                 )
-            else:
+            elif self.encryptor is not None and not self._authenticated:
                 self._drop("it did not authenticate within %.1f s" % self._timeout)
+            else:
+                self._drop("it sent no message within %.1f s of connecting" % self._timeout)
+            return
+        if now - self._last_read > self._timeout and not self._bytes_waiting():
+            self._drop(
+                "nothing came from it for %.1f s (that node is frozen, overloaded or gone, or the link is "
+                "half-open): dialling again" % self._timeout
+            )
+
+    def _bytes_waiting(self) -> bool:
+        """Whether the peer sent bytes this node has not read yet (its own tick thread was the slow one)."""
+        if self._sock is None:
+            return False
+        try:
+            return bool(self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False
 
     # ---------------------------------------------------------- events
 
@@ -239,42 +309,52 @@ class RaftConnection:
         if descr != self._fileno:
             self._poller.unsubscribe(descr)
             return
-        if event & POLL_EVENT_TYPE.ERROR or monotonic() - self._last_read > self._timeout:
+        gen = self._gen
+        if event & POLL_EVENT_TYPE.ERROR:
             self.disconnect()
             return
-        if event & (POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.WRITE):
+        if self._state == CONNECTION_STATE.CONNECTING:
+            if not event & (POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.WRITE):
+                return
             if self._sock is None or self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                 self.disconnect()
                 return
-            if self._state == CONNECTION_STATE.CONNECTING:
-                self._start_handshake()
-                if self._on_connected is not None:
-                    self._on_connected()
-                if self._state == CONNECTION_STATE.DISCONNECTED:
-                    return
-                self._state = CONNECTION_STATE.CONNECTED
-                self._last_read = monotonic()
-                self._try_send()
+            self._start_handshake()
+            if self._on_connected is not None:
+                self._on_connected()
+            if self._gen != gen or self._state == CONNECTION_STATE.DISCONNECTED:
                 return
+            self._state = CONNECTION_STATE.CONNECTED
+            self._last_read = monotonic()
+            self._try_send()
+            return
         self._start_handshake()
         if event & POLL_EVENT_TYPE.WRITE:
             self._try_send()
+            if self._gen != gen:
+                return
         if event & POLL_EVENT_TYPE.READ and self._state != CONNECTION_STATE.DISCONNECTED:
             self._read_and_deliver()
 
     def _read_and_deliver(self) -> None:
+        gen = self._gen
         try:
-            self._try_read()
-            while self._state != CONNECTION_STATE.DISCONNECTED:
+            if not self._try_read():
+                return
+            while self._gen == gen:
                 message = self._next_message()
                 if message is None:
                     break
+                self._got_message = True
                 if self._on_message is not None:
                     self._on_message(message)
+            if self._gen != gen:
+                return
             if self.encryptor is not None and not self._authenticated and len(self._rbuf) >= PRE_AUTH_LIMIT:
                 raise _Refused(f"it sent {PRE_AUTH_LIMIT} bytes or more without authenticating")
         except _Refused as exc:
-            self._drop(str(exc))
+            if self._gen == gen:
+                self._drop(str(exc))
 
     def _drop(self, why: str) -> None:
         _warn("dropping the Raft connection with %s: %s", self._peer, why)
@@ -292,8 +372,6 @@ class RaftConnection:
         self._wbuf += frame
 
     def _try_send(self) -> None:
-        if monotonic() - self._last_read > self._timeout:  # as pysyncobj: a connection silent too long is dropped
-            self.disconnect()
         if self._state == CONNECTION_STATE.DISCONNECTED or self._sock is None:
             return
         while self._wbuf:
@@ -302,15 +380,18 @@ class RaftConnection:
             except OSError as e:
                 if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                     self.disconnect()
-                    return
+                    return  # this object may already be a new connection: its interest is its own
                 break
             if sent <= 0:
                 break
             del self._wbuf[:sent]
         mask = POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR
-        self._subscribe(mask | POLL_EVENT_TYPE.WRITE if self._wbuf else mask)
+        if self._wbuf or self._state == CONNECTION_STATE.CONNECTING:  # a dial completes with a write event
+            mask |= POLL_EVENT_TYPE.WRITE
+        self._subscribe(mask)
 
-    def _try_read(self) -> None:
+    def _try_read(self) -> bool:
+        """Read what the socket holds; False if the connection was closed meanwhile (EOF, an error)."""
         while self._sock is not None:
             want = self._recv_size
             if self.encryptor is not None and not self._authenticated:
@@ -320,14 +401,16 @@ class RaftConnection:
             try:
                 incoming = self._sock.recv(want)
             except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    self.disconnect()
-                break
+                if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    break
+                self.disconnect()
+                return False
             if not incoming:
                 self.disconnect()
-                break
+                return False
             self._rbuf += incoming
-        self._last_read = monotonic()
+            self._last_read = monotonic()
+        return self._sock is not None
 
     def _next_message(self) -> Any:
         """The next whole message, or None until more bytes come. Raises ``_Refused``."""

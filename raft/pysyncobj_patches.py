@@ -50,8 +50,18 @@ each on a pysyncobj upgrade:
 * ``TCPTransport._onTick`` (pysyncobj calls it at the end of every tick,
   before waiting for the network): commits the journal too, so a leader
   counts its own log towards a majority only after it is on disk (its
-  commit index is computed at the start of the next tick), and drops
-  connections that have not authenticated within their timeout.
+  commit index is computed at the start of the next tick), drops
+  connections that broke their bounds (``RaftConnection.sweep``), and
+  probes the connected peers (``raft.peer_probe``).
+* ``TCPTransport._onMessageReceived`` (every message from an identified
+  peer passes through it): probes and their answers are consumed by
+  ``raft.peer_probe`` before pysyncobj sees them.
+* ``TcpServer.__onNewConnection``: pysyncobj's closes the listening socket
+  for good on any error while accepting (a peer that reset its connect
+  before it was accepted, a process out of file descriptors), after which
+  no peer can ever connect to this node again; ours drops that one
+  connection, logs why, and goes on listening (and accepts every pending
+  connection, not one per poll).
 
 A commit that fails (a full map, an I/O error) stops the process: no
 acknowledgement may follow a write that is not on disk, and retrying an
@@ -73,6 +83,8 @@ import pysyncobj.syncobj as _syncobj_module
 import pysyncobj.tcp_server as _tcp_server_module
 import pysyncobj.transport as _transport_module
 from pysyncobj.journal import Journal
+from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.tcp_connection import CONNECTION_STATE
 
 from raft.cipher import cipher_factory
 from raft.connection import RaftConnection
@@ -90,6 +102,7 @@ _NO_COMMIT_NEEDED = frozenset({"apply_command", "apply_command_response"})
 _ORIGINAL_CREATE_JOURNAL = _syncobj_module.createJournal
 _ORIGINAL_SEND = _transport_module.TCPTransport.send
 _ORIGINAL_ON_TICK = _transport_module.TCPTransport._onTick
+_ORIGINAL_ON_MESSAGE = _transport_module.TCPTransport._onMessageReceived
 _ORIGINAL_TRANSMISSION_DATA = _serializer_module.Serializer.getTransmissionData
 _ORIGINAL_SET_TRANSMISSION_DATA = _serializer_module.Serializer.setTransmissionData
 #: starts a piece of a snapshot sent by this version: the piece's offset in the file follows (8 bytes)
@@ -267,7 +280,56 @@ def _on_tick(self: Any) -> None:
         sweep = getattr(conn, "sweep", None)
         if sweep is not None:
             sweep()
+    probes = getattr(self, "_raftsched_probes", None)
+    if probes is not None:
+        probes.tick(self._connections, self._syncObj.isNodeConnected, CONNECTION_STATE.CONNECTED)
     _commit(self, bind=True)
+
+
+def _on_message(self: Any, node: Any, message: Any) -> None:
+    probes = getattr(self, "_raftsched_probes", None)
+    if probes is not None and probes.on_message(node, message, self._connections.get(node), CONNECTION_STATE.CONNECTED):
+        return
+    _ORIGINAL_ON_MESSAGE(self, node, message)
+
+
+def _on_new_connection(self: Any, descr: int, event: int) -> None:
+    """``TcpServer.__onNewConnection``: accept every pending connection; an error costs one connection, never the
+    listening socket (see the module docstring)."""
+    if event & POLL_EVENT_TYPE.READ:
+        for _ in range(64):  # a bound, so a flood of connects cannot hold the tick thread
+            try:
+                sock, _addr = self._TcpServer__socket.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:  # out of descriptors, say: the peer retries, and so does this on the next poll
+                log.warning("cannot accept a Raft connection: %s", exc)
+                break
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setblocking(False)
+                conn = _tcp_server_module.TcpConnection(
+                    poller=self._TcpServer__poller,
+                    socket=sock,
+                    timeout=self._TcpServer__connectionTimeout,
+                    sendBufferSize=self._TcpServer__sendBufferSize,
+                    recvBufferSize=self._TcpServer__recvBufferSize,
+                    keepalive=self._TcpServer__keepalive,
+                )
+            except OSError as exc:  # the peer reset it before it was set up
+                log.info("a Raft connection closed while it was accepted: %s", exc)
+                sock.close()
+                continue
+            self._TcpServer__onNewConnectionCallback(conn)
+    if event & POLL_EVENT_TYPE.ERROR:
+        log.warning("the Raft port reported an error; listening again")
+        self.unbind()
+        try:
+            self.bind()
+        except OSError as exc:
+            log.error("cannot listen on the Raft port again: %s", exc)
 
 
 _PATCHES: tuple[tuple[Any, str, Any], ...] = (
@@ -279,6 +341,8 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
     (socket, "inet_ntop", _socket.inet_ntop),
     (_transport_module.TCPTransport, "send", _send),
     (_transport_module.TCPTransport, "_onTick", _on_tick),
+    (_transport_module.TCPTransport, "_onMessageReceived", _on_message),
+    (_tcp_server_module.TcpServer, "_TcpServer__onNewConnection", _on_new_connection),
     (_serializer_module.Serializer, "getTransmissionData", _transmission_data),
     (_serializer_module.Serializer, "setTransmissionData", _set_transmission_data),
 )
