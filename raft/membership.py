@@ -60,6 +60,8 @@ class RaftMembership:
         self._replica = replica
         self._timeout = election_timeout_s
         self._hold = False
+        #: why elections are held (``hold_elections``): held while any reason stands
+        self._hold_reasons: set[str] = set()
         self._set_deadline = 0.0
         self._heard = time.monotonic()
         self._calls: collections.deque[Callable[[], None]] = collections.deque()
@@ -103,24 +105,30 @@ class RaftMembership:
         else:
             self._replica.removeNodeFromCluster(address, callback=done)
 
-    def transfer_leadership(self) -> None:
-        """Ask the most caught-up follower to take over (only on the leader; best effort: check who leads later)."""
+    def transfer_leadership(self, to: str | None = None) -> None:
+        """Ask ``to`` (a member's Raft address; None: the most caught-up follower) to take over (only on the leader,
+        and only a follower whose log is complete can; best effort: check who leads later)."""
 
         def call() -> None:
             def done(_result: Any, error: int) -> None:
                 if error != FAIL_REASON.SUCCESS:
                     log.info("leadership transfer not started (%s); will ask again", _REASONS.get(error, error))
 
-            self._replica.transferLeadership(None, done)
+            self._replica.transferLeadership(to, done)
 
         with self._lock:
             self._calls.append(call)
 
-    def hold_elections(self, hold: bool) -> None:
-        """While held, this replica never starts an election (it still votes and follows)."""
-        if hold and not self._hold:
+    def hold_elections(self, hold: bool, reason: str = "membership") -> None:
+        """While held for any ``reason``, this replica never starts an election (it still votes and follows)."""
+        if hold:
+            self._hold_reasons.add(reason)
+        else:
+            self._hold_reasons.discard(reason)
+        held = bool(self._hold_reasons)
+        if held and not self._hold:
             self._heard = time.monotonic()
-        self._hold = hold
+        self._hold = held
 
     def restart_election_timer(self) -> None:
         """Tick thread: this follower waits a whole election timeout from now before it may campaign (after a

@@ -33,8 +33,10 @@ from cluster.domain.output_location import OutputLocation
 from cluster.domain.validation import Limits
 from cluster.node.backup import open_backup
 from cluster.node.clock import Clock, SystemClock
+from cluster.node.clock_guard import ClockGuard
 from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
 from cluster.node.event_hub import EventHub
+from cluster.node.fitness import Fitness, FitnessLoop, FitnessView, StepAside
 from cluster.node.job_service import JobService
 from cluster.node.leader_loop import LeaderLoop
 from cluster.node.lease_service import LeaseService
@@ -157,11 +159,16 @@ class Node:
         version = raftsched_version()
         self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
-        self.leader = LeaderLoop(self.store, self.clock, cfg.scheduler, quotas.max_pending_runs, node_id, lambda: self.raft.term)
+        self.leader = LeaderLoop(
+            self.store, self.clock, cfg.scheduler, quotas.max_pending_runs, node_id, lambda: self.raft.term, self._may_act
+        )
         replica = ReplicaState(self.machine, self.state_store, self.store.restored)
         self.raft = RaftNode(settings, replica, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
         self.store.attach(self.raft)
-        self.ops = Observability(cfg, node_id, self.store, self.raft, self.clock, tokens)  # health, metrics, HTTP
+        self._guard_fitness(cfg, me.raft)
+        self.ops = Observability(
+            cfg, node_id, self.store, self.raft, self.clock, tokens, self.fitness_view
+        )  # health, metrics, HTTP
         location = output_location(cfg)
         self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs), location)
         self.store.on_applied.append(self.janitor.on_applied)
@@ -180,11 +187,11 @@ class Node:
         version_text = f"{version} (command format {command_registry.FORMAT_VERSION})"
         cluster = ClusterServicer(
             self.raft, node_id, cfg.nodes, self.service.counts, version_text,
-            self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout),
+            self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout), self.fitness_view,
         )  # fmt: skip
         self.ops.serve_web_view(
             self.service,
-            lambda: cluster_status(self.raft, node_id, cfg.nodes, None, version_text, self.membership.view()),
+            lambda: cluster_status(self.raft, node_id, cfg.nodes, None, version_text, self.membership.view(), self.fitness_view),
             self.clock.now_ms,
         )
         self.server = build_server(
@@ -197,6 +204,30 @@ class Node:
             interceptors=interceptors,
             health=self.ops.grpc_health,
         )
+
+    def _guard_fitness(self, cfg: ClusterConfig, self_raft: str) -> None:
+        """The clock guard and stepping aside (``cluster.node.clock_guard``, ``cluster.node.fitness``): what this
+        node says of itself in its Raft probes, and what keeps it from stamping, firing and leading."""
+        raft = self.raft
+        self.fitness = Fitness()
+        peers = lambda: raft.membership.members()[1:]  # noqa: E731 - the members but this node, now
+        names = {n.raft: n.id for n in cfg.nodes}
+        self.clock_guard = ClockGuard(
+            self.fitness, self.clock, raft.peer_probes.readings, peers, cfg.max_clock_offset_ms,
+            lambda address: self.ops.names.get(address, names.get(address, address)),
+        )  # fmt: skip
+        self.store.stamp_refusal = self.clock_guard.stamp_refusal
+        raft.peer_probes.report = self.fitness.report
+        aside = StepAside(self.fitness, raft.is_leader, raft.membership, peers, raft.peer_probes.reports)
+        self.fitness_loop = FitnessLoop([self.clock_guard.update, aside.step])
+        self.fitness_view = FitnessView(self_raft, self.fitness, self.clock_guard.offsets, raft.peer_probes.reports)
+
+    def _may_act(self) -> str | None:
+        """Why the leader must not fire, grant or expire now (None: it may)."""
+        guard = getattr(self, "clock_guard", None)
+        if guard is None:
+            return "this node is still starting"
+        return guard.stamp_refusal() or (self.fitness.reason() or None)
 
     def _members_settled(self, members: tuple[Member, ...]) -> None:
         """The keeper saw the members change (and at start): the data dir records them, health names them."""
@@ -212,6 +243,7 @@ class Node:
 
     def start(self) -> None:
         self.server.start()
+        self.fitness_loop.start()
         self.ops.start()
         self.leader.start()
         self.version_reporter.start()
@@ -236,6 +268,7 @@ class Node:
         self.keeper.stop()
         self.version_reporter.stop()
         self.leader.stop()
+        self.fitness_loop.stop()
         self.server.stop(grace=2).wait(3)
         self.raft.stop()
         try:

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from cluster.domain.model import Member
 from cluster.node.clock import Clock
 from cluster.node.config import ClusterConfig
+from cluster.node.fitness import FitnessView
 from cluster.node.health import Health, HealthMonitor, check_health
 from cluster.node.replicated_state import ReplicatedState
 from raft.adapter import RaftNode
@@ -34,7 +35,7 @@ from rpc.http.ops import add_ops_routes
 from rpc.http.router import Authorizer, Router, bearer_reader
 from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
 from rpc.http.server import HttpServer
-from rpc.http.state_collector import StateCollector
+from rpc.http.state_collector import FitnessCollector, StateCollector
 from rpc.http.web import JobReader, TokenVerdict, WebAuth, WebView, add_web_routes, overview_of
 from rpc.server.auth import Access, decide
 from rpc.server.health import GrpcHealth
@@ -65,12 +66,21 @@ def token_check(tokens: TokenTable) -> Callable[[str], TokenVerdict]:
 
 class Observability:
     def __init__(
-        self, cfg: ClusterConfig, node_id: str, store: ReplicatedState, raft: RaftNode, clock: Clock, tokens: TokenTable | None
+        self,
+        cfg: ClusterConfig,
+        node_id: str,
+        store: ReplicatedState,
+        raft: RaftNode,
+        clock: Clock,
+        tokens: TokenTable | None,
+        fitness: FitnessView | None = None,
     ) -> None:
         me = cfg.node(node_id)
         self._raft = raft
-        self._names = {n.raft: n.id for n in cfg.nodes}
-        self.monitor = HealthMonitor(raft, self._names)
+        self._fitness = None if fitness is None else fitness.fitness
+        #: Raft address -> node id (the membership keeper adds members that joined later)
+        self.names = self._names = {n.raft: n.id for n in cfg.nodes}
+        self.monitor = HealthMonitor(raft, self._names, fitness=self._fitness)
         self.grpc_health = GrpcHealth()
         self.monitor.listeners.append(self.grpc_health.on_health)
         self.metrics: NodeMetrics | None = None
@@ -85,6 +95,8 @@ class Observability:
             return
         metrics = self.metrics = NodeMetrics()
         metrics.registry.register(StateCollector(store, raft))
+        if fitness is not None:
+            metrics.registry.register(FitnessCollector(fitness, self._names))
         store.on_applied.append(RunEventMetrics(metrics, raft.is_leader, clock.now_ms).on_applied)
         self.monitor.listeners.append(LeaderChanges(metrics).on_health)
         raft.on_snapshot(metrics.observe_snapshot)
@@ -104,7 +116,7 @@ class Observability:
 
     def health(self) -> Health:
         """This node's health now (``/healthz``)."""
-        return check_health(self._raft, self._names)
+        return check_health(self._raft, self._names, self._fitness)
 
     def learn_members(self, members: tuple[Member, ...]) -> None:
         """The members as the log now says (the membership keeper hands them over): a leader that joined after

@@ -221,6 +221,7 @@ class LeaseRules(StateBase):
             assert spec is not None, run
             ttl = spec.lease_ttl_ms
             self._set_deadline(run, max(run.lease_expires_ms, self.now_ms + ttl))
+            self.events.append(("lease_renewed", run))  # the leader's own clock of renewals (cluster.node.lease_watch)
             out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
         return Ok(out)
 
@@ -286,6 +287,19 @@ class LeaseRules(StateBase):
             out.append((lease_id, token_of(lease_id)))
             if len(out) >= limit:
                 break
+        return out
+
+    def lease_ttls(self, lease_ids: list[str]) -> dict[str, int]:
+        """The TTL (ms) of each live lease among ``lease_ids``, from its job's spec (leases no longer live are left
+        out)."""
+        out: dict[str, int] = {}
+        for lease_id in lease_ids:
+            run_id = self.leases.get(lease_id)
+            if run_id is None:
+                continue
+            spec = self.uow.spec(self._indexed_run(run_id).job_id)
+            if spec is not None:
+                out[lease_id] = spec.lease_ttl_ms
         return out
 
     def next_lease_deadline(self) -> int | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import stat
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,9 @@ from typing import Any
 
 from cluster.domain.errors import ConfigError  # re-exported: the error of this module
 from cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
+
+#: ``[cluster] max_clock_offset`` when the config does not say (CockroachDB's default too)
+DEFAULT_MAX_CLOCK_OFFSET_MS = 500
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,9 @@ class ClusterConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     #: serve gRPC off loopback without [tls] or [auth] (logged as a warning at every start)
     allow_insecure_grpc: bool = False
+    #: ``[cluster] max_clock_offset``: the most a node's wall clock may differ from a majority of the members'
+    #: before it stops firing, granting and expiring leases and gives up leadership (``cluster.node.clock_guard``)
+    max_clock_offset_ms: int = DEFAULT_MAX_CLOCK_OFFSET_MS
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     state: StateConfig = field(default_factory=StateConfig)
 
@@ -379,12 +386,33 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         tls=_tls(path, raw, base),
         auth=_auth(path, raw, base),
         allow_insecure_grpc=bool(cluster.get("allow_insecure_grpc", False)),
+        max_clock_offset_ms=_max_clock_offset(path, cluster.get("max_clock_offset")),
         limits=limits,
         state=state,
     )
 
 
-_CLUSTER_KEYS: dict[str, type] = {"data_dir": str, "secret_file": str, "allow_insecure_grpc": bool}
+_CLUSTER_KEYS: dict[str, type] = {"data_dir": str, "secret_file": str, "allow_insecure_grpc": bool, "max_clock_offset": str}
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000}
+
+
+def _max_clock_offset(path: str, text: str | None) -> int:
+    """``[cluster] max_clock_offset``: a span such as "500ms" or "1s", from 10 ms to 1 minute."""
+    if text is None:
+        return DEFAULT_MAX_CLOCK_OFFSET_MS
+    body, pos, total = text.strip(), 0, 0.0
+    for m in _SPAN.finditer(body):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_MS[m.group(2)]
+        pos = m.end()
+    if not body or pos != len(body) or not 10 <= total <= 60_000:
+        raise ConfigError(
+            f'{path}: [cluster] max_clock_offset = {text!r}: give a span from 10ms to 1m, such as "500ms" or "1s" '
+            f'(default "{DEFAULT_MAX_CLOCK_OFFSET_MS}ms")'
+        )
+    return int(total)
 
 
 def _resolve(base: str, value: str) -> str:

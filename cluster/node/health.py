@@ -9,7 +9,9 @@ machine: a poll costs a few attribute reads and takes no lock.
 
 A node cut off from the others loses its quorum as soon as its connections
 drop (a second or two after the others die), and its leader once the election
-timeout passes; either makes it unfit.
+timeout passes; either makes it unfit. So does a problem ``Fitness`` holds
+(``cluster.node.fitness``: a clock off from the others, a disk that refuses
+writes): the reason then names it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable, Protocol
+
+from cluster.node.fitness import Fitness
 
 log = logging.getLogger("raftsched.health")
 
@@ -46,12 +50,14 @@ class Health:
     reason: str
 
 
-def check_health(raft: QuorumView, names: dict[str, str] | None = None) -> Health:
+def check_health(raft: QuorumView, names: dict[str, str] | None = None, fitness: Fitness | None = None) -> Health:
     """This node's health now; ``names`` maps Raft addresses to node ids for the message."""
     address = raft.leader_address()
     leader = None if address is None else (names or {}).get(address, address)
     quorum = raft.has_quorum()
     term = raft.term
+    if fitness is not None and not fitness.fit:
+        return Health(False, leader, term, fitness.reason())
     if leader is None:
         return Health(False, None, term, "no leader known: an election may be under way, or this node is cut off from the others")
     if not quorum:
@@ -73,9 +79,16 @@ class HealthMonitor:
     """Polls ``check_health`` and calls each listener ``(before, now)`` when serving or the leader changes
     (the same leader in a new term counts: it was elected again; ``before`` is None the first time). Listeners run on the monitor's thread: keep them short."""
 
-    def __init__(self, raft: QuorumView, names: dict[str, str] | None = None, interval: float = POLL_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        raft: QuorumView,
+        names: dict[str, str] | None = None,
+        interval: float = POLL_INTERVAL_S,
+        fitness: Fitness | None = None,
+    ) -> None:
         self._raft = raft
         self._names = names
+        self._fitness = fitness
         self._interval = interval
         self.listeners: list[Listener] = []
         self._last: Health | None = None
@@ -88,7 +101,7 @@ class HealthMonitor:
 
     def poll(self) -> Health:
         """Look once; tell the listeners if something changed (the thread calls this every interval)."""
-        now = check_health(self._raft, self._names)
+        now = check_health(self._raft, self._names, self._fitness)
         before = self._last
         if before is None or _seen(before) != _seen(now):
             self._last = now

@@ -8,6 +8,12 @@ commands, pipelined. A fire item names the instant the leader expects; the
 state machine ignores it if that instant was already handled, so two nodes
 that both think they lead, or a retried proposal, cannot fire twice. On
 losing leadership the loop stops proposing.
+
+Nothing is fired, expired or pruned while ``may_act()`` names a reason
+(this node's clock is not confirmed by a majority, or stepped; its disk
+refuses writes: ``cluster.node.fitness``), and a lease is expired only when
+its deadline has passed **and** its holder has been silent for its TTL on
+this leader's monotonic clock (``cluster.node.lease_watch``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from cluster.domain.errors import RejectedError, Unavailable
 from cluster.domain.state import JobStateMachine, due_item
 from cluster.node.clock import Clock
 from cluster.node.config import SchedulerConfig
+from cluster.node.lease_watch import LeaseWatch
 from cluster.node.replicated_state import ReplicatedState
 
 log = logging.getLogger("raftsched.leader")
@@ -49,6 +56,8 @@ class _Look(NamedTuple):
     next_due: int | None
     #: (lease_id, fencing token) of leases past their deadline, in-flight expiries included
     expired: list[tuple[str, int]]
+    #: the TTL (ms) of each of those leases
+    ttls: dict[str, int]
     next_deadline: int | None
     next_prune: int | None
 
@@ -62,8 +71,15 @@ class LeaderLoop:
         max_pending_runs: int = 0,
         node_id: str = "",
         term: Callable[[], int] = lambda: 0,
+        may_act: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._store = store
+        #: why this node must not fire or expire now (None: it may)
+        self._may_act = may_act
+        self._refused: str | None = None
+        #: when this leader last saw each lease granted or renewed, on its monotonic clock
+        self.watch = LeaseWatch(clock.monotonic, cfg.lease_grace_s)
+        store.on_applied.append(self.watch.on_applied)
         #: this node's id and its current Raft term, named in every Fire (the runs' explanations)
         self._node_id, self._term = node_id, term
         self._clock = clock
@@ -129,7 +145,18 @@ class LeaderLoop:
         if not self._store.is_leader():
             if self._leading:
                 log.info("no longer the leader: firing stops")
+                self.watch.lead(False)
             self._leading = False
+            self._sleep(0.05)
+            return
+        refusal = self._may_act()
+        if refusal != self._refused:
+            self._refused = refusal
+            if refusal is not None:
+                log.warning("leader: not firing, granting or expiring leases: %s", refusal)
+            elif self._leading:
+                log.info("leader: firing again")
+        if refusal is not None:
             self._sleep(0.05)
             return
         if not self._leading:
@@ -151,11 +178,13 @@ class LeaderLoop:
         def read(m: JobStateMachine) -> _Look:
             due = m.due_page(until, fire_scan) if fire_room > 0 else []
             expired = m.expired_leases(now, expire_scan)
-            return _Look(fire_room, due, m.next_due_ms(), expired, m.next_lease_deadline(), m.next_prune_ms())
+            ttls = m.lease_ttls([lease_id for lease_id, _ in expired]) if expired else {}
+            return _Look(fire_room, due, m.next_due_ms(), expired, ttls, m.next_lease_deadline(), m.next_prune_ms())
 
         return self._store.read(read, barrier=False)
 
     def _become_leader(self) -> None:
+        self.watch.lead(True)  # renewals applied from here on are this leader's to see
         try:
             index = self._store.execute(c.Barrier(self._clock.now_ms()))
             grace_ms = int(self._cfg.lease_grace_s * 1000)
@@ -217,6 +246,8 @@ class LeaderLoop:
         """Propose the expiry of leases past their deadline; return how long to sleep at most."""
         limit = EXPIRE_BATCH
         due, next_deadline = look.expired, look.next_deadline
+        watch, ttls = self.watch, look.ttls
+        due = [d for d in due if d[0] in ttls and watch.may_expire(d[0], ttls[d[0]])]
         mono = self._clock.monotonic()
         with self._inflight_lock:
             items = [d for d in due if self._expiring.get(d, 0.0) < mono - INFLIGHT_RETRY_S][:limit]

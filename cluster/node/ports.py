@@ -80,12 +80,12 @@ class RaftMembership(Protocol):
         """Propose Raft's own change adding (removing) ``address``; ``callback(ok, reason)`` once committed or refused."""
         ...
 
-    def transfer_leadership(self) -> None:
-        """On the leader: ask the most caught-up follower to take over (best effort)."""
+    def transfer_leadership(self, to: str | None = None) -> None:
+        """On the leader: ask ``to`` (a Raft address; None: the most caught-up follower) to take over (best effort)."""
         ...
 
-    def hold_elections(self, hold: bool) -> None:
-        """While held, this replica never starts an election (it still votes)."""
+    def hold_elections(self, hold: bool, reason: str = "membership") -> None:
+        """While held for any reason, this replica never starts an election (it still votes)."""
         ...
 
     def quiet_for(self) -> float:

@@ -29,6 +29,11 @@ servicers (nobody else touches the machine, its lock or the replicator):
   jobs never holds up Raft. It sees whole entries only (every entry's store
   commit happens before its proposer, or a barrier, hears of it).
 * Records in the answers come back detached (``cluster.node.detach``).
+* Every command carries the proposer's wall-clock time, and the state
+  machine keeps the greatest it saw as its "now": nothing is proposed while
+  ``stamp_refusal()`` (the clock guard: ``cluster.node.clock_guard``) says
+  this node's clock must not be trusted — the call is ``Unavailable`` with
+  its reason, and a read barrier carries no time at all.
 """
 
 from __future__ import annotations
@@ -121,6 +126,8 @@ class ReadBarrier:
 
 #: the error a given-up barrier counts as (pysyncobj's FAIL_REASON values are >= 0)
 GAVE_UP = -2
+#: the error of a proposal this node did not send (``raft.adapter`` names it NOT_SENT)
+NOT_SENT = -1
 
 
 class ReplicatedState:
@@ -135,10 +142,23 @@ class ReplicatedState:
         self._barrier: ReadBarrier | None = None
         #: called on the tick thread after every apply with the run changes it made
         self.on_applied: list[Callable[[list[RunEvent]], None]] = []
+        #: why this node's clock must not stamp a command now (None: it may); the clock guard sets it
+        self.stamp_refusal: Callable[[], str | None] = lambda: None
 
     def attach(self, raft: Replicator) -> None:
         self._raft = raft
-        self._barrier = ReadBarrier(lambda cb: raft.propose_async(c.encode(c.Barrier(self._clock.now_ms())), cb), self._clock)
+        self._barrier = ReadBarrier(lambda cb: raft.propose_async(c.encode(c.Barrier(self._barrier_time())), cb), self._clock)
+
+    def _barrier_time(self) -> int:
+        """A read barrier's time: this node's clock when it may be trusted, else none (the state's "now" is the
+        greatest time any command carried: 0 changes nothing)."""
+        return self._clock.now_ms() if self.stamp_refusal() is None else 0
+
+    def _clock_refusal(self) -> Unavailable | None:
+        why = self.stamp_refusal()
+        if why is None:
+            return None
+        return Unavailable(f"this node does not trust its clock now ({why}); send the call to another node, or retry")
 
     def _replicator(self) -> Replicator:
         if self._raft is None:
@@ -198,6 +218,9 @@ class ReplicatedState:
         if refused is not None:
             done(refused, 0)
             return
+        if self._clock_refusal() is not None:
+            done(None, NOT_SENT)
+            return
         self._replicator().propose_async(c.encode(cmd), done)
 
     def _too_new(self, cmd: Any) -> Rejected | None:
@@ -210,6 +233,9 @@ class ReplicatedState:
 
     def _propose(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable]:
         """Propose several commands together (they share Raft entries); a result or ``Unavailable`` each."""
+        unstamped = self._clock_refusal()
+        if unstamped is not None:
+            return [unstamped for _ in cmds]
         refused = [self._too_new(cmd) for cmd in cmds]
         send = [cmd for cmd, no in zip(cmds, refused) if no is None]
         # a grant's weight keeps one entry's fencing tokens in range (see cluster.domain.lease_rules)

@@ -73,6 +73,11 @@ METRICS = (
         (),
         "Time to commit a batch of Raft log entries to disk (fsynced unless journal_fsync is off)",
     ),
+    MetricDef("raftsched_clock_offset_seconds", "gauge", ("peer",), "Each peer's wall clock minus this node's, as last measured"),
+    MetricDef(
+        "raftsched_clock_ok", "gauge", (), "1 while this node's clock agrees with a majority within max_clock_offset, else 0"
+    ),
+    MetricDef("raftsched_storage_ok", "gauge", (), "1 while this node can write its disk (Raft log and state), else 0"),
     MetricDef("raftsched_grpc_requests_total", "counter", ("method", "code"), "gRPC calls served, by method and status code"),
     MetricDef("raftsched_grpc_request_seconds", "histogram", ("method",), "gRPC call time (a stream: its life), by method"),
 )

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from cluster.domain.model import JobStatus, RunStatus
 from cluster.domain.state import JobStateMachine
+from cluster.node.fitness import CLOCK, STORAGE, FitnessView
 from cluster.node.replicated_state import ReplicatedState
 from rpc.http.metrics import BY_NAME
 
@@ -79,4 +80,30 @@ class StateCollector(Collector):
         ):
             family = _family(name)
             family.add_metric([], value)
+            yield family
+
+
+class FitnessCollector(Collector):
+    """``raftsched_clock_offset_seconds{peer}`` (each peer measured lately: its clock minus this node's),
+    ``raftsched_clock_ok`` and ``raftsched_storage_ok`` (1/0: this node's own, ``cluster.node.fitness``)."""
+
+    def __init__(self, view: FitnessView, names: dict[str, str]) -> None:
+        self._view = view
+        self._names = names  # Raft address -> node id
+
+    def describe(self) -> Iterator[Metric]:
+        yield _family("raftsched_clock_offset_seconds", ("peer",))
+        yield _family("raftsched_clock_ok")
+        yield _family("raftsched_storage_ok")
+
+    def collect(self) -> Iterator[Metric]:
+        family = _family("raftsched_clock_offset_seconds", ("peer",))
+        for address, offset in sorted(self._view.offsets().items()):
+            if offset.measured:
+                family.add_metric([self._names.get(address, address)], offset.offset_ms / 1000.0)
+        yield family
+        fitness = self._view.fitness
+        for name, kind in (("raftsched_clock_ok", CLOCK), ("raftsched_storage_ok", STORAGE)):
+            family = _family(name)
+            family.add_metric([], 1 if fitness.ok(kind) else 0)
             yield family

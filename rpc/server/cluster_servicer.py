@@ -9,6 +9,7 @@ import grpc
 
 from cluster.domain.model import Member, RunStatus
 from cluster.node.config import NodeAddress
+from cluster.node.fitness import FitnessView
 from cluster.node.job_service import Counts
 from cluster.node.membership import MembershipService, MembershipView
 from cluster.node.ports import RaftStatus
@@ -43,6 +44,7 @@ def cluster_status(
     counts: CountsFn | None = None,
     self_version: str = "",
     view: MembershipView | None = None,
+    fitness: FitnessView | None = None,
 ) -> pb.ClusterStatus:
     members = _members(nodes, view)
     by_raft = {m.raft: m for m in members}
@@ -86,7 +88,7 @@ def cluster_status(
             if m.node_id == self_id and self_version
             else (f"{reported[0]} (command format {reported[1]})" if reported else "")
         )
-        out.members.add(
+        member = out.members.add(
             id=m.node_id,
             raft_address=m.raft,
             grpc_address=m.grpc,
@@ -95,6 +97,13 @@ def cluster_status(
             reachable=reachable,
             version=version,
         )
+        if fitness is not None:
+            fit = fitness.of(m.raft)
+            member.clock_offset.FromMilliseconds(round(fit.offset_ms))
+            member.clock_measured = fit.measured
+            member.clock_ok = fit.clock_ok
+            member.storage_ok = fit.storage_ok
+            member.unfit_reason = fit.unfit
     return out
 
 
@@ -114,8 +123,10 @@ class ClusterServicer(pb_grpc.ClusterServiceServicer):
         version: str = "",
         membership: MembershipService | None = None,
         backup: BackupFn | None = None,
+        fitness: FitnessView | None = None,
     ) -> None:
         self._raft = raft
+        self._fitness = fitness
         self._counts = counts
         self._self_id = self_id
         self._nodes = tuple(nodes)
@@ -126,7 +137,7 @@ class ClusterServicer(pb_grpc.ClusterServiceServicer):
     def _status(self, view: MembershipView | None = None) -> pb.ClusterStatus:
         if view is None and self._membership is not None:
             view = self._membership.view()
-        return cluster_status(self._raft, self._self_id, self._nodes, self._counts, self._version, view)
+        return cluster_status(self._raft, self._self_id, self._nodes, self._counts, self._version, view, self._fitness)
 
     @guarded
     def GetClusterStatus(self, request: pb.GetClusterStatusRequest, context: grpc.ServicerContext) -> pb.ClusterStatus:

@@ -15,12 +15,14 @@ from cluster.domain import commands as c
 from cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, RetryPolicy
 from cluster.domain.state import JobStateMachine
 from cluster.node.clock import FakeClock
+from cluster.node.clock_guard import PeerOffset
 from cluster.node.event_hub import EventHub
+from cluster.node.fitness import Fitness, FitnessView
 from cluster.node.health import Health
 from cluster.node.replicated_state import ReplicatedState
 from rpc.http.metrics import METRICS, NodeMetrics
 from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
-from rpc.http.state_collector import StateCollector
+from rpc.http.state_collector import FitnessCollector, StateCollector
 
 pytestmark = pytest.mark.unit
 
@@ -46,6 +48,9 @@ CONTRACT: dict[str, tuple[str, tuple[str, ...]]] = {
     "raftsched_raft_log_commit_seconds": ("histogram", ()),
     "raftsched_grpc_requests_total": ("counter", ("method", "code")),
     "raftsched_grpc_request_seconds": ("histogram", ("method",)),
+    "raftsched_clock_offset_seconds": ("gauge", ("peer",)),
+    "raftsched_clock_ok": ("gauge", ()),
+    "raftsched_storage_ok": ("gauge", ()),
 }
 
 
@@ -76,6 +81,9 @@ class Machine:
 def _node(leader: bool = True) -> tuple[NodeMetrics, FakeRaft, Machine]:
     metrics, raft, machine = NodeMetrics(), FakeRaft(leader), Machine()
     metrics.registry.register(StateCollector(machine.store, raft))
+    offsets = {"127.0.0.1:7002": PeerOffset(-1200.0, True), "127.0.0.1:7003": PeerOffset(0.0, False)}
+    view = FitnessView("127.0.0.1:7001", Fitness(), lambda: offsets, dict)
+    metrics.registry.register(FitnessCollector(view, {"127.0.0.1:7002": "n2"}))
     return metrics, raft, machine
 
 

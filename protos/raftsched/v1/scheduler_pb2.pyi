@@ -647,7 +647,7 @@ class GetClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable", "version", "http_address")
+    __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable", "version", "http_address", "clock_offset", "clock_ok", "storage_ok", "clock_measured", "unfit_reason")
     ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -655,6 +655,11 @@ class Member(_message.Message):
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     HTTP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_OK_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_OK_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_MEASURED_FIELD_NUMBER: _ClassVar[int]
+    UNFIT_REASON_FIELD_NUMBER: _ClassVar[int]
     id: str
     raft_address: str
     grpc_address: str
@@ -662,7 +667,12 @@ class Member(_message.Message):
     reachable: bool
     version: str
     http_address: str
-    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ..., version: _Optional[str] = ..., http_address: _Optional[str] = ...) -> None: ...
+    clock_offset: _duration_pb2.Duration
+    clock_ok: bool
+    storage_ok: bool
+    clock_measured: bool
+    unfit_reason: str
+    def __init__(self, id: _Optional[str] = ..., raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ..., reachable: _Optional[bool] = ..., version: _Optional[str] = ..., http_address: _Optional[str] = ..., clock_offset: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., clock_ok: _Optional[bool] = ..., storage_ok: _Optional[bool] = ..., clock_measured: _Optional[bool] = ..., unfit_reason: _Optional[str] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
     __slots__ = ("self_id", "leader_id", "members", "term", "commit_index", "applied_index", "last_snapshot_index", "has_quorum", "runs", "jobs", "pending_by_queue", "command_format", "membership_change")
