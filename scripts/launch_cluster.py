@@ -1,7 +1,7 @@
 """Start (or resume, or stop) a local raftsched cluster on loopback with an executor and a sample job.
 
     python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample]
-                                     [--secure | --mtls] [--free-ports]
+                                     [--secure | --mtls | --no-tokens] [--free-ports]
     python scripts/launch_cluster.py --stop [--dir local-cluster]
     python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
     python scripts/launch_cluster.py --pid n2|leader [--dir local-cluster]
@@ -21,11 +21,17 @@ from DIR: same ports, jobs and history (the sample job's misfire policy is
 FIRE_ONCE, so it fires once for everything it missed, not once per missed
 instant). For a fresh cluster: --stop, then remove DIR.
 
-``--secure`` makes a CA, node certificates and tokens in DIR/secure (with the
-``cryptography`` package), serves gRPC over TLS with tokens required, gives
-each executor its own token and the web view a reader token
-(``viewer.token``), and prints the client settings to use;
-``--mtls`` also requires client certificates.
+Every local cluster requires tokens: loopback keeps the traffic off the
+network, but any user of this machine can connect to a loopback port, and a
+cluster without tokens would let each of them run shell commands as the
+executor's owner. The tokens live in DIR/secure (0700, each token file
+0600): ``admin.token`` (named in DIR/client.toml, so commands need no flag),
+one per executor, and ``viewer.token`` (a reader, for the web view).
+``--secure`` also makes a CA and node certificates there (with the
+``cryptography`` package) and serves gRPC over TLS; ``--mtls`` also requires
+client certificates. ``--no-tokens`` makes an open cluster, for a machine
+where every local user is trusted: its executors then run with
+``--allow-unauthenticated-cluster``.
 """
 
 from __future__ import annotations
@@ -204,14 +210,25 @@ def _executor_command(cluster: LocalCluster, name: str) -> list[str]:
     cmd += ["--allow-type", "shell", "--allow-type", "http"]  # off unless allowed; the sample job is a shell job
     if cluster.security is not None:  # the CA comes from the config's [tls] ca_file
         cmd += [f for f in cluster.security.flags(name) if f not in ("--ca-file", cluster.security.ca_file)]
+    else:  # --no-tokens: the user said every local user is trusted
+        cmd += ["--allow-unauthenticated-cluster"]
     return cmd
+
+
+def _kind(cluster: LocalCluster) -> str:
+    if cluster.security is None:
+        return "plaintext, no tokens"
+    return "TLS and tokens" if cluster.security.tls else "tokens"
 
 
 def write_client_config(cluster: LocalCluster) -> str:
     path = os.path.join(cluster.root, "client.toml")
-    ca = os.path.relpath(cluster.security.ca_file, cluster.root) if cluster.security is not None else ""
+    sec = cluster.security
+    ca = os.path.relpath(sec.ca_file, cluster.root) if sec is not None and sec.tls else ""
+    token = os.path.relpath(sec.token_file(), cluster.root) if sec is not None else ""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(client_config_text(cluster.addresses, os.path.relpath(cluster.output_dir, cluster.root), ca))
+        f.write(client_config_text(cluster.addresses, os.path.relpath(cluster.output_dir, cluster.root), ca, token))
+    os.chmod(path, 0o600)
     return path
 
 
@@ -228,12 +245,21 @@ def _print_web_view(cluster: LocalCluster) -> None:
     print(f"  web view: {url}  (every node serves one: its http address above)")
     if cluster.security is not None:
         token = cluster.security.token_file(VIEWER if VIEWER in cluster.security.tokens else "admin")
+        if not cluster.security.tls:
+            print(f"      sign in with the token in {token}")
+            return
         print(f"      sign in with the token in {token}; the browser warns of the certificate: it is signed by")
         print(f"      this cluster's own CA ({cluster.security.ca_file}), which you may trust for 127.0.0.1")
 
 
 def _print_client_settings(cluster: LocalCluster, client_config: str) -> None:
     if cluster.security is None:
+        print("\nThis cluster takes calls without a token (--no-tokens): any user of this machine can create jobs")
+        print("and have its executors run them as you. Use it only where every local user is trusted.")
+        return
+    if not cluster.security.tls:
+        print(f"\nThe nodes require a token; {client_config} names the admin one ({cluster.security.token_file()}),")
+        print("so `raftsched` commands run from here need no flag. Token files are readable by you only.")
         return
     print("\nThe nodes serve TLS and require a token. For the `raftsched` client (the admin token):")
     env = cluster.security.env()
@@ -251,9 +277,10 @@ def _open_or_create(root: str, a: argparse.Namespace) -> tuple[LocalCluster, boo
     """The cluster in ``root``: the existing one (resumed), else a new one; None when it cannot be made."""
     if os.path.exists(os.path.join(root, "cluster.toml")):
         cluster = LocalCluster.open(root)
-        if a.nodes != len(cluster.nodes) or (a.secure or a.mtls) != (cluster.security is not None):
-            print(f"(the cluster in {root} keeps what it was made with: {len(cluster.nodes)} nodes, "
-                  f"{'TLS and tokens' if cluster.security else 'plaintext'}; --nodes/--secure apply to a new one)")  # fmt: skip
+        wanted = "plaintext, no tokens" if a.no_tokens else ("TLS and tokens" if a.secure or a.mtls else "tokens")
+        if a.nodes != len(cluster.nodes) or wanted != _kind(cluster):
+            print(f"(the cluster in {root} keeps what it was made with: {len(cluster.nodes)} nodes, {_kind(cluster)}; "
+                  "--nodes/--secure/--no-tokens apply to a new one)")  # fmt: skip
         return cluster, True
     taken = [] if a.free_ports else [p + i for i in range(a.nodes) for p in BASE_PORTS if port_in_use(p + i)]
     if taken:
@@ -264,8 +291,9 @@ def _open_or_create(root: str, a: argparse.Namespace) -> tuple[LocalCluster, boo
     grants[VIEWER] = Grant(("reader",))  # to sign in to the web view with
     base = None if a.free_ports else BASE_PORTS  # None: free ports picked by LocalCluster
     cluster = LocalCluster.create(
-        root, a.nodes, base_ports=base, secure=a.secure or a.mtls, client_auth=a.mtls, tokens=grants, http=True
-    )
+        root, a.nodes, base_ports=base, secure=a.secure or a.mtls, client_auth=a.mtls, tokens=grants, http=True,
+        auth=not a.no_tokens,
+    )  # fmt: skip
     return cluster, False
 
 
@@ -352,7 +380,12 @@ def main() -> int:
     p.add_argument("--free-ports", action="store_true", help="a new cluster listens on free ports, not 7001-/50051-")
     p.add_argument("--secure", action="store_true", help="TLS and tokens: a CA, certificates and tokens made in DIR/secure")
     p.add_argument("--mtls", action="store_true", help="as --secure, and the nodes require client certificates")
+    p.add_argument(
+        "--no-tokens", action="store_true", help="no tokens: any local user may call the cluster (trusted machines only)"
+    )
     a = p.parse_args()
+    if a.no_tokens and (a.secure or a.mtls):
+        p.error("--no-tokens cannot go with --secure or --mtls (they require tokens)")
     root = os.path.abspath(a.dir)
     if a.stop:
         return stop(root)

@@ -137,7 +137,7 @@ def _client_config(path: str, data: dict[str, Any], source: str) -> ClientConfig
     return ClientConfig(addresses, source, output_dir, {k: v for k, v in paths.items() if v})
 
 
-def client_config_text(addresses: list[str], output_dir: str = "", ca_file: str = "") -> str:
+def client_config_text(addresses: list[str], output_dir: str = "", ca_file: str = "", token_file: str = "") -> str:
     """A client config for ``addresses`` (what ``scripts/launch_cluster.sh`` writes)."""
     lines = [
         "# The cluster `raftsched` commands and executors use when no --cluster or --config is given",
@@ -148,4 +148,6 @@ def client_config_text(addresses: list[str], output_dir: str = "", ca_file: str 
         lines.append(f'output_dir = "{output_dir}"  # executors write run output here: the nodes accept it only here')
     if ca_file:
         lines.append(f'ca_file = "{ca_file}"  # the nodes serve TLS: verify them against this CA')
+    if token_file:
+        lines.append(f'token_file = "{token_file}"  # the nodes require a token: this one (readable by its owner only)')
     return "\n".join(lines) + "\n"

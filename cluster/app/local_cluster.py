@@ -4,7 +4,8 @@ Used by ``scripts/launch_cluster.py``, the integration and fault tests and
 the benchmark. Every node is a separate ``python -m cluster.app.main node``
 process with its own data dir and log file under ``root``; ports are picked
 free on 127.0.0.1. Processes are stopped by pid, only the ones started here.
-With ``secure=True`` the nodes serve TLS and require tokens (files under
+With ``secure=True`` the nodes serve TLS and require tokens, with
+``auth=True`` they require tokens over plaintext loopback (files under
 ``root/secure``: ``cluster.app.local_security``); ``client_security()`` is
 what a client of the cluster then needs.
 """
@@ -120,14 +121,16 @@ class LocalCluster:
         client_auth: bool = False,
         tokens: dict[str, Grant] | None = None,
         http: bool = False,
+        auth: bool = False,
     ) -> "LocalCluster":
         """``secure``: TLS (``client_auth``: client certificates too) and tokens, ``admin`` and ``tokens``;
-        ``http``: every node serves its HTTP endpoint (``http_url``)."""
+        ``auth``: the tokens without TLS; ``http``: every node serves its HTTP endpoint (``http_url``)."""
         from cluster.node.config import load_config
 
         security = None
-        if secure or client_auth:
-            security = create_local_security(root, [f"n{i + 1}" for i in range(count)], client_auth, tokens)
+        if secure or client_auth or auth:
+            tls = secure or client_auth
+            security = create_local_security(root, [f"n{i + 1}" for i in range(count)], client_auth, tokens, tls=tls)
             extra_config = security.config_text() + extra_config
         path = write_config(root, count, extra_config, base_ports=base_ports, http=http)
         cfg = load_config(path)
@@ -158,7 +161,7 @@ class LocalCluster:
         node = self.nodes[node_id]
         if not node.http:
             raise ValueError(f"node {node_id} serves no HTTP endpoint: create the cluster with http=True")
-        return f"{'https' if self.security is not None else 'http'}://{node.http}{path}"
+        return f"{'https' if self.security is not None and self.security.tls else 'http'}://{node.http}{path}"
 
     @property
     def output_dir(self) -> str:

@@ -97,7 +97,7 @@ class ClockGuard:
         self._stepped_at: float | None = None
         self._step_ms = 0.0
         self._verdict: str | None = "clock not confirmed yet: no reading of the peers' clocks so far"
-        self._fitness.set(CLOCK, self._verdict)
+        self._fitness.set(CLOCK, self._verdict, quiet=True)
 
     # ---------------------------------------------------------- any thread
 
@@ -141,7 +141,7 @@ class ClockGuard:
                     f"expiring leases until the peers confirm it ({verdict})"
                 )
         self._verdict = verdict
-        self._fitness.set(CLOCK, verdict)
+        self._fitness.set(CLOCK, verdict, quiet=not self._readings())  # nothing measured yet: starting, not failing
 
     def _judge(self, since: float) -> str | None:
         """None when readings taken after ``since`` show a majority agreeing, else why not."""

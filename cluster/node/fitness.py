@@ -42,10 +42,12 @@ REPORT_FRESH_S = 3.0
 class Fitness:
     def __init__(self) -> None:
         self._problems: dict[str, str] = {}
+        self._quiet: set[str] = set()
         self._lock = threading.Lock()
 
-    def set(self, kind: str, reason: str | None) -> None:
-        """``reason`` is the problem of this ``kind`` now (None: there is none)."""
+    def set(self, kind: str, reason: str | None, quiet: bool = False) -> None:
+        """``reason`` is the problem of this ``kind`` now (None: there is none). ``quiet``: not worth a warning
+        (the state a node starts in, until it has measured anything); its end is not either."""
         with self._lock:
             before = self._problems.get(kind)
             if reason == before:
@@ -56,9 +58,16 @@ class Fitness:
             else:
                 problems[kind] = reason
             self._problems = problems
-        if reason is None:
+            was_quiet = kind in self._quiet
+            if quiet and reason is not None:
+                self._quiet.add(kind)
+            else:
+                self._quiet.discard(kind)
+        if quiet or (reason is None and was_quiet):
+            log.info("%s: %s", kind, reason or "ok")
+        elif reason is None:
             log.warning("%s ok again (was: %s)", kind, before)
-        elif before is None:
+        elif before is None or was_quiet:
             log.error("unfit to lead, fire or grant: %s", reason)
 
     def problems(self) -> dict[str, str]:

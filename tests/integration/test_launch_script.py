@@ -10,7 +10,9 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import tomllib
+import urllib.error
 import urllib.request
 
 import pytest
@@ -42,7 +44,12 @@ def test_launch_again_resume_and_stop(tmp_path) -> None:  # type: ignore[no-unty
         assert "starting a new 3-node cluster" in first.stdout and "runs in the background" in first.stdout
         web = re.search(r"^  web view: (http://127\.0\.0\.1:\d+/) ", first.stdout, re.MULTILINE)
         assert web, first.stdout
-        with urllib.request.urlopen(web.group(1), timeout=10) as page:  # node 1's web view answers
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a local cluster requires tokens: the web view too
+            urllib.request.urlopen(web.group(1), timeout=10)
+        assert refused.value.code == 401
+        viewer = open(os.path.join(root, "secure", "viewer.token"), encoding="utf-8").read().strip()
+        signed = urllib.request.Request(web.group(1), headers={"Authorization": f"Bearer {viewer}"})
+        with urllib.request.urlopen(signed, timeout=10) as page:  # node 1's web view answers a reader
             assert page.status == 200 and "<title>Cluster · raftsched n1</title>" in page.read().decode()
         with open(os.path.join(root, "client.toml"), "rb") as f:
             addresses = tomllib.load(f)["cluster"]
@@ -89,3 +96,49 @@ def _kill_leftovers(root: str) -> None:
                     os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def _as_nobody(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Run ``args`` as the machine's unprivileged user ``nobody`` (needs root, as CI has)."""
+    if os.geteuid() != 0:
+        why = "dropping to user nobody needs root"
+        if os.environ.get("CI") == "true":  # CI runs as root
+            pytest.fail(why)
+        pytest.skip(why)
+    drop = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--"]
+    return subprocess.run(drop + args, input=stdin, capture_output=True, timeout=30, cwd="/")
+
+
+def test_another_local_user_cannot_run_commands_on_the_quick_start_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Loopback separates machines, not users: any local user can connect to the cluster's ports. The quick start
+    requires tokens, and only their owner can read them."""
+    from protos.raftsched.v1 import scheduler_pb2 as pb
+
+    cwd, root = str(tmp_path), str(tmp_path / "local-cluster")
+    marker = tmp_path / "pwned"
+    try:
+        started = launch(cwd, "--free-ports", "--no-sample")
+        assert started.returncode == 0, started.stdout + started.stderr
+        with open(os.path.join(root, "client.toml"), "rb") as f:
+            address = tomllib.load(f)["cluster"][0]
+        spec = pb.JobSpec(name="pwn", type="shell", payload=json.dumps({"command": f"id > {marker}"}).encode())
+        spec.after.FromMilliseconds(0)
+        body = pb.CreateJobRequest(spec=spec).SerializeToString()
+        frame = b"\x00" + len(body).to_bytes(4, "big") + body  # one gRPC message, as curl can send it
+        answer = _as_nobody(
+            ["curl", "-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", "-H", "content-type: application/grpc",
+             "-H", "te: trailers", "--data-binary", "@-", f"http://{address}/raftsched.v1.JobService/CreateJob"],
+            frame,
+        )  # fmt: skip
+        headers = answer.stdout.decode(errors="replace").lower()
+        assert "grpc-status: 16" in headers, headers + answer.stderr.decode(errors="replace")  # UNAUTHENTICATED
+        for token in ("admin", "executor-1", "viewer"):
+            read = _as_nobody(["cat", os.path.join(root, "secure", f"{token}.token")])
+            assert read.returncode != 0 and read.stdout == b"", f"nobody read the {token} token"
+        time.sleep(2)
+        assert not marker.exists(), "a job created by another user ran"
+        assert json.loads(cli(cwd, "job", "list", "-o", "json").stdout)["jobs"] == []
+    finally:
+        if os.path.exists(os.path.join(root, "pids.json")):
+            launch(cwd, "--stop")
+        _kill_leftovers(root)

@@ -187,6 +187,11 @@ def check_status_after_kill(s: Step, seen: dict[str, str]) -> None:
     assert _leader_line(s.output) == seen["NEW_LEADER"], s.output
 
 
+def check_watch_after_kill(s: Step, seen: dict[str, str]) -> None:
+    events = [line.split()[1] for line in s.output.splitlines() if seen["TICK"] + "@" in line]
+    assert len(events) == 3 and "fired" in events, s.output  # the new leader fires
+
+
 def check_runs_after_kill(s: Step, seen: dict[str, str]) -> None:
     instants = _tick_instants(s.output, seen["TICK"])
     assert len(instants) >= 4, s.output  # ~2 before the watch, 3 while it ran, more across the kill
@@ -214,7 +219,11 @@ EXPECTED: list[tuple[str, Callable[[Step, dict[str, str]], None]]] = [
     (r"raftsched cluster status", check_status_first),
     (r"curl -s 127\.0\.0\.1:8081/healthz", check_healthz),
     (r"curl -s 127\.0\.0\.1:8081/metrics \| grep raftsched_runs", check_metrics),
-    (r"curl -s 127\.0\.0\.1:8081/ \| grep -o '<title>\.\*</title>'", check_web_view),
+    (
+        r'curl -s -H "Authorization: Bearer \$\(cat local-cluster/secure/viewer\.token\)" 127\.0\.0\.1:8081/ '
+        r"\| grep -o '<title>\.\*</title>'",
+        check_web_view,
+    ),
     (r"raftsched job preview --cron '30 2 \* \* \*' --tz Europe/Berlin --from 2026-10-23 --count 4", check_preview),
     (r"raftsched job create --name nightly-report .*", check_create_nightly),
     (r"TICK=\$\(raftsched job create --name tick --every 2s .* -o id\)", check_tick_created),
@@ -224,6 +233,7 @@ EXPECTED: list[tuple[str, Callable[[Step, dict[str, str]], None]]] = [
     (r"kill -9 \$\(scripts/launch_cluster.sh --pid \$LEADER\)", check_kill),
     (r"raftsched cluster leader --wait 15s", check_new_leader),
     (r"raftsched cluster status", check_status_after_kill),
+    (r"raftsched run watch --job \$TICK --count 3", check_watch_after_kill),
     (r"raftsched run list --job \$TICK", check_runs_after_kill),
     (r"scripts/launch_cluster.sh --start-node \$LEADER", check_start_node),
     (r"raftsched cluster status", check_status_all_back),
