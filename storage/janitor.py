@@ -57,6 +57,9 @@ class OutputJanitor:
             if kind != "pruned":
                 continue
             uri = run.log_uri if run.log_uri != EMPTY_OUTPUT_URI else ""
+            if uri and self._location is not None and not self._location.inside_run(uri, run.job_id, run.run_id):
+                log.warning("not deleting %s: it is not inside run %s's own output folder", uri[:300], run.run_id)
+                uri = ""
             sweep = self._sweeps(run.attempt, run.log_uri)
             if uri or sweep:
                 try:

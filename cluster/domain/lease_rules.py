@@ -36,6 +36,7 @@ from itertools import islice
 
 from cluster.domain import commands as c
 from cluster.domain.model import AttemptOutcome, JobSpec, JobStatus, RetryPolicy, Run, RunStatus
+from cluster.domain.output import OutputKey
 from cluster.domain.results import FailedPrecondition, Ok, Result
 from cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt
 from cluster.domain.state_base import StateBase
@@ -288,6 +289,17 @@ class LeaseRules(StateBase):
             if len(out) >= limit:
                 break
         return out
+
+    def lease_output(self, lease_id: str, token: int) -> OutputKey | None:
+        """Where the output of the attempt that holds ``lease_id`` belongs (None when no live lease has that id and
+        token)."""
+        run_id = self.leases.get(lease_id)
+        if run_id is None:
+            return None
+        run = self._indexed_run(run_id)
+        if run.fencing_token != token:
+            return None
+        return OutputKey(run.job_id, run.run_id, run.attempt, run.fencing_token)
 
     def lease_ttls(self, lease_ids: list[str]) -> dict[str, int]:
         """The TTL (ms) of each live lease among ``lease_ids``, from its job's spec (leases no longer live are left

@@ -75,6 +75,29 @@ class OutputLocation:
                 f"output store {self.describe()} (its [logs] section), or 'data:,' for none"
             )
 
+    def check_attempt(self, uri: str, key: OutputKey) -> None:
+        """Raise ``ValidationError`` unless ``uri`` is inside this store and names the attempt ``key``'s own log,
+        ``.../<job>/<run>/attempt-<n>-token-<t>.log`` (or is empty, or ``data:,``): a completion names its own
+        attempt's output, never another run's. (An executor may keep its outputs in a folder of its own inside the
+        store: ``raftsched executor --output-dir``.)"""
+        self.check(uri)
+        if uri in ("", EMPTY_OUTPUT_URI):
+            return
+        own = "/" + key.relpath() + ".log"
+        if not _normal(uri).endswith(own):
+            raise ValidationError(
+                f"log_uri {shown(uri)} is not this attempt's output: attempt {key.attempt} of run {key.run_id} "
+                f"(fencing token {key.fencing_token}) keeps its log at {self.uri_for(key) or '...' + own}"
+            )
+
+    def inside_run(self, uri: str, job_id: str, run_id: str) -> bool:
+        """Whether ``uri`` is a log of this store in a folder of run ``run_id`` of job ``job_id``
+        (``.../<job>/<run>/attempt-<n>-token-<t>.log``)."""
+        if not self.allows(uri):
+            return False
+        folder = OutputKey(job_id, run_id, 0, 0).relpath().rpartition("/")[0]
+        return posixpath.dirname(_normal(uri)).endswith("/" + folder)
+
     def allows(self, uri: str) -> bool:
         return len(uri) <= MAX_LOG_URI_CHARS and not self._refusal(uri)
 
@@ -116,3 +139,10 @@ class OutputLocation:
         if not posixpath.normpath(path).startswith(root.rstrip("/") + "/"):
             return f"the file is not under {root}"
         return ""
+
+
+def _normal(uri: str) -> str:
+    """A ``file://`` URI with its path normalized (no doubled slashes or ``.`` steps); others as they are."""
+    if uri.startswith("file://"):
+        return "file://" + posixpath.normpath(uri[len("file://") :])
+    return uri

@@ -28,6 +28,7 @@ from cluster.domain import limits as lim
 from cluster.domain.errors import RejectedError, ValidationError
 from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
 from cluster.domain.model import Run
+from cluster.domain.output import OutputKey
 from cluster.domain.output_location import OutputLocation
 from cluster.domain.results import FailedPrecondition
 from cluster.domain.state import JobStateMachine
@@ -227,13 +228,31 @@ class LeaseService:
         )
 
     def _refuse_dead_leases(self, commands: list[c.CompleteRun | Exception]) -> list[c.CompleteRun | Exception]:
-        """Each command, or the ``RejectedError`` of a lease it names that can no longer be held."""
+        """Each command, or the ``RejectedError`` of a lease it names that can no longer be held, or the
+        ``ValidationError`` of a ``log_uri`` that is not its own attempt's output."""
         todo = [cmd for cmd in commands if isinstance(cmd, c.CompleteRun)]
-        refusals = iter(self._refusals([(cmd.lease_id, cmd.fencing_token) for cmd in todo]))
+        leases = [(cmd.lease_id, cmd.fencing_token) for cmd in todo]
+
+        def read(m: JobStateMachine) -> list[tuple[str, OutputKey | None]]:
+            return [(final_refusal(m, lease_id, token), m.lease_output(lease_id, token)) for lease_id, token in leases]
+
+        found = iter(self._store.read(read, barrier=False))
         out: list[c.CompleteRun | Exception] = []
         for cmd in commands:
-            why = next(refusals) if isinstance(cmd, c.CompleteRun) else ""
-            out.append(RejectedError(FailedPrecondition(why)) if why else cmd)
+            if not isinstance(cmd, c.CompleteRun):
+                out.append(cmd)
+                continue
+            why, key = next(found)
+            if why:
+                out.append(RejectedError(FailedPrecondition(why)))
+                continue
+            try:
+                if self._outputs is not None and key is not None:
+                    self._outputs.check_attempt(cmd.log_uri, key)
+            except ValidationError as exc:
+                out.append(exc)
+                continue
+            out.append(cmd)
         return out
 
     def complete(self, done: Completion) -> Run:

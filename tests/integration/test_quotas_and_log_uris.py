@@ -1,6 +1,7 @@
 """On a running cluster with tiny quotas: max_jobs and max_pending_runs are RESOURCE_EXHAUSTED naming the limit
 (on every node, and an idempotent retry still finds its job); a completion whose log_uri lies outside the node's
-output store is INVALID_ARGUMENT and leaves the run as it was."""
+output store, or inside it but not where that attempt keeps its output, is INVALID_ARGUMENT and leaves the run as it
+was."""
 
 from __future__ import annotations
 
@@ -64,9 +65,30 @@ def test_a_log_uri_outside_the_store_is_refused_and_the_run_unchanged(small: Loc
                     )
                 assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, uri
                 assert "log_uri" in err.value.details() and "output store" in err.value.details()
+        # inside the store, but another run's place (or another attempt's): an executor may name only its own
+        other = client.create_job(_spec("uri-other", queue="q-uri-other"))
+        not_its_own = [
+            "file://" + os.path.join(small.output_dir, f"{other.job_id}/{other.job_id}@1/attempt-1-token-7.log"),
+            "file://"
+            + os.path.join(small.output_dir, f"{job.job_id}/{lease.run.run_id}/attempt-2-token-{lease.fencing_token}.log"),
+        ]
+        for uri in not_its_own:
+            with pytest.raises(grpc.RpcError) as err:
+                client.lease(
+                    "CompleteRun",
+                    pb.CompleteRunRequest(
+                        lease_id=lease.lease_id,
+                        fencing_token=lease.fencing_token,
+                        outcome=pb.OUTCOME_SUCCEEDED,
+                        log_uri=uri,
+                        executor_id=lease.run.executor_id,
+                    ),
+                )
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, uri
+            assert "is not this attempt's output" in err.value.details(), err.value.details()
         after = client.get_run(lease.run.run_id)
         assert after == before  # unchanged: still LEASED, same token, no log_uri
-        inside = "file://" + os.path.join(small.output_dir, "e1", name)
+        inside = "file://" + os.path.join(small.output_dir, "e1", name)  # an executor may keep a folder of its own
         done = client.lease(
             "CompleteRun",
             pb.CompleteRunRequest(

@@ -4,6 +4,7 @@ by the janitor under one rule (``OutputLocation``); a symlink out of the output 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,44 @@ def test_the_janitor_deletes_only_inside_the_store(tmp_path: Path) -> None:
     assert os.path.exists(other) and deleted == []
     janitor.delete("file://" + inside)
     assert not os.path.exists(inside)
+
+
+def test_a_completion_names_exactly_its_own_attempts_place() -> None:
+    from cluster.domain.output import OutputKey
+
+    key = OutputKey("J", "R", 1, 1001)
+    LOCAL.check_attempt(f"file:///srv/rs/outputs/{NAME}", key)
+    LOCAL.check_attempt(f"file:///srv/rs//outputs/./{NAME}", key)  # the same path, spelled loosely
+    LOCAL.check_attempt(f"file:///srv/rs/outputs/exec-1/{NAME}", key)  # an executor's own folder in the store
+    S3.check_attempt(f"s3://acme-logs/raftsched/{NAME}", key)
+    S3.check_attempt(f"s3://acme-logs/raftsched/team-a/{NAME}", key)
+    for uri in ("", "data:,"):
+        LOCAL.check_attempt(uri, key)
+    for uri in (
+        "file:///srv/rs/outputs/J/OTHER/attempt-1-token-1001.log",  # another run's
+        "file:///srv/rs/outputs/K/R/attempt-1-token-1001.log",  # another job's
+        "file:///srv/rs/outputs/J/R/attempt-2-token-1001.log",  # another attempt's
+        "file:///srv/rs/outputs/J/R/attempt-1-token-1002.log",
+        "file:///srv/rs/outputs/J/R/x/attempt-1-token-1001.log",
+        "s3://acme-logs/raftsched/J/R2/attempt-1-token-1001.log",
+    ):
+        with pytest.raises(ValidationError, match="is not this attempt's output"):
+            (S3 if uri.startswith("s3") else LOCAL).check_attempt(uri, key)
+
+
+def test_the_janitor_deletes_a_pruned_runs_log_only_inside_that_runs_folder(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    root = str(tmp_path / "outputs")
+    theirs = _log(root, "OTHER/RUN/attempt-1-token-5.log", b"another team's log")
+    ours = _log(root, "J/R/attempt-1-token-1001.log", b"ours")
+    janitor = OutputJanitor(lambda: True, None, OutputLocation(local_dir=root))
+    forged = SimpleNamespace(job_id="J", run_id="R", attempt=1, log_uri="file://" + theirs)
+    janitor.on_applied([("pruned", forged)])
+    own = SimpleNamespace(job_id="J", run_id="R", attempt=1, log_uri="file://" + ours)
+    janitor.on_applied([("pruned", own)])
+    deadline = time.monotonic() + 5
+    while os.path.exists(ours) and time.monotonic() < deadline:  # the janitor deletes on a thread of its own
+        time.sleep(0.05)
+    assert not os.path.exists(ours)
+    assert os.path.exists(theirs), "the janitor deleted another run's log"
