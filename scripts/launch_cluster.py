@@ -5,6 +5,7 @@
     python scripts/launch_cluster.py --stop [--dir local-cluster]
     python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
     python scripts/launch_cluster.py --pid n2|leader [--dir local-cluster]
+    python scripts/launch_cluster.py --add-node [n4] [--dir local-cluster] [--free-ports]
 
 Nodes and executors run in the background (their own sessions), so this
 script returns and the cluster keeps running; their pids are kept in
@@ -45,39 +46,16 @@ from typing import Any
 
 import grpc
 
-from cluster.app.client_config import client_config_text
-from cluster.app.local_cluster import LocalCluster
+from cluster.app.local_cluster import LocalCluster, read_added
 from cluster.app.local_security import Grant
-from launch_procs import Recorded, alive, ours, port_in_use, spawn_executor, stop_all
+from launch_nodes import add_node, start_node, write_client_config
+from launch_procs import Recorded, alive, ours, port_in_use, read_pids, running, spawn_executor, stop_all, write_pids
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.client import Client
 
 #: node i uses these Raft, gRPC and HTTP ports + i - 1
 BASE_PORTS = (7001, 50051, 8081)
-
-
-def _pids_path(root: str) -> str:
-    return os.path.join(root, "pids.json")
-
-
-def read_pids(root: str) -> dict[str, int]:
-    try:
-        with open(_pids_path(root), encoding="utf-8") as f:
-            return {k: int(v) for k, v in json.load(f).items()}
-    except FileNotFoundError:
-        return {}
-
-
-def write_pids(root: str, pids: dict[str, int]) -> None:
-    with open(_pids_path(root), "w", encoding="utf-8") as f:
-        json.dump(pids, f)
-
-
-def running(root: str) -> dict[str, int]:
-    """The recorded processes that still run (and are this cluster's: a reused pid is not)."""
-    config = os.path.join(root, "cluster.toml")
-    return {name: pid for name, pid in read_pids(root).items() if alive(pid) and ours(pid, config)}
 
 
 def stop(root: str) -> int:
@@ -92,46 +70,9 @@ def stop(root: str) -> int:
     # executors first: they finish (or hand back) their runs while the nodes still answer
     stop_all([p for p in procs if not p.name.startswith("n")], grace_s=15.0)
     stop_all([p for p in procs if p.name.startswith("n")], grace_s=15.0)
-    os.remove(_pids_path(root))
+    os.remove(os.path.join(root, "pids.json"))
     print(f"stopped. Its data stays in {root}: scripts/launch_cluster.sh resumes it (remove the directory for a fresh one)")
     return 0
-
-
-def start_node(root: str, node_id: str) -> int:
-    """Start one node of an existing local cluster again (after a kill)."""
-    cluster = LocalCluster.open(root)
-    if node_id not in cluster.nodes:
-        print(f"no node {node_id!r} in {cluster.config_path} (it has {', '.join(cluster.nodes)})")
-        return 1
-    pids = read_pids(root)
-    if node_id in running(root):
-        print(f"{node_id} already runs (pid {pids[node_id]})")
-        return 0
-    node = cluster.start(node_id)  # the config names the TLS files and tokens, if any
-    pids[node_id] = node.pid or 0
-    write_pids(root, pids)
-    print(f"{node_id}: grpc {node.grpc}  raft {node.raft}  pid {node.pid}  log {node.log_path}", flush=True)
-    others = [n for n in running(root) if n in cluster.nodes and n != node_id]
-    wait_rejoined(cluster, node_id, others)
-    return 0
-
-
-def wait_rejoined(cluster: LocalCluster, node_id: str, others: list[str], timeout_s: float = 30.0) -> None:
-    """Say when ``node_id`` has caught up with the others' commit index and it and every running node
-    reach each other."""
-    started = time.monotonic()
-    target = max((s.commit_index for s in (cluster.status(n) for n in others) if s is not None), default=0)
-    while time.monotonic() - started < timeout_s:
-        mine = cluster.status(node_id)
-        views = [cluster.status(n) for n in others]
-        sees = all(v is not None and any(m.id == node_id and m.reachable for m in v.members) for v in views)
-        seen = mine is not None and all(m.reachable for m in mine.members if m.id in others)
-        if mine is not None and mine.applied_index >= target and sees and seen:
-            print(f"{node_id} rejoined in {time.monotonic() - started:.1f} s: it applied the log up to index "
-                  f"{mine.applied_index} and every running node reaches it")  # fmt: skip
-            return
-        time.sleep(0.2)
-    print(f"{node_id} has not caught up after {timeout_s:.0f} s; see its log {cluster.nodes[node_id].log_path}")
 
 
 def wait_leader(cluster: LocalCluster, timeout_s: float) -> str | None:
@@ -221,17 +162,6 @@ def _kind(cluster: LocalCluster) -> str:
     return "TLS and tokens" if cluster.security.tls else "tokens"
 
 
-def write_client_config(cluster: LocalCluster) -> str:
-    path = os.path.join(cluster.root, "client.toml")
-    sec = cluster.security
-    ca = os.path.relpath(sec.ca_file, cluster.root) if sec is not None and sec.tls else ""
-    token = os.path.relpath(sec.token_file(), cluster.root) if sec is not None else ""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(client_config_text(cluster.addresses, os.path.relpath(cluster.output_dir, cluster.root), ca, token))
-    os.chmod(path, 0o600)
-    return path
-
-
 def web_url(cluster: LocalCluster) -> str:
     """The web view of the cluster's first node ("" when its nodes serve no HTTP)."""
     first = next(iter(cluster.nodes.values()))
@@ -278,7 +208,8 @@ def _open_or_create(root: str, a: argparse.Namespace) -> tuple[LocalCluster, boo
     if os.path.exists(os.path.join(root, "cluster.toml")):
         cluster = LocalCluster.open(root)
         wanted = "plaintext, no tokens" if a.no_tokens else ("TLS and tokens" if a.secure or a.mtls else "tokens")
-        if a.nodes != len(cluster.nodes) or wanted != _kind(cluster):
+        made_with = len(cluster.nodes) - len(read_added(root))  # the nodes of its config (--add-node adds others)
+        if a.nodes != made_with or wanted != _kind(cluster):
             print(f"(the cluster in {root} keeps what it was made with: {len(cluster.nodes)} nodes, {_kind(cluster)}; "
                   "--nodes/--secure/--no-tokens apply to a new one)")  # fmt: skip
         return cluster, True
@@ -377,6 +308,10 @@ def main() -> int:
     p.add_argument("--stop", action="store_true", help="stop every node and executor of the cluster in --dir")
     p.add_argument("--start-node", metavar="ID", help="start one node of the cluster in --dir again (after a kill)")
     p.add_argument("--pid", metavar="ID", help="print the pid of node ID, or of the node that leads now with 'leader'")
+    p.add_argument(
+        "--add-node", nargs="?", const="", metavar="ID",
+        help="add a node to the running cluster (default: the next id, n4 after n1-n3) on the next free ports",
+    )  # fmt: skip
     p.add_argument("--free-ports", action="store_true", help="a new cluster listens on free ports, not 7001-/50051-")
     p.add_argument("--secure", action="store_true", help="TLS and tokens: a CA, certificates and tokens made in DIR/secure")
     p.add_argument("--mtls", action="store_true", help="as --secure, and the nodes require client certificates")
@@ -393,6 +328,8 @@ def main() -> int:
         return start_node(root, a.start_node)
     if a.pid:
         return print_pid(root, a.pid)
+    if a.add_node is not None:
+        return add_node(root, a.add_node or None, None if a.free_ports else BASE_PORTS)
     if a.nodes < 1:
         p.error("--nodes must be at least 1")
     return start(root, a)

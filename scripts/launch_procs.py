@@ -5,6 +5,7 @@ progress lines.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -44,7 +45,11 @@ def ours(pid: int, config_path: str) -> bool:
 
 
 def port_in_use(port: int) -> bool:
+    """Whether something holds ``port`` on 127.0.0.1 — a listener, or a socket bound to it — as a node starting
+    there would find it. Connections still closing (TIME_WAIT, for a minute after a cluster stopped) do not
+    count: the nodes bind with SO_REUSEADDR, and so does this check."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -91,3 +96,26 @@ def stop_all(procs: list[Recorded], grace_s: float) -> None:
             print(f"  waiting for {', '.join(p.name for p in waiting)} ({now - started:.0f} s)", flush=True)
             next_note += 2.0
         time.sleep(0.1)
+
+
+def _pids_path(root: str) -> str:
+    return os.path.join(root, "pids.json")
+
+
+def read_pids(root: str) -> dict[str, int]:
+    try:
+        with open(_pids_path(root), encoding="utf-8") as f:
+            return {k: int(v) for k, v in json.load(f).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def write_pids(root: str, pids: dict[str, int]) -> None:
+    with open(_pids_path(root), "w", encoding="utf-8") as f:
+        json.dump(pids, f)
+
+
+def running(root: str) -> dict[str, int]:
+    """The recorded processes that still run (and are this cluster's: a reused pid is not)."""
+    config = os.path.join(root, "cluster.toml")
+    return {name: pid for name, pid in read_pids(root).items() if alive(pid) and ours(pid, config)}

@@ -12,6 +12,7 @@ what a client of the cluster then needs.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -26,6 +27,17 @@ from cluster.app.local_security import ADMIN, Grant, LocalSecurity, create_local
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 from rpc.client.channel import ChannelSecurity, open_channel
+
+#: the nodes added to a local cluster since its config was written: id -> [raft, grpc, http]
+ADDED_FILE = "added.json"
+
+
+def read_added(root: str) -> dict[str, tuple[str, str, str]]:
+    try:
+        with open(os.path.join(root, ADDED_FILE), encoding="utf-8") as f:
+            return {k: (v[0], v[1], v[2]) for k, v in json.load(f).items()}
+    except FileNotFoundError:
+        return {}
 
 
 def free_ports(count: int) -> list[int]:
@@ -139,14 +151,25 @@ class LocalCluster:
 
     @classmethod
     def open(cls, root: str) -> "LocalCluster":
-        """The cluster whose config is ``root/cluster.toml`` (processes not attached)."""
+        """The cluster whose config is ``root/cluster.toml`` (processes not attached), with the nodes added to it
+        since (``root/added.json``: ``add_node``)."""
         from cluster.node.config import load_config
 
         path = os.path.join(root, "cluster.toml")
         cfg = load_config(path)
         nodes = {n.id: NodeProcess(n.id, n.grpc, n.raft, os.path.join(root, f"{n.id}.log"), http=n.http) for n in cfg.nodes}
+        for node_id, (raft, grpc_address, http) in read_added(root).items():
+            nodes[node_id] = NodeProcess(node_id, grpc_address, raft, os.path.join(root, f"{node_id}.log"), http=http)
         secure = cfg.tls is not None or bool(cfg.auth.tokens_file)
         return cls(root, path, nodes, open_local_security(root) if secure else None)
+
+    def remember_added(self, node_id: str) -> None:
+        """Record ``node_id`` (added with AddNode) in ``root/added.json`` so that ``open`` knows it again."""
+        added = read_added(self.root)
+        node = self.nodes[node_id]
+        added[node_id] = (node.raft, node.grpc, node.http)
+        with open(os.path.join(self.root, ADDED_FILE), "w", encoding="utf-8") as f:
+            json.dump(added, f, indent=1)
 
     @property
     def addresses(self) -> list[str]:
@@ -170,11 +193,15 @@ class LocalCluster:
 
         return load_config(self.config_path).output_dir()
 
-    def new_node(self, node_id: str) -> NodeProcess:
-        """A node that is not in the config's [[nodes]], on free loopback ports (add it with AddNode, then
-        ``start(node_id, join=...)``)."""
-        raft, grpc_port = free_ports(2)
-        node = NodeProcess(node_id, f"127.0.0.1:{grpc_port}", f"127.0.0.1:{raft}", os.path.join(self.root, f"{node_id}.log"))
+    def new_node(self, node_id: str, ports: tuple[int, ...] | None = None, http: bool = False) -> NodeProcess:
+        """A node that is not in the config's [[nodes]], on free loopback ports or ``ports`` (raft, grpc[, http]);
+        add it with AddNode, then ``start(node_id, join=...)``."""
+        picked = list(ports) if ports else free_ports(3 if http else 2)
+        raft, grpc_port = picked[0], picked[1]
+        web = f"127.0.0.1:{picked[2]}" if http and len(picked) > 2 else ""
+        node = NodeProcess(
+            node_id, f"127.0.0.1:{grpc_port}", f"127.0.0.1:{raft}", os.path.join(self.root, f"{node_id}.log"), http=web
+        )
         self.nodes[node_id] = node
         return node
 

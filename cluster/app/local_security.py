@@ -2,7 +2,8 @@
 
 Everything lives in ``<root>/secure`` (0700): ``tokens.toml`` (hashes only)
 and one ``<name>.token`` per token holding its secret; with TLS also
-``ca.crt`` (the CA's key is not kept), ``<node id>.crt``/``.key`` for each
+``ca.crt`` and ``ca.key`` (kept so that a node added later gets its
+certificate: ``issue_node``), ``<node id>.crt``/``.key`` for each
 node (naming 127.0.0.1 and localhost), and ``client.crt``/``.key`` when
 nodes require client certificates. Keys, tokens and ``tokens.toml`` are
 0600. The config gets ``[auth]`` (and ``[tls]``) pointing at them
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from cluster.app.pki import issue, make_ca, write_private
+from cluster.app.pki import issue, load_ca, make_ca, write_private
 from rpc.client.channel import ChannelSecurity
 from rpc.server.tokens import new_token, token_entry
 
@@ -57,6 +58,13 @@ class LocalSecurity:
     def client_files(self) -> tuple[str, str] | None:
         """(cert, key) of the client certificate, when the nodes require one."""
         return (os.path.join(self.dir, "client.crt"), os.path.join(self.dir, "client.key")) if self.client_auth else None
+
+    def issue_node(self, node_id: str) -> None:
+        """A certificate for a node added to the cluster (with TLS; nothing without)."""
+        if not self.tls:
+            return
+        ca = load_ca(self.ca_file, os.path.join(self.dir, "ca.key"))
+        issue(ca, node_id, LOCAL_HOSTS).write(os.path.join(self.dir, f"{node_id}.crt"), os.path.join(self.dir, f"{node_id}.key"))
 
     def token_file(self, name: str = ADMIN) -> str:
         return os.path.join(self.dir, f"{name}.token")
@@ -97,7 +105,7 @@ def create_local_security(
     os.chmod(sec.dir, 0o700)
     if tls:
         ca = make_ca("raftsched local CA")
-        ca.write_cert(sec.ca_file)
+        ca.write(sec.ca_file, os.path.join(sec.dir, "ca.key"))
         for node_id in node_ids:
             issue(ca, node_id, LOCAL_HOSTS).write(
                 os.path.join(sec.dir, f"{node_id}.crt"), os.path.join(sec.dir, f"{node_id}.key")

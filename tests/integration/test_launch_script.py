@@ -142,3 +142,37 @@ def test_another_local_user_cannot_run_commands_on_the_quick_start_cluster(tmp_p
         if os.path.exists(os.path.join(root, "pids.json")):
             launch(cwd, "--stop")
         _kill_leftovers(root)
+
+
+def test_a_secure_cluster_right_after_stop_and_a_fourth_node(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The ports a stopped cluster used are free at once (connections still closing do not count), and
+    ``--add-node`` runs a fourth node the launcher then knows (``--pid``, ``--stop``, resuming)."""
+    cwd, plain, secure = str(tmp_path), str(tmp_path / "local-cluster"), str(tmp_path / "secure-cluster")
+    try:
+        first = launch(cwd, "--no-sample")  # the documented ports, 7001-/50051-/8081-
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert cli(cwd, "job", "list").returncode == 0  # connections that leave sockets closing behind
+        assert launch(cwd, "--stop").returncode == 0
+        again = launch(cwd, "--secure", "--dir", secure, "--no-sample")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "in use" not in again.stdout
+
+        added = launch(cwd, "--add-node", "--dir", secure)
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert re.search(r"^n4: grpc 127\.0\.0\.1:50054  raft 127\.0\.0\.1:7004  http 127\.0\.0\.1:8084", added.stdout, re.M)
+        assert "n4 rejoined in" in added.stdout, added.stdout
+        pid = launch(cwd, "--pid", "n4", "--dir", secure)
+        assert pid.returncode == 0 and int(pid.stdout) == json.load(open(os.path.join(secure, "pids.json")))["n4"]
+        config = os.path.join(secure, "client.toml")
+        status = json.loads(cli(cwd, "cluster", "status", "-o", "json", "--config", config).stdout)
+        assert {m["id"]: m.get("reachable", False) for m in status["members"]} == {f"n{i}": True for i in range(1, 5)}
+        stopped = launch(cwd, "--stop", "--dir", secure)
+        assert "n4 stopped" in stopped.stdout, stopped.stdout
+        resumed = launch(cwd, "--dir", secure, "--secure")
+        assert "starting n1, n2, n3, n4, executor-1" in resumed.stdout, resumed.stdout
+        assert "keeps what it was made with" not in resumed.stdout
+    finally:
+        for root in (plain, secure):
+            if os.path.exists(os.path.join(root, "pids.json")):
+                launch(cwd, "--stop", "--dir", root)
+            _kill_leftovers(root)
