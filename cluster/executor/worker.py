@@ -4,7 +4,8 @@ Threads: two acquirers (each long-polls ``acquire`` for the slots free when
 it starts and reserves them, so a second call is on its way while the first
 waits for its grant to commit; a slot frees when a run's handler and output
 upload are done, while its completion is still on its way), one renewer
-(renews every held lease in one call, every third of the shortest TTL; a
+(renews every held lease in one call, every third of the shortest TTL, and
+at once when a lease comes whose TTL is shorter than the renewer's wait; a
 refused renewal stops that run and drops its result), and ``concurrency + 1``
 worker threads that run one run each at a time. Completions are
 group-committed on the way out: those that finish while a ``complete_many``
@@ -114,6 +115,9 @@ class Executor:
         self._reserved = 0  # slots promised to acquire calls on their way
         self._lock = threading.Condition()
         self._stopping = threading.Event()
+        #: set to wake the renewer early: a lease came whose renewal is due before the renewer's next round
+        self._renew_soon = threading.Event()
+        self._next_renewal = 0.0  # monotonic time of the renewer's next round
         self._threads: list[threading.Thread] = []
         self._runs: queue.SimpleQueue[_Held | None] = queue.SimpleQueue()  # to the worker threads
         self._completer = Completer(api)
@@ -144,6 +148,7 @@ class Executor:
     def stop(self, grace_s: float = 30.0) -> None:
         """Stop taking work; finish what runs within ``grace_s``; cancel the rest (its leases expire)."""
         self._stopping.set()
+        self._renew_soon.set()
         deadline = time.monotonic() + grace_s
         # The long poll is not cancelled: a grant may already be committed and on its way back, and a
         # cancelled call would leave that run leased to nobody for a TTL. It ends within ACQUIRE_WAIT_MS;
@@ -216,6 +221,8 @@ class Executor:
                 self._held[held.task.lease_id] = held
                 self._busy += 1
             self._lock.notify_all()
+        if any(time.monotonic() + h.ttl_s / 3.0 < self._next_renewal for h in helds):
+            self._renew_soon.set()  # a shorter TTL than the renewer waits for: renew on its terms
         if self._live is not None:
             for held in helds:
                 self._live.watch(held.task, held.ctx.log)
@@ -231,7 +238,10 @@ class Executor:
             period = max(MIN_RENEW_S, min([h.ttl_s / 3.0 for h in held], default=0.5))
             # a failed renewal (no node answered within a period) is tried again soon, not a period later
             wait = period if not held or self._renew_once(held, period) else RENEW_RETRY_S
-            if self._stopping.wait(wait) and not self._held:
+            self._next_renewal = time.monotonic() + wait
+            self._renew_soon.wait(wait)  # or sooner, for a lease with a shorter TTL (``_launch``)
+            self._renew_soon.clear()
+            if self._stopping.is_set() and not self._held:
                 return
 
     def _renew_once(self, held: list[_Held], within_s: float) -> bool:
@@ -305,7 +315,10 @@ class Executor:
         self._release(held)
         with self._lock:
             self._held.pop(held.task.lease_id, None)
+            last = not self._held
             self._lock.notify_all()
+        if last and self._stopping.is_set():
+            self._renew_soon.set()  # the renewer's last round is done
 
     def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
         task = held.task
