@@ -64,12 +64,17 @@ def start_executor(
     *extra: str,
     allow: tuple[str, ...] = ("shell", "http"),
     env: dict[str, str] | None = None,
+    trust_open_cluster: bool = True,
 ) -> subprocess.Popen[bytes]:
     """A ``raftsched executor`` process of ``cluster`` on ``queue`` (its log in ``root``), allowed to run
     the built-in types ``allow``; its run output goes under the nodes' output directory, the only place
-    they accept logs from."""
+    they accept logs from. The test clusters take calls without a token, so an executor allowing a type
+    is told ``--allow-unauthenticated-cluster`` (unless ``trust_open_cluster`` is False): the test is
+    every user there is."""
     log = open(os.path.join(root, f"{name}.log"), "ab")
     allowed = [arg for t in allow for arg in ("--allow-type", t)]
+    if allow and trust_open_cluster:
+        allowed.append("--allow-unauthenticated-cluster")
     return subprocess.Popen(
         [
             sys.executable,

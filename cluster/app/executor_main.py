@@ -28,9 +28,15 @@ TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
 ``--config``: ``cluster.app.client_security``). With a token, ``--executor-id``
 is required: the node accepts only the token's name or ``name/...``.
 What jobs may do here: ``--allow-type shell|http`` (both off unless named),
-``--pass-env NAME``, ``--kill-grace SECONDS`` and ``--http-deny CIDR`` (see
-``cluster.executor.shell`` and ``cluster.executor.http_guard``). Failed calls
-are logged as one line each (``rpc.client.errors``).
+``--pass-env``, ``--kill-grace``, ``--run-as``, ``--containment``,
+``--http-deny`` and ``--http-allow`` (``cluster.app.executor_safety``).
+An executor allowing ``shell`` or ``http`` refuses to start for a cluster
+that answers calls without a token, unless ``--allow-unauthenticated-cluster``
+(``executor_safety.check_cluster_closed``). At start the executor makes its
+own process non-dumpable (``containment.make_undumpable``: a run of the same
+user cannot read its environment or memory) and logs one line saying how
+shell runs are contained. Failed calls are logged as one line each
+(``rpc.client.errors``).
 """
 
 from __future__ import annotations
@@ -45,19 +51,21 @@ import time
 
 from cluster.app.client_config import ClientConfig, discover, load_any, resolve
 from cluster.app.client_security import security_from_args
+from cluster.app.executor_safety import COMMAND_TYPES, OPEN_CLUSTER_FLAG, add_safety_args, builtin_settings, check_cluster_closed
 from cluster.app.log_setup import configure_logging
 from cluster.app.stop_signal import StopSignal
 from cluster.domain.output import OutputStoreError
 from cluster.executor.bounded_log import LogSettings
+from cluster.executor.containment import make_undumpable
 from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
-from cluster.executor.http_guard import AddressPolicy
 from cluster.executor.live_log import LiveSettings
 from cluster.executor.ports import OutputStore
-from cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
 from cluster.executor.worker import OUTPUT_RETRY_S, Executor
 from cluster.node.config import ConfigError, LogsConfig
 from rpc.client.channel import ChannelSecurity
 from storage.local_store import LocalOutputStore
+
+__all__ = ["add_output_args", "add_safety_args", "run_executor"]
 
 
 def _load_handler(spec: str) -> tuple[str, object]:
@@ -83,48 +91,6 @@ def _load_handler(spec: str) -> tuple[str, object]:
         return job_type, getattr(loaded, attr)
     except AttributeError as exc:
         raise ConfigError(f"--handler {spec!r}: {module} has no {attr}") from exc
-
-
-def add_safety_args(p: argparse.ArgumentParser) -> None:
-    """What the executor lets jobs do: which built-in types run, what a shell run sees, where http may go."""
-    p.add_argument(
-        "--allow-type",
-        action="append",
-        default=[],
-        metavar="TYPE",
-        help="run this built-in type: shell or http (repeatable; both are off unless named; noop and --handler types are always on)",
-    )
-    p.add_argument(
-        "--pass-env",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="give shell runs this variable of the executor's environment too (repeatable; by default they get only "
-        "PATH, HOME, LANG, TZ, the job's env and RAFTSCHED_*)",
-    )
-    p.add_argument(
-        "--kill-grace",
-        type=float,
-        default=DEFAULT_KILL_GRACE_S,
-        metavar="SECONDS",
-        help=f"between SIGTERM and SIGKILL of a stopped run's processes (default {DEFAULT_KILL_GRACE_S:g})",
-    )
-    p.add_argument(
-        "--http-deny",
-        action="append",
-        default=[],
-        metavar="CIDR",
-        help="refuse http jobs to this address range (repeatable; link-local 169.254.0.0/16 and fe80::/10 always are)",
-    )
-
-
-def builtin_settings(args: argparse.Namespace) -> BuiltinSettings:
-    """The built-in types' settings from the command line; ``ConfigError`` naming the bad flag."""
-    try:
-        shell = ShellSettings(tuple(getattr(args, "pass_env", [])), getattr(args, "kill_grace", DEFAULT_KILL_GRACE_S))
-        return BuiltinSettings(shell, AddressPolicy.from_cidrs(getattr(args, "http_deny", [])))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
@@ -252,10 +218,41 @@ def _store_and_security(args: argparse.Namespace, target: ClientConfig) -> tuple
     return build_output_store(logs, output_dir), security, retry_s
 
 
+def _check_who_may_submit(
+    args: argparse.Namespace, allow: list[str], target: ClientConfig, security: ChannelSecurity, log: logging.Logger
+) -> None:
+    """Refuse to run commands for a cluster that takes calls without a token (``executor_safety``)."""
+    commands = [t for t in COMMAND_TYPES if t in allow]
+    if not commands:
+        return
+    if getattr(args, "allow_unauthenticated_cluster", False):
+        log.warning(
+            "%s: this executor runs %s jobs even if the cluster takes calls without a token, so anyone who can "
+            "reach the cluster may run commands as this executor's user",
+            OPEN_CLUSTER_FLAG,
+            " and ".join(commands),
+        )
+        return
+    check_cluster_closed(target.addresses, security, commands, log, target.source)
+
+
+def _say_containment(allow: list[str], builtin: BuiltinSettings, undumpable: bool, log: logging.Logger) -> None:
+    """Say in one line how shell runs are contained (and whether this process is dumpable)."""
+    if "shell" not in allow:
+        return
+    containment = builtin.shell.containment
+    line = containment.describe() if containment is not None else "shell runs: containment not resolved"
+    user = builtin.shell.run_as
+    line += f"; commands run as {user.name} (uid {user.uid})" if user is not None else ""
+    line += "; the executor is not dumpable" if undumpable else "; the executor could not make itself non-dumpable"
+    log.log(logging.INFO if containment is not None and containment.namespaced else logging.WARNING, "%s", line)
+
+
 def run_executor(args: argparse.Namespace) -> int:
     from rpc.client.client import Client
     from rpc.client.lease_api import GrpcLeaseApi
 
+    undumpable = make_undumpable()  # first: no run of this user may read our environment or memory
     executor_id = args.executor_id or f"{socket.gethostname()}:{os.getpid()}"
     configure_logging(
         getattr(args, "log_format", "text"),
@@ -281,9 +278,11 @@ def run_executor(args: argparse.Namespace) -> int:
         log_settings = _log_settings(getattr(args, "log_limit_mb", 64.0), getattr(args, "log_spool_dir", ""))
         live = _live_settings(getattr(args, "live_interval", LiveSettings().interval_s))
         check_output_store(store, retry_s, log)
+        _check_who_may_submit(args, allow, target, security, log)
     except ConfigError as exc:
         log.error("cannot start executor: %s", exc)
         return 2
+    _say_containment(allow, builtin, undumpable, log)
     client = Client(target.addresses, deadline_s=30, prefer_leader=True, security=security)
     client.source = target.source
     executor = Executor(

@@ -1,6 +1,7 @@
 """The executor: lease runs, run them, renew, complete. Its contracts are in ``cluster.executor.ports``."""
 
 from cluster.executor.bounded_log import LogSettings
+from cluster.executor.containment import Containment, RunAs
 from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
 from cluster.executor.http_guard import AddressPolicy
 from cluster.executor.ports import Finished, HandlerError, LeaseLost, Task, TaskContext
@@ -11,11 +12,13 @@ __all__ = [
     "GUARDED_TYPES",
     "AddressPolicy",
     "BuiltinSettings",
+    "Containment",
     "Executor",
     "Finished",
     "HandlerError",
     "LeaseLost",
     "LogSettings",
+    "RunAs",
     "ShellSettings",
     "Task",
     "TaskContext",

@@ -5,11 +5,11 @@ Started by ``cluster.executor.shell`` as ``python -I -S run_supervisor.py``
 and never runs in the executor's threaded process). Its protocol:
 
 * stdin, first: the spec, ``{"argv": [...], "env": {...}, "cwd": "...",
-  "grace": seconds}`` in ``marshal`` form (the same interpreter writes and
-  reads it; cheaper to load than ``json``, which costs this process more
-  than its whole start) after its length as 8 big-endian bytes. The
-  supervisor itself runs with an empty environment; only the run's process
-  gets ``env``.
+  "grace": seconds, "user": [name, uid, gid, home] or None}`` in
+  ``marshal`` form (the same interpreter writes and reads it; cheaper to
+  load than ``json``, which costs this process more than its whole start)
+  after its length as 8 big-endian bytes. The supervisor itself runs with an
+  empty environment; only the run's process gets ``env``.
 * stdin, afterwards: any byte asks it to stop the run; **end of file means
   the executor is gone** — the kernel closes the pipe's write end however
   the executor ended, SIGKILL included — and the run is stopped too.
@@ -20,20 +20,34 @@ and never runs in the executor's threaded process). Its protocol:
   ignores SIGINT and SIGHUP (a terminal's signals are the executor's), and
   the command starts with default signal dispositions.
 
-The command runs in a new session (its own process group, no terminal).
-Stopping the run sends SIGTERM to that whole group, then SIGKILL to whatever
-is left after ``grace`` seconds. When the command exits by itself, whatever
-it left running in its group is stopped the same way before the supervisor
-exits: a finished run leaves no process behind. The supervisor is also a
-child subreaper (``PR_SET_CHILD_SUBREAPER``, best effort), so processes of
-the run orphaned by a dying parent — also those that left the group with
-``setsid`` — are reparented to it; it reaps them, and kills those still
-running at the end. Its own exit is therefore bounded: about ``grace``
-seconds after a stop request or the executor's death.
+The supervisor is started in a session of its own (by the executor) and
+starts the command in a process group of its own inside that session (so
+the executor can find every process of the session if the supervisor dies:
+``cluster.executor.containment``). With ``user``, the command drops to that
+user (``initgroups``, ``setgid``, ``setuid``) just before ``exec`` and
+starts in ``cwd``, else in the user's home (``/`` if that cannot be
+entered); the supervisor stays as it was, so the run cannot signal it.
 
-Not contained: a process that escapes both the group and the supervisor's
-descendants (double-forking under another subreaper, or ptrace tricks). Run
-untrusted commands in a container or a systemd unit if that matters.
+Stopping the run sends SIGTERM to the command's group and to every other
+process of the run, then SIGKILL to whatever is left after ``grace``
+seconds. When the command exits by itself, whatever it left running is
+stopped the same way before the supervisor exits: a finished run leaves no
+process behind. Which processes are the run's:
+
+* **as a PID namespace's init** (PID 1: the executor started it with
+  ``unshare --pid --mount-proc``) — every process in the namespace; when
+  the supervisor exits, the kernel kills whatever is left, and from inside
+  it cannot be killed;
+* **otherwise** — the command's group, and the supervisor's own children:
+  it is a child subreaper (``PR_SET_CHILD_SUBREAPER``, best effort), so
+  processes of the run orphaned by a dying parent — also those that left
+  the group with ``setsid`` — are reparented to it; it reaps them, and
+  kills those still running at the end. A run that kills the supervisor
+  (same user, no namespace) leaves its session to the executor's sweep; a
+  process that left the session with ``setsid`` escapes that.
+
+Its own exit is bounded: about ``grace`` seconds after a stop request or
+the executor's death.
 """
 
 from __future__ import annotations
@@ -61,23 +75,23 @@ def _become_subreaper() -> None:
 
 
 def _start(spec: dict) -> int:
-    """Fork and exec the command in a new session; return its pid once it runs (or has failed to start).
+    """Fork and exec the command in a process group of its own; return its pid once it runs (or has
+    failed to start).
 
-    A close-on-exec pipe tells when the child is past ``setsid``: from then on
+    A close-on-exec pipe tells when the child is past ``setpgid``: from then on
     its pid is its process group's id, and the group can be signalled.
     """
     ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        try:  # the child: default signal dispositions, a new session, stdin from /dev/null, then the command
+        try:  # the child: default signal dispositions, its own group, stdin from /dev/null, the user, the command
             os.close(ready_r)
             for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
                 signal.signal(sig, signal.SIG_DFL)  # Python ignores SIGPIPE, and we ignore SIGINT/SIGHUP
-            os.setsid()
+            os.setpgid(0, 0)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
-            if spec.get("cwd"):
-                os.chdir(spec["cwd"])
+            _become(spec.get("user"), spec.get("cwd") or "")
             os.execve(spec["argv"][0], spec["argv"], spec["env"])
         except BaseException as exc:  # noqa: BLE001 - tell the run's log why, then leave
             os.write(2, f"raftsched: cannot start the command: {exc}\n".encode())
@@ -89,10 +103,29 @@ def _start(spec: dict) -> int:
     return pid
 
 
+def _become(user: list | None, cwd: str) -> None:
+    """In the child: drop to ``user`` (name, uid, gid, home) if given, then enter ``cwd`` (with a user and
+    no ``cwd``: its home, else /). After the drop, so that the user's own permissions apply."""
+    if user:
+        name, uid, gid, home = user
+        os.initgroups(name, gid)
+        os.setgid(gid)
+        os.setuid(uid)
+        if not cwd:
+            try:
+                os.chdir(home)
+            except OSError:
+                os.chdir("/")
+    if cwd:
+        os.chdir(cwd)
+
+
 def _scan(pgid: int, main: int) -> tuple[set[int], set[int], set[int]]:
-    """From /proc: (living members of group ``pgid``, living children of ours, zombie children of ours
-    but ``main``). Children other than ``main`` are orphans of the run reparented to us (subreaper)."""
+    """From /proc: (living members of group ``pgid``, the run's other living processes, zombie children of
+    ours but ``main``). The others: as a PID namespace's init, every process but us; else our children
+    other than ``main`` — orphans of the run reparented to us (subreaper)."""
     me = os.getpid()
+    init = me == 1
     members: set[int] = set()
     kids: set[int] = set()
     zombies: set[int] = set()
@@ -112,16 +145,18 @@ def _scan(pgid: int, main: int) -> tuple[set[int], set[int], set[int]]:
             if ppid == me and pid != main:
                 zombies.add(pid)
             continue
+        if pid == me:
+            continue
         if pgrp == pgid:
             members.add(pid)
-        if ppid == me:
+        elif ppid == me or init:
             kids.add(pid)
     return members, kids, zombies
 
 
 def _kill_tree(main: int, grace: float) -> None:
     """SIGTERM to the run's group (its id is ``main``'s pid, held while ``main`` is unreaped, so it cannot
-    be reused) and to our other children; SIGKILL to what is left after ``grace`` seconds."""
+    be reused) and to its other processes (``_scan``); SIGKILL to what is left after ``grace`` seconds."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
         signalled: set[int] = set()
         group_signalled = False
@@ -135,7 +170,7 @@ def _kill_tree(main: int, grace: float) -> None:
             if not group_signalled:
                 _send(main, sig, group=True)
                 group_signalled = True
-            for pid in kids - signalled:  # orphans that left the group (setsid), as they appear
+            for pid in kids - signalled:  # processes outside the group (setsid, orphans), as they appear
                 _send(pid, sig)
             signalled |= kids
             if time.monotonic() >= deadline:

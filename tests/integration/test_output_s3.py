@@ -53,7 +53,8 @@ def client(s3_cluster: LocalCluster) -> Iterator[Client]:
 def start_executor(root: str, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(os.path.join(root, f"{name}.log"), "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "cluster.app.main", "executor", "--executor-id", name, "--allow-type", "shell", *args],
+            [sys.executable, "-m", "cluster.app.main", "executor", "--executor-id", name, "--allow-type", "shell"]
+            + ["--allow-unauthenticated-cluster", *args],  # the test's own cluster, without tokens
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env or dict(os.environ),

@@ -1,4 +1,5 @@
-"""Which job types an executor serves, and what a shell run's environment holds (no processes here)."""
+"""Which job types an executor serves, what a shell run's environment holds, who it runs as and what it is
+contained in (no processes here but the containment probe)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 
 import pytest
 
-from cluster.executor import BuiltinSettings, Executor, ShellSettings, Task
+from cluster.executor import BuiltinSettings, Executor, ShellSettings, Task, containment
 from cluster.executor.handlers import builtin_handlers
 from cluster.executor.http_handler import HttpHandler
 from cluster.executor.shell import ShellHandler, run_environment
@@ -86,3 +87,30 @@ def test_bad_settings_are_refused_by_name() -> None:
     with pytest.raises(ValueError, match="--pass-env 'A=B'"):
         ShellSettings(pass_env=("A=B",))
     assert BuiltinSettings().shell.kill_grace_s == 5.0
+
+
+def test_run_as_is_refused_by_name_unless_root_and_the_user_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(containment.os, "geteuid", lambda: 1000)
+    with pytest.raises(ValueError, match="--run-as nobody: only an executor running as root can .* start it as nobody"):
+        containment.run_as("nobody")
+    monkeypatch.setattr(containment.os, "geteuid", lambda: 0)
+    with pytest.raises(ValueError, match="--run-as no-such-user-here: there is no user 'no-such-user-here' on this machine"):
+        containment.run_as("no-such-user-here")
+    root = containment.run_as("root")
+    assert (root.uid, root.gid) == (0, 0)
+
+
+def test_containment_is_chosen_by_name_and_says_what_it_leaves_open() -> None:
+    assert containment.resolve("session") == containment.SESSION_ONLY
+    assert not containment.SESSION_ONLY.namespaced and containment.SESSION_ONLY.prefix == ()
+    assert "setsid" in containment.SESSION_ONLY.describe()  # the gap is named at every start
+    with pytest.raises(ValueError, match="--containment 'cgroup': give one of auto, pid-namespace, session"):
+        containment.resolve("cgroup")
+    found = containment.detect()
+    assert found.namespaced == (found.kind in (containment.PID_NAMESPACE, containment.USER_PID_NAMESPACE))
+    if found.namespaced:
+        assert found.prefix[0].endswith("unshare") and "--pid" in found.prefix and "--mount-proc" in found.prefix
+        assert ShellHandler(ShellSettings()).containment == found  # the best one, unless told otherwise
+    else:
+        with pytest.raises(ValueError, match="--containment pid-namespace: not available here"):
+            containment.resolve("pid-namespace")

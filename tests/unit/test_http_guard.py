@@ -44,12 +44,48 @@ def test_link_local_metadata_and_unspecified_addresses_are_always_refused(addres
     assert why is not None and address in why
 
 
-@pytest.mark.parametrize(
-    "address",
-    ["127.0.0.1", "::1", "10.1.2.3", "192.168.1.1", "93.184.216.34", "2606:2800:220:1::1", "::ffff:93.184.216.34", "fe00::1"],
-)
-def test_other_addresses_pass_by_default(address: str) -> None:
+@pytest.mark.parametrize("address", ["93.184.216.34", "2606:2800:220:1::1", "::ffff:93.184.216.34", "fe00::1", "8.8.8.8"])
+def test_public_addresses_pass_by_default(address: str) -> None:
     assert DEFAULT.refusal(address) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("127.0.0.1", "loopback"),  # this machine: a node's /metrics, the executor's own services
+        ("127.8.9.10", "loopback"),
+        ("::1", "loopback"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("172.31.255.254", "private"),
+        ("192.168.1.1", "private"),
+        ("fc00::1", "private"),
+        ("fd12:3456::1", "private"),
+        ("64:ff9b::10.0.0.1", "private"),
+        ("100.100.100.200", "shared address space"),  # Alibaba Cloud's metadata
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+    ],
+)
+def test_loopback_private_and_multicast_addresses_are_refused_by_default(address: str, why: str) -> None:
+    refusal = DEFAULT.refusal(address)
+    assert refusal is not None and why in refusal and "--http-allow" in refusal, refusal
+
+
+def test_http_allow_opens_a_range_but_never_link_local_nor_a_denied_range() -> None:
+    policy = AddressPolicy.from_cidrs(
+        ["10.0.0.7/32"], allow=["10.0.0.0/24", "127.0.0.1", "169.254.0.0/16", "::ffff:192.168.0.0/112"]
+    )
+    for address in ("10.0.0.1", "::ffff:10.0.0.9", "127.0.0.1", "192.168.3.4"):
+        assert policy.refusal(address) is None, address
+    assert "--http-allow" in (policy.refusal("10.0.1.1") or "")  # outside the allowed range: still refused
+    assert "--http-allow" in (policy.refusal("127.0.0.2") or "")
+    assert "(--http-deny)" in (policy.refusal("10.0.0.7") or "")  # a deny range wins over an allow range
+    assert "link-local" in (policy.refusal("169.254.169.254") or "")  # cloud metadata cannot be opened
+    assert "loopback" in (policy.refusal("::1") or "")  # an IPv4 range opens no IPv6 loopback
+    with pytest.raises(ValueError, match="--http-allow 'lan' is not an address range"):
+        AddressPolicy.from_cidrs([], allow=["lan"])
 
 
 def test_deny_ranges_cover_every_form_of_an_address() -> None:
@@ -59,8 +95,11 @@ def test_deny_ranges_cover_every_form_of_an_address() -> None:
         assert why is not None and "--http-deny" in why, address
     assert "10.0.0.0/8" in (policy.refusal("10.9.9.9") or "")
     assert "fd12::/16" in (policy.refusal("fd12:3::4") or "")
-    for address in ("127.0.0.1", "127.0.0.3", "11.0.0.1", "fd13::1", "::1"):
-        assert policy.refusal(address) is None, address
+    opened = AddressPolicy(policy.deny, AddressPolicy.from_cidrs([], ["127.0.0.0/8", "::1", "fc00::/7"]).allow)
+    for address in ("127.0.0.1", "127.0.0.3", "fd13::1", "::1"):  # outside the deny ranges: only their allowing decides
+        assert opened.refusal(address) is None, address
+        assert "--http-allow" in (policy.refusal(address) or ""), address
+    assert policy.refusal("11.0.0.1") is None
 
 
 def test_a_deny_range_written_as_ipv4_mapped_ipv6_covers_the_ipv4_addresses() -> None:
