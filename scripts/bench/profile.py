@@ -17,14 +17,14 @@ class Profile:
     fire_warmup_s: float = 2.0
     fire_window_s: float = 10.0
     failover_jobs: int = 200
-    failover_kills: int = 3
+    failover_kills: int = 10
     failover_settle_s: float = 3.0
     burst_jobs: int = 100_000
     lease_measure_s: float = 5.0
     procs: int = 4
     threads: int = 16
     #: the whole run should end within this (the burst shrinks its lead time, the lease runs are skipped)
-    budget_s: float = 560.0
+    budget_s: float = 600.0
 
 
 FULL = Profile("full")
@@ -34,7 +34,7 @@ QUICK = Profile(
     etcd_measure_s=3.0,
     create_measure_s=5.0,
     fire_window_s=5.0,
-    failover_kills=1,
+    failover_kills=4,
     failover_settle_s=2.0,
     burst_jobs=20_000,
     lease_measure_s=3.0,
