@@ -1,4 +1,4 @@
-"""Wires what makes a node operable: health, metrics and the HTTP endpoint (issue 13).
+"""Wires what makes a node operable: health, metrics and the HTTP endpoint.
 
 * Health, always: a ``HealthMonitor`` polls Raft (a leader? a quorum?) every
   200 ms and flips the gRPC health service (``GrpcHealth``) both ways.
@@ -16,11 +16,19 @@ its session cookie (``rpc.http.web.WebAuth``).
 
 The web view (``serve_web_view``, once the node's services exist): the
 read-only pages at ``/`` on the same endpoint, reading through the job
-service and the cluster status function GetClusterStatus answers with.
+service and the cluster status function GetClusterStatus answers with. Not
+on an address that is not loopback without both ``[tls]`` and ``[auth]``
+(``cluster.node.exposure.http_exposure``: a warning at every start says so;
+``/`` then says why), unless ``[cluster] allow_insecure_http = true``.
+
+Every route but ``/metrics`` and ``/healthz`` answers only to the names the
+node is reached by (``rpc.http.router.allowed_hosts``: its ``http`` address,
+its listen address, localhost): DNS rebinding.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from cluster.domain.model import Member
@@ -32,7 +40,7 @@ from cluster.node.replicated_state import ReplicatedState
 from raft.adapter import RaftNode
 from rpc.http.metrics import NodeMetrics
 from rpc.http.ops import add_ops_routes
-from rpc.http.router import Authorizer, Router, bearer_reader
+from rpc.http.router import Authorizer, Request, Response, Router, allowed_hosts, bearer_reader
 from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
 from rpc.http.server import HttpServer
 from rpc.http.state_collector import FitnessCollector, StateCollector
@@ -41,6 +49,8 @@ from rpc.server.auth import Access, decide
 from rpc.server.health import GrpcHealth
 from rpc.server.metrics_interceptor import MetricsInterceptor
 from rpc.server.tokens import TokenTable
+
+log = logging.getLogger("raftsched.node")
 
 
 def reader_authorizer(tokens: TokenTable | None) -> Authorizer | None:
@@ -91,6 +101,11 @@ class Observability:
         self.web_auth = None if tokens is None else WebAuth(token_check(tokens), node_id, secure=self._secure)
         #: the HTTP routes: the web view adds its own here (they need a reader token under [auth])
         self.router = Router(None if self.web_auth is None else self.web_auth.authorize)
+        exposure = cfg.check_http_exposure(node_id)
+        if exposure.warning:
+            log.warning("%s", exposure.warning)
+        #: why the web view is not served on this endpoint ("" when it is)
+        self._no_web_view = "" if exposure.web_view else exposure.warning or ""
         if not me.http:
             return
         metrics = self.metrics = NodeMetrics()
@@ -104,11 +119,21 @@ class Observability:
         add_ops_routes(self.router, self.health, metrics.exposition)
         tls = None if cfg.tls is None else cfg.tls.for_node(node_id)
         self.http = HttpServer(me.http_listen, self.router, None if tls is None else (tls.cert_file, tls.key_file))
+        self.router.allowed_hosts = allowed_hosts(me.http, me.http_listen, self.http.port, self.http.scheme)
+        self.router.home = f"{self.http.scheme}://{me.http}/"
 
     def serve_web_view(self, jobs: JobReader, cluster_status: Callable[[], Any], now_ms: Callable[[], int]) -> None:
         """Add the web view's pages (``cluster_status()``: the node's ``pb.ClusterStatus``, as GetClusterStatus
         answers). Nothing without an HTTP endpoint."""
         if self.http is None:
+            return
+        if self._no_web_view:
+            why = self._no_web_view
+
+            def off(request: Request) -> Response:
+                return Response.text(403, f"no web view here: {why}")
+
+            self.router.add("/", off, public=True)
             return
         scheme = "https" if self._secure else "http"
         view = WebView(jobs, lambda: overview_of(cluster_status()), now_ms, self._node_id, scheme, self.web_auth)
@@ -131,6 +156,8 @@ class Observability:
     def describe(self) -> str:
         if self.http is None:
             return "no HTTP endpoint (no [[nodes]] http)"
+        if self._no_web_view:
+            return f"HTTP on {self.http.scheme}://{self.http.address}: /metrics and /healthz (no web view: see the warning)"
         return f"HTTP on {self.http.scheme}://{self.http.address}: the web view at /, /metrics, /healthz"
 
     def start(self) -> None:

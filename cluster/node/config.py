@@ -8,9 +8,10 @@ messages name the file, the key and what is accepted.
 Each ``[[nodes]]`` table names what a node advertises (``raft``, ``grpc``,
 optional ``http``) and, optionally, where it listens (``raft_listen``,
 ``grpc_listen``, ``http_listen``; each defaults to the advertised address).
-gRPC off loopback needs both ``[tls]`` and ``[auth]`` (``check_grpc_exposure``)
-unless ``[cluster] allow_insecure_grpc = true``; secrets, keys and token files
-must be readable by their owner only (``check_private_file``).
+gRPC off loopback needs both ``[tls]`` and ``[auth]`` unless ``[cluster]
+allow_insecure_grpc = true``, and the web view likewise unless ``[cluster]
+allow_insecure_http = true`` (``cluster.node.exposure``); secrets, keys and
+token files must be readable by their owner only (``check_private_file``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ import re
 import stat
 import tomllib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster.domain.errors import ConfigError  # re-exported: the error of this module
 from cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
+
+if TYPE_CHECKING:
+    from cluster.node.exposure import HttpExposure
 
 #: ``[cluster] max_clock_offset`` when the config does not say (CockroachDB's default too)
 DEFAULT_MAX_CLOCK_OFFSET_MS = 500
@@ -166,6 +170,8 @@ class ClusterConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     #: serve gRPC off loopback without [tls] or [auth] (logged as a warning at every start)
     allow_insecure_grpc: bool = False
+    #: serve the web view off loopback without [tls] or [auth] (logged as a warning at every start)
+    allow_insecure_http: bool = False
     #: ``[cluster] max_clock_offset``: the most a node's wall clock may differ from a majority of the members'
     #: before it stops firing, granting and expiring leases and gives up leadership (``cluster.node.clock_guard``)
     max_clock_offset_ms: int = DEFAULT_MAX_CLOCK_OFFSET_MS
@@ -216,33 +222,16 @@ class ClusterConfig:
         return secret
 
     def check_grpc_exposure(self, node_id: str) -> str | None:
-        """Refuse to serve gRPC on a non-loopback address without both [tls] and [auth]; with
-        ``allow_insecure_grpc`` return the warning to log instead (None: nothing to say)."""
-        me = self.node(node_id)
-        exposed = [a for a in dict.fromkeys([me.grpc, me.grpc_listen]) if not is_loopback(a)]
-        missing = [
-            what for what, on in (("[tls]", self.tls is not None), ("[auth] tokens_file", bool(self.auth.tokens_file))) if not on
-        ]
-        if self.allow_insecure_grpc:
-            if not missing:
-                return (
-                    f"{self.path}: [cluster] allow_insecure_grpc = true has no effect: [tls] and [auth] are both set; remove it"
-                )
-            where = ", ".join(exposed) or f"{me.grpc} (loopback)"
-            return (
-                f"{self.path}: [cluster] allow_insecure_grpc = true: gRPC on {where} is served without "
-                f"{' and without '.join(missing)}; whoever reaches it can read and change every job and "
-                "run commands on the executors. Set [tls] and [auth] and remove allow_insecure_grpc"
-            )
-        if exposed and missing:
-            raise ConfigError(
-                f"{self.path}: node {node_id} would serve gRPC on {', '.join(exposed)}, which is not loopback, "
-                f"without {' and without '.join(missing)}: anyone who reaches it could read and change every job "
-                "and run commands on the executors. Configure [tls] (cert_file, key_file, ca_file) and [auth] "
-                "tokens_file (see docs/config.md), or set [cluster] allow_insecure_grpc = true if a trusted "
-                "network or proxy protects it"
-            )
-        return None
+        """``cluster.node.exposure.grpc_exposure``: refuses gRPC off loopback without [tls] and [auth]."""
+        from cluster.node.exposure import grpc_exposure
+
+        return grpc_exposure(self, node_id)
+
+    def check_http_exposure(self, node_id: str) -> "HttpExposure":
+        """``cluster.node.exposure.http_exposure``: off loopback without [tls] and [auth], no web view."""
+        from cluster.node.exposure import http_exposure
+
+        return http_exposure(self, node_id)
 
 
 def check_private_file(path: str, what: str) -> None:
@@ -386,13 +375,20 @@ def parse_config(text: str, path: str = "cluster.toml") -> ClusterConfig:
         tls=_tls(path, raw, base),
         auth=_auth(path, raw, base),
         allow_insecure_grpc=bool(cluster.get("allow_insecure_grpc", False)),
+        allow_insecure_http=bool(cluster.get("allow_insecure_http", False)),
         max_clock_offset_ms=_max_clock_offset(path, cluster.get("max_clock_offset")),
         limits=limits,
         state=state,
     )
 
 
-_CLUSTER_KEYS: dict[str, type] = {"data_dir": str, "secret_file": str, "allow_insecure_grpc": bool, "max_clock_offset": str}
+_CLUSTER_KEYS: dict[str, type] = {
+    "data_dir": str,
+    "secret_file": str,
+    "allow_insecure_grpc": bool,
+    "allow_insecure_http": bool,
+    "max_clock_offset": str,
+}
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000}
 

@@ -1,5 +1,8 @@
 """The operations routes: ``GET /metrics`` (Prometheus) and ``GET /healthz`` (probes). Both are public:
-Prometheus and probes carry no token, and neither shows a job, a run or a payload."""
+Prometheus and probes carry no token, and neither shows a job, a run or a payload. Both answer whatever
+the request's ``Host`` (``any_host``): probes and Prometheus reach a node under addresses it cannot know
+(a pod's IP, a load balancer's name), and what a page under a rebound name could read here is what any
+scraper reads."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ def add_ops_routes(router: Router, health: Callable[[], Health], exposition: Exp
         now = health()
         return Response.text(200 if now.serving else 503, now.reason)
 
-    router.add("/healthz", healthz, public=True)
+    router.add("/healthz", healthz, public=True, any_host=True)
     if exposition is not None:
         metrics = exposition
 
@@ -27,4 +30,4 @@ def add_ops_routes(router: Router, health: Callable[[], Health], exposition: Exp
             body, content_type = metrics(request.header("accept"))
             return Response(200, body, content_type)
 
-        router.add("/metrics", metrics_page, public=True)
+        router.add("/metrics", metrics_page, public=True, any_host=True)

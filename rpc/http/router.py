@@ -14,6 +14,16 @@ with that reason (as plain text, or as the page ``refused(request, reason)``
 builds: the web view's sign-in form). ``bearer_reader`` builds one from a
 token check.
 
+Names (DNS rebinding): with ``allowed_hosts`` set (the app sets the names
+and ports the node is reached by: ``allowed_hosts(...)``), a request whose
+``Host`` is not one of them is answered 421 before any handler or token
+check, so a page of another site whose name was made to resolve to this
+node cannot read or post to the web view as if it were that site. A route
+added with ``any_host=True`` skips it: the app's ``/metrics`` and
+``/healthz``, reached by probes and Prometheus under whatever address
+discovery gave them (a pod's IP, a load balancer's name), and showing no
+job, run, payload or log.
+
 Requests: a POST's body (a form) is read up to ``MAX_BODY_BYTES`` (a larger
 one is a 413 before any handler runs); cookies are parsed on demand.
 """
@@ -98,6 +108,7 @@ _REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
+    421: "Misdirected Request",
     429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
@@ -110,6 +121,8 @@ class Route:
     handler: Handler
     methods: frozenset[str]
     public: bool
+    #: served whatever the request's Host (see the module docstring)
+    any_host: bool = False
 
     def match(self, parts: list[str]) -> dict[str, str] | None:
         if len(parts) != len(self.segments):
@@ -136,14 +149,37 @@ class Router:
         self.authorize = authorize
         #: builds the 401 of a refused request (the web view sets its sign-in page here)
         self.refused: Refusal = _refused_as_text
+        #: the ``Host`` values served (lower case); None: any (``allowed_hosts`` builds it)
+        self.allowed_hosts: frozenset[str] | None = None
+        #: where to send a person whose request named another host (in the 421's text)
+        self.home = ""
         self._routes: list[Route] = []
 
-    def add(self, path: str, handler: Handler, methods: Iterable[str] = ("GET",), public: bool = False) -> None:
+    def add(
+        self, path: str, handler: Handler, methods: Iterable[str] = ("GET",), public: bool = False, any_host: bool = False
+    ) -> None:
         """Serve ``path`` with ``handler`` (HEAD is served wherever GET is, without the body)."""
         wanted = {m.upper() for m in methods}
         if "GET" in wanted:
             wanted.add("HEAD")
-        self._routes.append(Route(tuple(_split(path)), handler, frozenset(wanted), public))
+        self._routes.append(Route(tuple(_split(path)), handler, frozenset(wanted), public, any_host))
+
+    def misdirected(self, request: Request) -> Response | None:
+        """The 400 or 421 of a request whose ``Host`` this node does not answer to; None when it does."""
+        if self.allowed_hosts is None:
+            return None
+        host = request.header("host").strip().lower()
+        if not host:
+            return Response.text(400, "the request has no Host header: send the address you reached this node at")
+        if host in self.allowed_hosts:
+            return None
+        where = f" open {self.home}" if self.home else " use the node's http address"
+        return Response.text(
+            421,
+            f"this node does not answer to the name {host!r} (the request's Host header):{where} or localhost "
+            "instead. Only the names in its config are served, so that another site's page cannot reach it under "
+            "a name of its own (DNS rebinding)",
+        )
 
     def dispatch(self, request: Request) -> Response:
         parts = _split(request.path)
@@ -155,6 +191,9 @@ class Router:
             if request.method not in route.methods:
                 allowed |= route.methods
                 continue
+            wrong_host = None if route.any_host else self.misdirected(request)
+            if wrong_host is not None:
+                return wrong_host
             if not route.public and self.authorize is not None:
                 refusal = self.authorize(request)
                 if refusal is not None:
@@ -214,6 +253,25 @@ def _body(environ: dict[str, Any]) -> tuple[bytes, bool]:
     if length > MAX_BODY_BYTES:
         return b"", True
     return environ["wsgi.input"].read(length), False
+
+
+def allowed_hosts(advertised: str, listen: str, port: int, scheme: str) -> frozenset[str]:
+    """The ``Host`` values a node's endpoint answers to: its advertised ``host:port`` (``http``), and its
+    listen host (``http_listen``, unless all interfaces), ``localhost``, ``127.0.0.1`` and ``[::1]`` with the
+    port it listens on (``port``: the real one, also when the config says 0). Without a port where it is the
+    scheme's default (80, 443) too."""
+    default = 443 if scheme == "https" else 80
+    adv_host, _, adv_port = advertised.rpartition(":")
+    listen_host = listen.rpartition(":")[0]
+    pairs = [(adv_host, int(adv_port) or port)]
+    pairs += [(h, port) for h in (listen_host, "localhost", "127.0.0.1", "[::1]") if h.strip("[]") not in ("0.0.0.0", "::", "")]
+    names: set[str] = set()
+    for host, p in pairs:
+        host = host.lower() if host.startswith("[") or ":" not in host else f"[{host.lower()}]"
+        names.add(f"{host}:{p}")
+        if p == default:
+            names.add(host)
+    return frozenset(names)
 
 
 def bearer_reader(may_read: Callable[[str], bool]) -> Authorizer:

@@ -16,7 +16,7 @@ from cluster.node.config import parse_config
 from cluster.node.health import Health, HealthMonitor, check_health
 from rpc.http.metrics import NodeMetrics
 from rpc.http.ops import add_ops_routes
-from rpc.http.router import Request, Response, Router
+from rpc.http.router import Request, Response, Router, allowed_hosts
 from rpc.server.health import SERVICES, GrpcHealth
 from rpc.server.tokens import Token, TokenTable, token_digest
 
@@ -189,3 +189,60 @@ def test_request_headers_reach_the_handler_in_lower_case() -> None:
     router = Router()
     router.add("/h", lambda r: Response.text(200, r.header("X-Thing")), public=True)
     assert call(router, "/h", headers={"X-Thing": "v"})[2] == b"v\n"
+
+
+# ------------------------------------------------------------------ Host (DNS rebinding)
+
+
+def _named_router() -> Router:
+    router = Router()
+    router.add("/jobs", lambda r: Response.text(200, "jobs"), public=True)
+    router.add("/signin", lambda r: Response.text(200, "in"), methods=("POST",), public=True)
+    add_ops_routes(router, lambda: Health(True, "n1", 3, "ok"), NodeMetrics().exposition)
+    router.allowed_hosts = allowed_hosts("10.0.0.1:8081", "0.0.0.0:8081", 8081, "http")
+    router.home = "http://10.0.0.1:8081/"
+    return router
+
+
+@pytest.mark.parametrize("host", ["10.0.0.1:8081", "localhost:8081", "127.0.0.1:8081", "[::1]:8081", "LOCALHOST:8081"])
+def test_the_names_a_node_is_reached_by_are_served(host: str) -> None:
+    assert call(_named_router(), "/jobs", headers={"Host": host})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example:8081", "attacker.test", "10.0.0.1:8082", "10.0.0.1", "localhost", "127.0.0.1:80", "0.0.0.0:8081"]
+)
+def test_another_name_is_421_saying_where_to_go_instead(host: str) -> None:
+    router = _named_router()
+    status, _, body = call(router, "/jobs", headers={"Host": host})
+    assert status == 421 and f"does not answer to the name {host.lower()!r}".encode() in body
+    assert b"http://10.0.0.1:8081/" in body and b"DNS rebinding" in body
+    assert call(router, "/signin", "POST", headers={"Host": host})[0] == 421  # no post under a rebound name either
+
+
+def test_no_host_is_400() -> None:
+    environ: dict[str, Any] = {"REQUEST_METHOD": "GET", "PATH_INFO": "/jobs"}
+    got: dict[str, Any] = {}
+    body = b"".join(_named_router()(environ, lambda status, headers: got.update(status=status)))
+    assert got["status"].startswith("400") and b"no Host header" in body
+
+
+def test_metrics_and_healthz_answer_under_any_name() -> None:
+    """Probes and Prometheus reach a node by addresses it cannot know (a pod's IP, a load balancer's name)."""
+    router = _named_router()
+    for path in ("/healthz", "/metrics"):
+        assert call(router, path, headers={"Host": "10.244.3.17:8081"})[0] == 200
+
+
+def test_allowed_hosts() -> None:
+    assert allowed_hosts("10.0.0.1:8081", "0.0.0.0:8081", 8081, "http") == {
+        "10.0.0.1:8081",
+        "localhost:8081",
+        "127.0.0.1:8081",
+        "[::1]:8081",
+    }
+    https = allowed_hosts("Sched.Example.com:443", "10.0.0.1:8443", 8443, "https")
+    assert {"sched.example.com", "sched.example.com:443", "10.0.0.1:8443", "localhost:8443"} <= https
+    assert "sched.example.com:8443" not in https
+    assert "[fd00::1]:8081" in allowed_hosts("[fd00::1]:8081", "[::]:8081", 8081, "http")
+    assert "127.0.0.1:4242" in allowed_hosts("127.0.0.1:0", "127.0.0.1:0", 4242, "http")  # port 0: the real one
