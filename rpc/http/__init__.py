@@ -1,5 +1,6 @@
-"""The node's HTTP endpoint (``[[nodes]] http``): a WSGI router served on threads, with the operations
-routes (``/metrics``, ``/healthz``) and the node's Prometheus metrics. The web view (``rpc.http.web``) is added as routes."""
+"""The node's HTTP endpoint (``[[nodes]] http``): a WSGI router served by one event-loop thread and a few worker
+threads (``rpc.http.server``), with the operations routes (``/metrics``, ``/healthz``) and the node's Prometheus
+metrics. The web view (``rpc.http.web``) is added as routes."""
 
 from rpc.http.metrics import METRICS, NodeMetrics
 from rpc.http.router import Request, Response, Router, bearer_reader
