@@ -17,6 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.domain import limits as lim
 from cluster.domain.errors import ValidationError
+from cluster.domain.idempotency_scope import user_key
 from cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
     DEFAULT_FAILED_HISTORY_LIMIT,
@@ -198,7 +199,7 @@ def job_to_pb(j: Job, out: pb.Job | None = None) -> pb.Job:
     out.job_id, out.status, out.idempotency_key, out.fire_count = (
         j.job_id,
         JOB_STATUS_PB[j.status],
-        j.idempotency_key,
+        user_key(j.idempotency_key),  # as the client sent it, without the queue it is stored under
         j.fire_count,
     )
     spec_to_pb(j.spec, out.spec)

@@ -5,6 +5,10 @@
     <root>/<job_id>/<run_id>/attempt-<n>-token-<t>.log.part-<offset>   live parts, while it runs
 
 Implements ``cluster.executor.ports.OutputStore`` and ``LiveOutputStore``.
+Files are created ``0640`` and folders ``0750`` (less under a stricter
+umask): a run's log may hold what its command printed, so other users of the
+host never read it; a node that runs as another user of the executor's group
+still does.
 Live parts are small files, one per ship (at most one a second per run,
 removed once the whole log is stored), not one file appended to: the same
 layout, reader and contract as S3's parts, and a re-shipped part simply
@@ -28,6 +32,11 @@ from storage.log_slices import live_slice, truncation_note, window_slice
 
 __all__ = ["LocalOutputStore", "read_file_live", "read_file_slice", "read_file_uri", "truncation_note"]
 
+#: a run's output files: its owner writes, its group (a node of another user) reads, others nothing
+FILE_MODE = 0o640
+#: the folders of jobs and runs (and the store's root, when it creates it)
+DIR_MODE = 0o750
+
 
 class LocalOutputStore:
     """Files under ``root``: ``<job>/<run>/attempt-<n>-token-<t>.log`` and ``.result``.
@@ -47,7 +56,7 @@ class LocalOutputStore:
 
     def check(self) -> None:
         try:
-            os.makedirs(self.root, exist_ok=True)
+            os.makedirs(self.root, DIR_MODE, exist_ok=True)
         except OSError as exc:
             raise OutputStoreError(f"cannot create the output directory {self.root}: {exc.strerror}", False) from exc
         if not os.access(self.root, os.W_OK | os.X_OK):
@@ -88,7 +97,7 @@ class LocalOutputStore:
 
     def _write(self, path: str, reader: BinaryIO) -> None:
         tmp = f"{path}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)  # no buffered file object
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)  # no buffered file object
         try:
             try:
                 while chunk := reader.read(self.CHUNK):
@@ -111,20 +120,20 @@ def _ensure_dir(path: str) -> None:
     """``os.makedirs(path, exist_ok=True)`` in as few system calls as the usual cases allow: one when
     only the run's directory is missing, three when its job's is missing too (a one-off job's first run)."""
     try:
-        os.mkdir(path)
+        os.mkdir(path, DIR_MODE)
         return
     except FileExistsError:
         return
     except FileNotFoundError:
         pass
     try:
-        os.mkdir(os.path.dirname(path))
+        os.mkdir(os.path.dirname(path), DIR_MODE)
     except FileExistsError:
         pass
     except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(os.path.dirname(path), DIR_MODE, exist_ok=True)
     with contextlib.suppress(FileExistsError):
-        os.mkdir(path)
+        os.mkdir(path, DIR_MODE)
 
 
 def _log_path(uri: str) -> str:

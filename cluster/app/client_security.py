@@ -13,17 +13,24 @@ flag            environment           meaning
 --key-file      RAFTSCHED_KEY_FILE    its key (must be readable by its owner only)
 --token-file    RAFTSCHED_TOKEN_FILE  a file holding the bearer token (owner only)
                 RAFTSCHED_TOKEN       the bearer token itself
+--insecure                            send the token without TLS off loopback
 =============== ===================== ============================================
+
+A token is never sent in the clear to an address that is not loopback: without
+a CA (so without TLS) such a client stops with an error naming ``--ca-file``
+and ``RAFTSCHED_CA_FILE``, unless ``--insecure`` says a network you trust
+carries it (``rpc.client.channel.check_token_transport``). A cluster.toml with
+``[cluster] allow_insecure_grpc = true`` says as much for its own addresses.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from cluster.node.config import ClusterConfig, ConfigError, check_private_file
-from rpc.client.channel import ChannelSecurity
+from rpc.client.channel import ChannelSecurity, check_token_transport
 
 
 def add_security_args(p: argparse.ArgumentParser) -> None:
@@ -31,6 +38,11 @@ def add_security_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cert-file", help="client certificate for nodes with [tls] client_auth ($RAFTSCHED_CERT_FILE)")
     p.add_argument("--key-file", help="the client certificate's key ($RAFTSCHED_KEY_FILE)")
     p.add_argument("--token-file", help="file holding the bearer token ($RAFTSCHED_TOKEN_FILE; or the token in $RAFTSCHED_TOKEN)")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="send the token without TLS to addresses that are not loopback (only on a network you trust)",
+    )
 
 
 def _pick(args: argparse.Namespace, flag: str, env: Mapping[str, str], var: str, default: str = "") -> str:
@@ -62,9 +74,10 @@ def security_from_args(
     cfg: ClusterConfig | None = None,
     env: Mapping[str, str] = os.environ,
     files: Mapping[str, str] | None = None,
+    addresses: Sequence[str] = (),
 ) -> ChannelSecurity:
     """The channel security the flags, the environment, ``cfg`` and a client config's ``files`` ask for;
-    ``ConfigError`` saying what to fix."""
+    ``ConfigError`` saying what to fix — also when the token would go in the clear to one of ``addresses``."""
     files = files or {}
     ca_file = _pick(args, "ca_file", env, "RAFTSCHED_CA_FILE", files.get("ca_file", ""))
     tls = bool(ca_file)
@@ -74,8 +87,11 @@ def security_from_args(
     key_file = _pick(args, "key_file", env, "RAFTSCHED_KEY_FILE", files.get("key_file", ""))
     if key_file:
         check_private_file(key_file, "the client key file")
+    insecure = bool(getattr(args, "insecure", False)) or (cfg is not None and cfg.allow_insecure_grpc)
     try:
         token = read_token(args, env, files.get("token_file", ""))
-        return ChannelSecurity.from_files(ca_file, cert_file, key_file, token, tls=tls)
+        security = ChannelSecurity.from_files(ca_file, cert_file, key_file, token, tls=tls, insecure=insecure)
     except ValueError as exc:
         raise ConfigError(f"{exc} (--ca-file, --cert-file, --key-file)") from exc
+    check_token_transport(addresses, security)
+    return security

@@ -93,7 +93,7 @@ PB_MAX_NANOS = 999_999_999
 
 #: (field, limit, what happens over it) for the README and the proto comments
 TABLE: tuple[tuple[str, str, str], ...] = (
-    ("JobSpec.name", f"{MAX_NAME_CHARS} characters", "INVALID_ARGUMENT"),
+    ("JobSpec.name", f"{MAX_NAME_CHARS} characters, no control or bidirectional character", "INVALID_ARGUMENT"),
     ("JobSpec.queue, AcquireLease.queues[], ListJobs/WatchRuns queue", f"{MAX_QUEUE_CHARS} characters of A-Z a-z 0-9 _ . : / -", "INVALID_ARGUMENT"),
     ("JobSpec.type", f"{MAX_TYPE_CHARS} characters of A-Z a-z 0-9 _ . : / -", "INVALID_ARGUMENT"),
     ("JobSpec.payload", "[scheduler] max_payload_bytes (default 1 MiB)", "INVALID_ARGUMENT"),
@@ -101,10 +101,10 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("CronSchedule.timezone", f"{MAX_TIMEZONE_CHARS} characters (an IANA name)", "INVALID_ARGUMENT"),
     ("JobSpec.at, PreviewSchedule.after", "1970-01-01 to 9999-12-31T23:59:59.999Z (a valid Timestamp)", "INVALID_ARGUMENT"),
     ("every span (after, every, lease_ttl, timeout, catchup_window, history_ttl, backoffs)", "100 years (a valid Duration)", "INVALID_ARGUMENT"),
-    ("idempotency_key", f"{MAX_IDEMPOTENCY_KEY_CHARS} characters", "INVALID_ARGUMENT"),
-    ("request_id (every mutating request)", f"{MAX_REQUEST_ID_CHARS} characters; remembered {REQUEST_ID_TTL_MS // 3_600_000} h", "INVALID_ARGUMENT"),
+    ("idempotency_key", f"{MAX_IDEMPOTENCY_KEY_CHARS} characters, no control or bidirectional character; per queue", "INVALID_ARGUMENT"),
+    ("request_id (every mutating request)", f"{MAX_REQUEST_ID_CHARS} characters, no control or bidirectional character; remembered {REQUEST_ID_TTL_MS // 3_600_000} h", "INVALID_ARGUMENT"),
     ("Run.attempts, ExplainRun steps (kept per run)", f"{MAX_RUN_ATTEMPTS_KEPT} attempts (oldest dropped), {MAX_RUN_STEPS} steps (the first {RUN_STEPS_HEAD} and the latest); the rest counted", "attempts_dropped, steps_dropped"),
-    ("job_id, run_id, executor_id (requests and filters)", f"{MAX_ID_CHARS} characters", "INVALID_ARGUMENT"),
+    ("job_id, run_id, executor_id (requests and filters)", f"{MAX_ID_CHARS} characters (an executor_id: no control or bidirectional character)", "INVALID_ARGUMENT"),
     ("ListJobs.name_prefix", f"{MAX_NAME_CHARS} characters", "INVALID_ARGUMENT"),
     ("lease_id", f"{MAX_LEASE_ID_CHARS} characters", "INVALID_ARGUMENT"),
     ("page_token", f"{MAX_PAGE_TOKEN_CHARS} characters, and only a token a node of this cluster issued for the same query", "INVALID_ARGUMENT"),

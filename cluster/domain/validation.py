@@ -3,7 +3,10 @@
 ``validate_spec`` raises ``ValidationError`` (INVALID_ARGUMENT) with a message
 that names the field, the bad value and what is accepted — the payload of a
 built-in type (``shell``, ``http``) included (``cluster.domain.payloads``). Nothing invalid
-ever reaches the log, so a rejected request changes no state.
+ever reaches the log, so a rejected request changes no state. Names, queue
+and type names hold no control or bidirectional character
+(``cluster.domain.unsafe_text``): the refusal names the character and where
+it is.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from cluster.domain.errors import ValidationError
 from cluster.domain.model import After, At, Cron, Every, JobSpec, Member, RetryPolicy, Schedule
 from cluster.domain.payloads import validate_payload
 from cluster.domain.schedule import ScheduleError, validate_schedule
+from cluster.domain.unsafe_text import check_text
 
 DEFAULT_MAX_PAYLOAD_BYTES = lim.DEFAULT_MAX_PAYLOAD_BYTES
 MAX_NAME_LEN = lim.MAX_NAME_CHARS
@@ -43,6 +47,7 @@ class Limits:
 def validate_queue(queue: str) -> None:
     if not queue.strip():
         raise ValidationError("queue name is empty: give a name such as 'default'")
+    check_text("queue name", queue)
     if not _QUEUE_RE.match(queue):
         raise ValidationError(
             f"queue name {lim.shown(queue)} is not valid: use 1-128 letters, digits and the characters _ . : / -"
@@ -50,6 +55,7 @@ def validate_queue(queue: str) -> None:
 
 
 def validate_type_name(job_type: str) -> None:
+    check_text("job type", job_type)
     if not _TYPE_RE.match(job_type):
         raise ValidationError(
             f"job type {lim.shown(job_type)} is not valid: use 'shell', 'http' or a handler name of 1-128 letters, digits and _ . : / -"
@@ -137,6 +143,7 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
     """Raise ``ValidationError`` if ``spec`` may not be stored."""
     if len(spec.name) > MAX_NAME_LEN:
         raise ValidationError(f"job name is {len(spec.name)} characters long; the limit is {MAX_NAME_LEN}")
+    check_text("name", spec.name)
     validate_queue(spec.queue)
     validate_type_name(spec.type)
     if len(spec.payload) > limits.max_payload_bytes:
@@ -153,6 +160,7 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
 def validate_node_id(node_id: str) -> None:
     """A member id: it names the node's directory under data_dir, so plain characters only."""
     lim.check_chars("id", node_id, lim.MAX_NODE_ID_CHARS)
+    check_text("node id", node_id)
     if not _NODE_ID_RE.match(node_id) or node_id in (".", ".."):
         raise ValidationError(f"node id {lim.shown(node_id)} is not valid: use 1-64 characters of A-Z a-z 0-9 _ . -")
 
@@ -168,6 +176,7 @@ def validate_member(member: Member) -> None:
         if not address and not required:
             continue
         lim.check_chars(field, address, lim.MAX_ADDRESS_CHARS)
+        check_text(field, address)
         host, _, port = address.rpartition(":")
         if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValidationError(f"{field} {lim.shown(address)} is not host:port (e.g. 10.0.0.4:7001)")

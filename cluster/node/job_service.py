@@ -4,6 +4,8 @@ Each write validates its input, stamps ``now`` and proposes one command
 (with the caller's ``request_id``, if any: ``cluster.domain.request_rules``;
 while the cluster is below command format 3 the id is not sent, and a
 retried call is then not deduplicated);
+a create's idempotency key is stored under its spec's queue
+(``cluster.domain.idempotency_scope``: ``_keys_to_send``);
 each read runs after a read barrier, lists and lookups of records in a read
 transaction of the store (``ReplicatedState.read_records``: no lock that Raft
 needs). Results come back as copies of the records, so callers never hold
@@ -22,13 +24,15 @@ from cluster.domain import commands as c
 from cluster.domain import limits as lim
 from cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from cluster.domain.errors import RejectedError, ValidationError
+from cluster.domain.idempotency_scope import readable, scoped
 from cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
 from cluster.domain.records import RecordReader
-from cluster.domain.results import NotFound, ResourceExhausted
+from cluster.domain.results import AlreadyExists, NotFound, ResourceExhausted
 from cluster.domain.run_history import HISTORY_FORMAT
 from cluster.domain.schedule import explain_instant, upcoming
 from cluster.domain.spec_codec import spec_fingerprint
 from cluster.domain.state import JobStateMachine
+from cluster.domain.unsafe_text import check_text, first_unsafe
 from cluster.domain.validation import Limits, check_schedule, validate_spec
 from cluster.node.active_runs import iter_active_runs
 from cluster.node.clock import Clock
@@ -69,6 +73,18 @@ class Counts:
 def new_job_id(now_ms: int) -> str:
     """Job ids sort by creation time: 12 hex digits of milliseconds, then 8 random ones."""
     return f"j-{now_ms:012x}{os.urandom(4).hex()}"
+
+
+def _may_look_up(key: str) -> bool:
+    """A key worth looking up: one the request's checks will not refuse (those say why themselves)."""
+    return bool(key) and len(key) <= lim.MAX_IDEMPOTENCY_KEY_CHARS and first_unsafe(key) is None
+
+
+def _with_client_key(exc: RejectedError, sent_key: str) -> RejectedError:
+    """An ALREADY_EXISTS that quotes the stored (queue-scoped) key, quoting the client's key and queue instead."""
+    if not isinstance(exc.rejected, AlreadyExists) or not sent_key:
+        return exc
+    return RejectedError(AlreadyExists(readable(exc.rejected.message, sent_key)))
 
 
 def _page_size(size: int) -> int:
@@ -116,17 +132,37 @@ class JobService:
     def _rid(self, request_id: str) -> str:
         """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""
         lim.check_chars("request_id", request_id, lim.MAX_REQUEST_ID_CHARS)
+        check_text("request_id", request_id)
         if not request_id or self._store.read(lambda m: m.cluster_format, barrier=False) < c.REQUEST_ID_FORMAT:
             return ""
         return request_id
 
-    def _create_command(self, spec: JobSpec, idempotency_key: str, now: int, request_id: str = "") -> c.CreateJob:
+    def _create_command(self, spec: JobSpec, idempotency_key: str, now: int, request_id: str, sent_key: str) -> c.CreateJob:
+        """``sent_key``: what ``_keys_to_send`` made of ``idempotency_key``."""
         lim.check_chars("idempotency_key", idempotency_key, lim.MAX_IDEMPOTENCY_KEY_CHARS)
+        check_text("idempotency_key", idempotency_key)
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
         self._check_history(spec)
         rid = self._rid(request_id)
-        return c.CreateJob(now, new_job_id(now), spec, idempotency_key, spec_fingerprint(spec), self._limits.max_jobs, rid)
+        return c.CreateJob(now, new_job_id(now), spec, sent_key, spec_fingerprint(spec), self._limits.max_jobs, rid)
+
+    def _keys_to_send(self, wanted: list[tuple[str, str]]) -> list[str]:
+        """The idempotency key each ``(queue, key)`` is sent as: the key scoped to its queue; or the key as it is
+        when it was stored so before keys had queues and its job is in that queue (a create retried across the
+        upgrade finds its job). Read on this node's applied state: such keys are only ever older entries."""
+
+        def pick(m: JobStateMachine) -> list[str]:
+            out = []
+            for queue, key in wanted:
+                known = m.idempotency.get(key) if _may_look_up(key) else None
+                job = m.view.job(known[0]) if known is not None else None
+                out.append(key if job is not None and job.spec.queue == queue else scoped(queue, key))
+            return out
+
+        if not any(key for _, key in wanted):
+            return ["" for _ in wanted]
+        return self._store.read(pick, barrier=False)
 
     def _check_quota(self, count: Callable[[JobStateMachine], int], limit: int, message: str) -> None:
         """The proposer's early refusal, on this node's applied state (apply checks again, with the value
@@ -143,10 +179,14 @@ class JobService:
         )
 
     def create_job(self, spec: JobSpec, idempotency_key: str = "", request_id: str = "") -> Job:
-        cmd = self._create_command(spec, idempotency_key, self._clock.now_ms(), request_id)
+        sent = self._keys_to_send([(spec.queue, idempotency_key)])[0]
+        cmd = self._create_command(spec, idempotency_key, self._clock.now_ms(), request_id, sent)
         if not idempotency_key and not cmd.request_id:  # a retried create with a key must still find its job
             self._check_jobs_quota()
-        job = self._store.execute(cmd)
+        try:
+            job = self._store.execute(cmd)
+        except RejectedError as exc:
+            raise _with_client_key(exc, sent) from None
         assert isinstance(job, Job)
         return job
 
@@ -158,7 +198,10 @@ class JobService:
             raise ValidationError("no jobs to create: send at least one")
         lim.check_count("jobs", items, MAX_CREATE_BATCH, "split the batch")
         now = self._clock.now_ms()
-        return self._store.execute_each(items, lambda item: self._create_command(item[0], item[1], now, item[2]))
+        sent = self._keys_to_send([("", "") if isinstance(i, Exception) else (i[0].queue, i[1]) for i in items])
+        keyed = [item if isinstance(item, Exception) else (*item, key) for item, key in zip(items, sent)]
+        answers = self._store.execute_each(keyed, lambda item: self._create_command(item[0], item[1], now, item[2], item[3]))
+        return [_with_client_key(a, key) if isinstance(a, RejectedError) else a for a, key in zip(answers, sent)]
 
     def update_job(self, job_id: str, spec: JobSpec, request_id: str = "") -> Job:
         _require_id("job_id", job_id)

@@ -32,6 +32,7 @@ from cluster.domain.output import OutputKey
 from cluster.domain.output_location import OutputLocation
 from cluster.domain.results import FailedPrecondition
 from cluster.domain.state import JobStateMachine
+from cluster.domain.unsafe_text import check_text
 from cluster.domain.validation import validate_queue, validate_type_name
 from cluster.node.clock import Clock
 from cluster.node.replicated_state import ReplicatedState
@@ -68,6 +69,7 @@ def _require_executor(executor_id: str) -> None:
         raise ValidationError(
             f"executor_id is required (1-{lim.MAX_ID_CHARS} characters, got {len(executor_id)}): name the executor, e.g. host:pid"
         )
+    check_text("executor_id", executor_id)
 
 
 def _check_lease_id(lease_id: str) -> None:
@@ -209,6 +211,7 @@ class LeaseService:
     def _complete_command(self, done: Completion) -> c.CompleteRun:
         _check_lease_id(done.lease_id)
         lim.check_chars("executor_id", done.executor_id, lim.MAX_ID_CHARS)
+        check_text("executor_id", done.executor_id)
         lim.check_bytes("result", done.result, self._max_result, "store large results in the run log")
         if self._outputs is not None:
             self._outputs.check(done.log_uri)

@@ -5,19 +5,25 @@
 against that CA (and its name against the address dialled), presents the
 client certificate when given (for ``[tls] client_auth``), and adds
 ``authorization: Bearer <token>`` to every call when a token is set. Without
-a CA the channel is plaintext (a token then travels in the clear: loopback
-only, or a network you trust). A node that does not answer a connection
+a CA the channel is plaintext, and a token would travel in the clear: a
+channel with a token opens without TLS only to a loopback address (or a
+``unix:`` socket) unless ``ChannelSecurity.insecure`` says a network you
+trust carries it (``--insecure``); otherwise ``open_channel`` raises
+``PlaintextToken``, which says what to set. A node that does not answer a connection
 attempt within ``CONNECT_TIMEOUT_MS`` is UNAVAILABLE, so clients move on to
 the next node rather than time out on a dead machine.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
 import grpc
+
+from cluster.domain.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,18 @@ class ChannelSecurity:
     certificate_chain: bytes | None = None
     #: sent as ``authorization: Bearer <token>`` with every call; "" = none
     token: str = ""
+    #: send the token without TLS to an address that is not loopback (``--insecure``: a network you trust)
+    insecure: bool = False
 
     @classmethod
     def from_files(
-        cls, ca_file: str = "", cert_file: str = "", key_file: str = "", token: str = "", tls: bool = False
+        cls,
+        ca_file: str = "",
+        cert_file: str = "",
+        key_file: str = "",
+        token: str = "",
+        tls: bool = False,
+        insecure: bool = False,
     ) -> "ChannelSecurity":
         """Read the PEM files now (TLS when ``ca_file`` or ``tls`` is given); ``ValueError`` naming a
         file that cannot be read, or a certificate without its key."""
@@ -43,8 +57,40 @@ class ChannelSecurity:
         tls = tls or bool(ca_file)
         if cert_file and not tls:
             raise ValueError("a client certificate is used only over TLS: give the CA file too")
-        return cls(
-            tls, _read(ca_file, "CA file"), _read(key_file, "key file"), _read(cert_file, "certificate file"), token.strip()
+        key, chain = _read(key_file, "key file"), _read(cert_file, "certificate file")
+        return cls(tls, _read(ca_file, "CA file"), key, chain, token.strip(), insecure)
+
+
+class PlaintextToken(ConfigError):
+    """A bearer token would go in the clear to an address that is not loopback."""
+
+
+def is_local_target(address: str) -> bool:
+    """Whether a gRPC target stays on this machine: a loopback address, ``localhost``, or a ``unix:`` socket."""
+    if address.startswith("unix:"):
+        return True
+    target = address.removeprefix("dns:///").removeprefix("ipv4:").removeprefix("ipv6:")
+    host = target.rsplit(":", 1)[0].strip("[]") if ":" in target else target
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token_transport(addresses: Sequence[str], security: ChannelSecurity | None) -> None:
+    """Raise ``PlaintextToken`` if ``security`` would send its token without TLS to one of ``addresses`` that
+    is not loopback (and ``insecure`` does not allow it)."""
+    if security is None or not security.token or security.tls or security.insecure:
+        return
+    remote = [a for a in addresses if not is_local_target(a)]
+    if remote:
+        raise PlaintextToken(
+            f"refusing to send the bearer token without TLS to {', '.join(remote)}, which is not loopback: anyone "
+            "on the way could read it and act as you. Give the cluster's CA to use TLS (--ca-file, or "
+            "RAFTSCHED_CA_FILE, or ca_file in the client config), or pass --insecure if a network you trust "
+            "carries it"
         )
 
 
@@ -68,7 +114,8 @@ _CONNECT_TIMEOUT_ARG = "grpc.min_reconnect_backoff_ms"
 
 def open_channel(address: str, security: ChannelSecurity | None = None, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
     """A channel to ``address`` with ``security`` (None: plaintext, no token); a connection attempt gives up
-    after ``CONNECT_TIMEOUT_MS`` unless ``options`` say otherwise."""
+    after ``CONNECT_TIMEOUT_MS`` unless ``options`` say otherwise. ``PlaintextToken``: see the module."""
+    check_token_transport([address], security)
     args = list(options)
     if all(key != _CONNECT_TIMEOUT_ARG for key, _ in args):
         args.append((_CONNECT_TIMEOUT_ARG, CONNECT_TIMEOUT_MS))

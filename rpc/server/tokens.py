@@ -3,7 +3,7 @@
 The file holds one ``[[token]]`` table per caller::
 
     [[token]]
-    name = "alice"                      # who it is: in messages, and an executor's id prefix
+    name = "alice"                      # who it is: in messages, and an executor's id prefix (no "/")
     sha256 = "9f86d081..."              # hex SHA-256 of the secret token; the token is never stored
     roles = ["submitter"]               # reader, submitter, executor, admin
     queues = ["reports"]                # optional: the only queues it may touch
@@ -12,6 +12,11 @@ The file holds one ``[[token]]`` table per caller::
 ``TokenTable.find`` hashes the presented token and compares it with every
 entry's hash in constant time (``hmac.compare_digest``, no early exit), so
 neither the answer's timing nor a partial match tells an attacker anything.
+A name holds no ``/``: an executor token acts as executor ``<name>`` or
+``<name>/<anything>`` (``rpc.server.auth.may_act_as``), so a token named
+``ci`` would otherwise act as ``ci/prod``, another token's own name. A file
+that names one token ``ci/prod`` beside ``ci`` is refused naming both.
+
 Pure: no gRPC; the node loads the table once at start (restart to change it).
 """
 
@@ -30,7 +35,7 @@ from cluster.node.config import ConfigError, check_private_file
 ROLES = ("reader", "submitter", "executor", "admin")
 _KEYS = ("name", "sha256", "roles", "queues", "types")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -83,10 +88,13 @@ def _token(path: str, i: int, raw: object) -> Token:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a table")
     name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if isinstance(name, str) and "/" in name:
         raise ConfigError(
-            f"{where}: name must be 1-128 letters, digits or ._:@/- (starting with a letter or digit), got {name!r}"
+            f"{where}: name {name!r} holds '/': an executor token acts as its name and name/<anything>, so a '/' in a "
+            "name would let another token act as this one; use - or . instead"
         )
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"{where}: name must be 1-128 letters, digits or ._:@- (starting with a letter or digit), got {name!r}")
     where = f"{path}: [[token]] {name!r}"
     if "token" in raw or "secret" in raw:
         raise ConfigError(f"{where} holds the token itself: store only its sha256 (raftsched token create prints it)")
@@ -118,6 +126,7 @@ def parse_tokens(text: str, path: str = "tokens.toml") -> TokenTable:
     entries = raw.get("token")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: no [[token]] table: every call would be refused; add one (raftsched token create prints one)")
+    _check_prefixes(path, entries)
     tokens = [_token(path, i, e) for i, e in enumerate(entries)]
     for attr, what in (("name", "name"), ("digest", "sha256")):
         values = [getattr(t, attr) for t in tokens]
@@ -125,6 +134,18 @@ def parse_tokens(text: str, path: str = "tokens.toml") -> TokenTable:
         if dupes:
             raise ConfigError(f"{path}: tokens {', '.join(map(repr, dupes))} share one {what}; each caller needs its own")
     return TokenTable(tokens)
+
+
+def _check_prefixes(path: str, entries: list[object]) -> None:
+    """Refuse two names where one is the other + "/...": the shorter one's executor would act as the longer."""
+    names = [e["name"] for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    for name in names:
+        for other in names:
+            if other.startswith(name + "/"):
+                raise ConfigError(
+                    f"{path}: token {name!r} could act as executor {other!r}, the name of another token: "
+                    f"an executor token acts as its name and name/<anything>. Rename {other!r} (names hold no '/')"
+                )
 
 
 def load_tokens(path: str) -> TokenTable:

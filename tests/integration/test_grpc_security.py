@@ -31,6 +31,7 @@ pytestmark = pytest.mark.integration
 TOKENS = {
     "viewer": Grant(("reader",)),
     "alice": Grant(("submitter",), queues=("reports",)),
+    "bob": Grant(("submitter",), queues=("billing",)),
     "w-a": Grant(("executor",), queues=("reports",)),
     "w-b": Grant(("executor",)),
     "walker": Grant(("executor", "reader")),
@@ -132,6 +133,19 @@ def test_a_submitter_limited_to_reports(secure: LocalCluster) -> None:
         code, _ = code_of(lambda: alice.job("UpdateJob", pb.UpdateJobRequest(job_id=mine.job_id, spec=spec("default"))))
         assert code == grpc.StatusCode.PERMISSION_DENIED  # moving her job out of her queue
         assert alice.get_job(other.job_id).status == pb.JOB_STATUS_ACTIVE  # reads are not restricted
+
+
+def test_a_submitter_cannot_take_another_queues_idempotency_key(secure: LocalCluster) -> None:
+    """Keys belong to a queue: bob (billing) using alice's key first neither blocks her create nor gets her job."""
+    with client(secure, "alice") as alice, client(secure, "bob") as bob:
+        squat = bob.create_job(spec("billing", "squat"), idempotency_key="month-end-report")
+        mine = alice.create_job(spec("reports", "month-end"), idempotency_key="month-end-report")
+        assert mine.job_id != squat.job_id and mine.spec.queue == "reports"
+        assert mine.idempotency_key == "month-end-report"  # as she sent it
+        assert alice.create_job(spec("reports", "month-end"), idempotency_key="month-end-report").job_id == mine.job_id
+        code, details = code_of(lambda: alice.create_job(spec("reports", "other"), idempotency_key="month-end-report"))
+        assert code == grpc.StatusCode.ALREADY_EXISTS and "'month-end-report' (queue 'reports')" in details
+        assert bob.create_job(spec("billing", "squat"), idempotency_key="month-end-report").job_id == squat.job_id
 
 
 def _acquire(cl: Client, executor_id: str, queue: str) -> list[pb.Lease]:

@@ -12,10 +12,12 @@ from typing import Iterator
 import grpc
 import pytest
 
+from cluster.app.cli.cluster import status_text
 from cluster.app.cli.output import render, render_message, to_plain, to_yaml
 from cluster.app.cli.timefmt import UTC, local, preview_line, span_text
 from cluster.app.cli.views import JOB_VIEW, RUN_VIEW
 from cluster.app.cli.watch import format_event
+from cluster.domain.unsafe_text import UNSAFE, escape, escape_json
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc import convert as cv
 from rpc.client.errors import ClusterUnreachable, describe, unreachable
@@ -106,6 +108,64 @@ def test_messages_without_a_table_and_ids() -> None:
     assert render_message("table", s, lambda: "text", "n2") == "text"
     assert render_message("id", s, lambda: "text", "n2") == "n2"
     assert json.loads(render_message("json", s, lambda: "", "n2")) == {"leader_id": "n2"}
+
+
+#: a name stored before names were checked: clears the screen, rings, writes a title, and reverses what follows
+HOSTILE = "ok\x1b[2J\x07\x1b]0;pwned\x07\u202egnp.exe\x9b31m\nfake row"
+
+
+def _raw_controls(text: str) -> list[str]:
+    return [ch for ch in text if ch in UNSAFE and ch != "\n"]
+
+
+def test_tables_escape_control_and_bidi_characters_of_every_cell() -> None:
+    j = job()
+    j.spec.name, j.spec.queue = HOSTILE, "q\u2066"
+    for fmt in ("table", "wide"):
+        out = render(fmt, JOB_VIEW, [j])
+        assert _raw_controls(out) == [] and len(out.splitlines()) == 2  # one row: the name's newline is escaped
+        assert "ok\\x1b[2J\\x07\\x1b]0;pwned\\x07\\u202egnp.exe\\x9b31m\\nfake row" in out
+        assert "q\\u2066" in out
+    r = pb.Run(run_id="r\x1b", status=pb.RUN_STATUS_FAILED, error="boom\x1b[31m\u202e", executor_id="w\x07")
+    assert _raw_controls(render("wide", RUN_VIEW, [r])) == []
+    assert _raw_controls(render("id", RUN_VIEW, [r])) == []
+    ev = pb.RunEvent(run=r, kind="finished")
+    assert _raw_controls(format_event("wide", ev)) == [] and "\\x1b" in format_event("table", ev)
+
+
+def test_text_views_escape_what_a_node_sent_and_keep_their_own_lines() -> None:
+    s = pb.ClusterStatus(leader_id="n1")
+    out = render_message("table", s, lambda: "line one \x1b[2J\u202e\nline two", "n1")
+    assert out.splitlines() == ["line one \\x1b[2J\\u202e", "line two"]
+    s.pending_by_queue[HOSTILE] = 3  # a queue name from before names were checked
+    s.members.add(id="n1\x1b", raft_address="127.0.0.1:7001")
+    out = render_message("table", s, lambda: status_text(s), "n1")
+    assert (
+        _raw_controls(out) == [] and "\\nfake row 3" in out and not any(line.startswith("fake row") for line in out.splitlines())
+    )
+
+
+def test_json_and_yaml_stay_the_same_values_with_no_raw_control_character() -> None:
+    j = job()
+    j.spec.name = HOSTILE
+    for fmt in ("json", "jsonl"):
+        out = render(fmt, JOB_VIEW, [j])
+        assert [ch for ch in out if ch in UNSAFE and ch != "\n"] == []
+        doc = json.loads(out)
+        assert (doc["jobs"][0] if fmt == "json" else doc)["spec"]["name"] == HOSTILE
+    assert json.loads(render("json", JOB_VIEW, [j], single=True))["spec"]["name"] == HOSTILE
+    assert json.loads(format_event("json", pb.RunEvent(run=pb.Run(run_id=HOSTILE))))["run"]["run_id"] == HOSTILE
+    yaml_text = render("yaml", JOB_VIEW, [j], single=True)
+    assert _raw_controls(yaml_text) == []
+    yaml = pytest.importorskip("yaml")
+    assert yaml.safe_load(yaml_text)["spec"]["name"] == HOSTILE
+
+
+def test_escape_writes_each_unsafe_character_visibly() -> None:
+    assert escape("a\x1bb\tc\r\n\x00\x7f\x85\u200e\u2029") == "a\\x1bb\\tc\\r\\n\\x00\\x7f\\x85\\u200e\\u2029"
+    assert escape("x\ny\x1b", keep_newlines=True) == "x\ny\\x1b"
+    assert escape("plain: ünïcode 日本 🚀") == "plain: ünïcode 日本 🚀"
+    assert escape_json('{"a": "\u202e\x9b"}') == '{"a": "\\u202e\\u009b"}'
 
 
 def test_preview_lines_in_the_jobs_zone_with_utc_beside() -> None:

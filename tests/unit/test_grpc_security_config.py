@@ -15,6 +15,7 @@ from cluster.app.client_security import security_from_args
 from cluster.app.node_main import grpc_security
 from cluster.app.pki import issue, make_ca
 from cluster.node.config import ClusterConfig, ConfigError, TlsConfig, parse_config
+from rpc.client.channel import ChannelSecurity, PlaintextToken, open_channel
 from rpc.server.tls import host_warnings, server_credentials
 
 pytestmark = pytest.mark.unit
@@ -181,6 +182,47 @@ def test_client_files_are_checked(tmp_path: Path) -> None:
         security_from_args(_args(ca_file=tls.ca_file, cert_file=tls.cert_file), None, {})
     with pytest.raises(ConfigError, match="cannot read the CA file .*nope.crt"):
         security_from_args(_args(ca_file=str(tmp_path / "nope.crt")), None, {})
+
+
+def test_a_token_never_goes_in_the_clear_off_loopback(tmp_path: Path) -> None:
+    env = {"RAFTSCHED_TOKEN": "s3cret"}
+    with pytest.raises(PlaintextToken) as info:
+        security_from_args(_args(), None, env, None, ["127.0.0.1:50051", "10.0.0.1:50051", "n3.example.com:50051"])
+    message = str(info.value)
+    assert "without TLS to 10.0.0.1:50051, n3.example.com:50051, which is not loopback" in message
+    assert "--ca-file" in message and "RAFTSCHED_CA_FILE" in message and "--insecure" in message
+    assert isinstance(info.value, ConfigError)  # the command line says it and exits 2
+    for local in (["127.0.0.1:50051", "localhost:50052", "[::1]:50053"], ["unix:/run/raftsched.sock"]):
+        assert security_from_args(_args(), None, env, None, local).token == "s3cret"
+    assert security_from_args(_args(), None, {}, None, ["10.0.0.1:50051"]).token == ""  # no token: nothing to leak
+    told = security_from_args(argparse.Namespace(insecure=True), None, env, None, ["10.0.0.1:50051"])
+    assert told.insecure and told.token == "s3cret"
+    tls = _pki(tmp_path)
+    assert security_from_args(_args(ca_file=tls.ca_file), None, env, None, ["10.0.0.1:50051"]).tls
+    trusting = conf(tmp_path, "10.0.0.1:50051", AUTH, "allow_insecure_grpc = true")  # the cluster itself says so
+    assert security_from_args(_args(), trusting, env, None, ["10.0.0.1:50051"]).insecure
+
+
+def test_every_channel_refuses_a_plaintext_token_off_loopback() -> None:
+    """Clients built without the command line's flags (executors, nodes joining, programs) are held too."""
+    with pytest.raises(PlaintextToken, match="10.0.0.1:50051"):
+        open_channel("10.0.0.1:50051", ChannelSecurity(token="s3cret"))
+    open_channel("127.0.0.1:50051", ChannelSecurity(token="s3cret")).close()
+    open_channel("10.0.0.1:50051", ChannelSecurity(token="s3cret", insecure=True)).close()
+    open_channel("10.0.0.1:50051", ChannelSecurity()).close()
+
+
+def test_the_command_line_stops_before_sending_a_token_in_the_clear(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cluster.app.main import main
+
+    monkeypatch.setenv("RAFTSCHED_TOKEN", "s3cret")
+    monkeypatch.delenv("RAFTSCHED_CA_FILE", raising=False)
+    assert main(["job", "list", "--cluster", "192.0.2.1:50051"]) == 2  # TEST-NET-1: never dialled
+    err = capsys.readouterr().err
+    assert "refusing to send the bearer token without TLS to 192.0.2.1:50051" in err and "--ca-file" in err
+    assert "s3cret" not in err
 
 
 def test_raftsched_tls_makes_a_ca_and_certificates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

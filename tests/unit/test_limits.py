@@ -78,6 +78,9 @@ JOB_CALLS: list[tuple[str, Callable[[JobService], Any], str]] = [
     ("cron", lambda s: s.create_job(spec(schedule=Cron("*" * 566_000))), "cron expression is 566000 characters long; the limit is 256"),
     ("timezone", lambda s: s.create_job(spec(schedule=Cron("* * * * *", "Z" * 65))), "cron timezone is 65 characters long; the limit is 64"),
     ("idempotency key", lambda s: s.create_job(BASE, "k" * 257), "idempotency_key is 257 characters long; the limit is 256"),
+    ("idempotency key ESC", lambda s: s.create_job(BASE, "key\x1b[31m"), "idempotency_key contains U+001B (ESC) at position 3"),
+    ("request_id BEL", lambda s: s.create_job(BASE, "k", "rq-\x07"), "request_id contains U+0007 (BEL) at position 3"),
+    ("name bidi", lambda s: s.create_job(spec(name="a\u202eb")), "name contains U+202E (RIGHT-TO-LEFT OVERRIDE) at position 1"),
     ("at in year 10000", lambda s: s.create_job(spec(schedule=At(lim.MAX_INSTANT_MS + 1))), "at is after 9999-12-31"),
     ("after 2**63-1 s", lambda s: s.create_job(spec(schedule=After((2**63 - 1) * 1000))), "after is 9223372036854775807000 ms, over the limit"),
     ("every huge", lambda s: s.create_job(spec(schedule=Every(OVER_SPAN))), f"every is {OVER_SPAN} ms, over the limit"),
@@ -109,6 +112,9 @@ JOB_CALLS: list[tuple[str, Callable[[JobService], Any], str]] = [
 
 LEASE_CALLS: list[tuple[str, Callable[[LeaseService], Any], str]] = [
     ("executor_id", lambda s: s.acquire("e" * 257, ["q"], 1, 0), "executor_id is required (1-256 characters, got 257)"),
+    ("executor_id ESC", lambda s: s.acquire("w\x1b]0;x\x07", ["q"], 1, 0), "executor_id contains U+001B (ESC) at position 1"),
+    ("renew executor bidi", lambda s: s.renew("w\u2067", [("L1001", 1001)]), "executor_id contains U+2067 (RIGHT-TO-LEFT ISOLATE)"),
+    ("complete executor NUL", lambda s: s.complete(Completion("L1001", 1001, True, executor_id="w\x00")), "executor_id contains U+0000 (NUL)"),
     ("queues", lambda s: s.acquire("e", ["q"] * 101, 1, 0), "queues has 101 items; the limit is 64"),
     ("a queue", lambda s: s.acquire("e", ["q" * 129], 1, 0), "queue name"),
     ("max_runs", lambda s: s.acquire("e", ["q"], 1000, 0), "max_runs 1000 is out of range"),

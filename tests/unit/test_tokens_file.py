@@ -73,6 +73,26 @@ def test_bad_files_are_refused_naming_file_entry_and_key(text: str, match: str) 
     assert str(info.value).startswith("/etc/raftsched/tokens.toml")
 
 
+def test_a_name_with_a_slash_is_refused() -> None:
+    """An executor token acts as its name and name/<anything>: a '/' in a name would be another token's ground."""
+    with pytest.raises(ConfigError, match="name 'ci/prod' holds '/'") as info:
+        parse_tokens(_entry(name='"ci/prod"'), "tokens.toml")
+    assert "use - or . instead" in str(info.value)
+
+
+def test_a_name_that_another_token_could_act_as_is_refused_naming_both() -> None:
+    text = _entry(name='"ci"') + _entry(name='"ci/prod"', sha256=f'"{H2}"')
+    with pytest.raises(ConfigError, match="token 'ci' could act as executor 'ci/prod', the name of another token"):
+        parse_tokens(text, "tokens.toml")
+    table = parse_tokens(_entry(name='"ci"') + _entry(name='"ci-prod"', sha256=f'"{H2}"'), "tokens.toml")
+    assert [t.name for t in table.tokens] == ["ci", "ci-prod"]  # a name that only starts with another's is fine
+
+
+def test_token_create_refuses_a_name_with_a_slash() -> None:
+    with pytest.raises(ConfigError, match="holds '/'"):
+        token_entry("team/ci", "s3cret-token-value", ["executor"])
+
+
 def test_a_tokens_file_readable_by_others_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tokens.toml"
     path.write_text(_entry())

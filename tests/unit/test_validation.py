@@ -91,7 +91,7 @@ def test_payload_limit_comes_from_limits() -> None:
         (spec(queue="has space"), "queue name 'has space' is not valid"),
         (spec(queue="ünïcode"), "queue name 'ünïcode' is not valid"),
         (spec(queue="q" * 129), "queue name 'q+' is not valid: use 1-128"),
-        (spec(queue="new\nline"), "queue name 'new\\\\nline' is not valid"),
+        (spec(queue="new\nline"), "queue name contains U\\+000A \\(LF\\) at position 3"),
         (spec(type=""), "job type '' is not valid"),
         (spec(type="rm -rf"), "job type 'rm -rf' is not valid"),
         # payload
@@ -160,3 +160,39 @@ def test_validate_retry_alone() -> None:
     validate_retry(RetryPolicy())
     with pytest.raises(ValidationError, match="max_attempts"):
         validate_retry(RetryPolicy(max_attempts=-3))
+
+
+# ------------------------------------------------------------------ characters that act on a terminal
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        ("evil\x1b[2J", "U\\+001B \\(ESC\\) at position 4"),
+        ("ring\x07", "U\\+0007 \\(BEL\\) at position 4"),
+        ("nul\x00", "U\\+0000 \\(NUL\\) at position 3"),
+        ("two\nlines", "U\\+000A \\(LF\\) at position 3"),
+        ("cr\r", "U\\+000D \\(CR\\) at position 2"),
+        ("del\x7f", "U\\+007F \\(DEL\\) at position 3"),
+        ("csi\x9b31m", "U\\+009B \\(CSI\\) at position 3"),
+        ("invoice-\u202egnp.exe", "U\\+202E \\(RIGHT-TO-LEFT OVERRIDE\\) at position 8"),
+        ("a\u2066b", "U\\+2066 \\(LEFT-TO-RIGHT ISOLATE\\) at position 1"),
+        ("\u200fx", "U\\+200F \\(RIGHT-TO-LEFT MARK\\) at position 0"),
+        ("x\u061c", "U\\+061C \\(ARABIC LETTER MARK\\) at position 1"),
+    ],
+)
+def test_a_name_with_a_control_or_bidi_character_is_refused_naming_it(name: str, named: str) -> None:
+    with pytest.raises(ValidationError, match=f"^name contains {named}"):
+        validate_spec(spec(name=name))
+
+
+@pytest.mark.parametrize("name", ["nightly report", "Grüße, 日本語 & <b>", "tab-free: a/b.c (1)", "עברית", "emoji 🚀"])
+def test_printable_unicode_names_pass(name: str) -> None:
+    validate_spec(spec(name=name))
+
+
+def test_queue_and_type_names_with_control_characters_name_the_character() -> None:
+    with pytest.raises(ValidationError, match="queue name contains U\\+001B \\(ESC\\) at position 1"):
+        validate_spec(spec(queue="q\x1b"))
+    with pytest.raises(ValidationError, match="job type contains U\\+202E"):
+        validate_spec(spec(type="no\u202eop"))

@@ -11,6 +11,7 @@ import time
 
 from cluster.app.cli.args import Command, CommandFailed, parse_span_ms
 from cluster.app.cli.output import render_message, table
+from cluster.domain.unsafe_text import escape
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
 
@@ -34,7 +35,7 @@ def status_text(s: pb.ClusterStatus) -> str:
     if s.pending_by_queue:
         deepest = sorted(s.pending_by_queue.items(), key=lambda kv: (-kv[1], kv[0]))
         more = f", ... {len(deepest) - 10} more" if len(deepest) > 10 else ""
-        counts += "\npending by queue: " + ", ".join(f"{q} {n}" for q, n in deepest[:10]) + more
+        counts += "\npending by queue: " + ", ".join(f"{escape(q)} {n}" for q, n in deepest[:10]) + more
     headers = ["NODE", "ROLE", "RAFT", "GRPC", "REACHABLE", "VERSION"] + (["HTTP"] if http else [])
     return head + "\n" + counts + "\n" + table(headers, rows)
 

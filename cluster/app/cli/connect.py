@@ -26,7 +26,7 @@ DEADLINE_S = 15.0
 def connect(a: argparse.Namespace) -> Client:
     """A client for the nodes and the TLS/token settings the flags, environment or client config name."""
     found = resolve(a.cluster, a.config, os.environ)
-    security = security_from_args(a, found.cluster, os.environ, found.files)
+    security = security_from_args(a, found.cluster, os.environ, found.files, found.addresses)
     client = Client(
         found.addresses,
         deadline_s=DEADLINE_S,

@@ -17,6 +17,7 @@ import time
 
 from cluster.app.cli.output import render_message
 from cluster.app.cli.views import run_status
+from cluster.domain.unsafe_text import escape
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
 
@@ -50,7 +51,8 @@ def follow_logs(a: argparse.Namespace, client: Client) -> None:
             seen_state = state
             where = f" on {run.executor_id}" if run.executor_id and run.status == pb.RUN_STATUS_LEASED else ""
             note = f": {run.error}" if run.error and run.status != pb.RUN_STATUS_LEASED else ""
-            print(f"[run {run.run_id}: {run_status(run)}, attempt {run.attempt}{where}{note}]", file=sys.stderr, flush=True)
+            line = f"[run {run.run_id}: {run_status(run)}, attempt {run.attempt}{where}{note}]"
+            print(escape(line), file=sys.stderr, flush=True)
         terminal = run.status in TERMINAL
         out: pb.RunOutput | None = None
         if run.attempt or terminal:
@@ -65,7 +67,7 @@ def follow_logs(a: argparse.Namespace, client: Client) -> None:
             offset = max(offset, out.next_offset)
             if out.note and out.note not in notes and text_mode:
                 notes.add(out.note)
-                print(f"[{out.note}]", file=sys.stderr, flush=True)
+                print(escape(f"[{out.note}]"), file=sys.stderr, flush=True)
         more = out is not None and out.next_offset < out.size  # more than one answer carries: ask again now
         if terminal and out is not None and not more:
             text = output_notes(out)[0 if line_open else 1 :]

@@ -13,6 +13,7 @@ import grpc
 from cluster.app.cli import cluster, jobs, runs
 from cluster.app.cli.args import CommandFailed, UsageError, add_noun, common_parser
 from cluster.app.cli.connect import connect
+from cluster.domain.unsafe_text import escape
 from cluster.node.config import ConfigError
 from rpc.client.errors import describe
 
@@ -29,18 +30,23 @@ def add_client_commands(sub: Any) -> None:
         add_noun(sub, noun, help_text, commands, common)
 
 
+def _say(text: str) -> None:
+    """One error on stderr, with what a node sent escaped (``cluster.domain.unsafe_text``)."""
+    print(f"raftsched: {escape(text, keep_newlines=True)}", file=sys.stderr)
+
+
 def run(a: argparse.Namespace) -> int:
     try:
         with connect(a) as client:
             a.handler(a, client)
     except (UsageError, ConfigError) as exc:
-        print(f"raftsched: {exc}", file=sys.stderr)
+        _say(str(exc))
         return 2
     except CommandFailed as exc:
-        print(f"raftsched: {exc}", file=sys.stderr)
+        _say(str(exc))
         return 1
     except grpc.RpcError as exc:
-        print(f"raftsched: {describe(exc)}", file=sys.stderr)
+        _say(describe(exc))
         return 1
     except KeyboardInterrupt:
         return 130

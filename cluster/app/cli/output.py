@@ -11,6 +11,15 @@ JSON and YAML follow protobuf's JSON mapping with the proto's field names
 for bytes: a payload, log or result that is UTF-8 is shown as text
 (``"payload": "{\\"command\\": \\"date\\"}"``); one that is not is shown as
 base64 under the field's name plus ``_base64`` (``"payload_base64": "..."``).
+
+Nothing a node sends reaches the terminal raw (``cluster.domain.unsafe_text``):
+in ``table`` and ``wide`` every control and bidirectional character of a cell
+is shown as an escape (``\\x1b``, ``\\n``, ``\\u202e``), and so is any in the
+text of a record shown as lines (``render_message``; its own line breaks
+kept); JSON and YAML write the ones ``json.dumps`` leaves raw (DEL, C1,
+bidirectional controls) as ``\\uXXXX`` escapes, which parse to the same
+values. A run's log (``run logs``) is the program's own output and is
+written as it is.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from typing import Any, Callable, Iterable
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+
+from cluster.domain.unsafe_text import escape, escape_json
 
 # ---------------------------------------------------------------- protobuf -> plain values
 
@@ -80,7 +91,12 @@ _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 def to_yaml(value: Any, indent: int = 0) -> str:
     """YAML for JSON-shaped data (dicts, lists, strings, numbers, booleans, None)."""
-    return "\n".join(_yaml_lines(value, indent)) + "\n"
+    return escape_json("\n".join(_yaml_lines(value, indent)) + "\n")
+
+
+def to_json(value: Any, indent: int | None = None) -> str:
+    """JSON for JSON-shaped data, non-ASCII text as it is but for the characters a terminal acts on."""
+    return escape_json(json.dumps(value, indent=indent, ensure_ascii=False))
 
 
 def _scalar(value: Any) -> str:
@@ -136,6 +152,8 @@ def _inline(item: Any) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Columns under a header line; every cell on one line, its control and bidirectional characters escaped."""
+    rows = [[escape(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -169,25 +187,26 @@ def render(fmt: str, view: View, items: Iterable[Any], single: bool = False) -> 
     if fmt in ("table", "wide"):
         return view.render(items, wide=fmt == "wide")
     if fmt == "id":
-        return "\n".join(view.id(m) for m in items)
+        return "\n".join(escape(view.id(m)) for m in items)
     if fmt == "jsonl":
-        return "\n".join(json.dumps(to_plain(m), ensure_ascii=False) for m in items)
+        return "\n".join(to_json(to_plain(m)) for m in items)
     doc: Any = to_plain(items[0]) if single else {view.list_key: [to_plain(m) for m in items]}
     if fmt == "yaml":
         return to_yaml(doc).rstrip("\n")
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return to_json(doc, indent=2)
 
 
 def render_message(fmt: str, msg: Message, text: Callable[[], str], ident: str = "") -> str:
-    """A record with no table view of its own: ``text()`` for table and wide, ``ident`` for id."""
+    """A record with no table view of its own: ``text()`` for table and wide (escaped, its line breaks
+    kept), ``ident`` for id."""
     if fmt in ("table", "wide"):
-        return text()
+        return escape(text(), keep_newlines=True)
     if fmt == "id":
-        return ident
+        return escape(ident)
     plain = to_plain(msg)
     if fmt == "yaml":
         return to_yaml(plain).rstrip("\n")
-    return json.dumps(plain, indent=None if fmt == "jsonl" else 2, ensure_ascii=False)
+    return to_json(plain, indent=None if fmt == "jsonl" else 2)
 
 
 def encode_bytes(data: bytes) -> str:

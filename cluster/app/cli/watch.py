@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import sys
 import threading
 from typing import Any, Iterator
 
 from cluster.app.cli.connect import UNREACHABLE_AFTER_S
-from cluster.app.cli.output import to_plain, to_yaml
+from cluster.app.cli.output import to_json, to_plain, to_yaml
 from cluster.app.cli.timefmt import local, local_zone_text, ts_ms
 from cluster.app.cli.views import run_note, run_status
+from cluster.domain.unsafe_text import escape
 from protos.raftsched.v1 import scheduler_pb2 as pb
 from rpc.client.client import Client
 from rpc.client.watch import RunFollower
@@ -50,6 +50,7 @@ def header(a: argparse.Namespace) -> str:
 
 
 def _row(cells: list[str]) -> str:
+    cells = [escape(c) for c in cells]
     padded = [c.ljust(w) for c, w in zip(cells, _WIDTHS)] + cells[len(_WIDTHS) :]
     return "  ".join(padded).rstrip()
 
@@ -78,7 +79,7 @@ def format_event(fmt: str, ev: pb.RunEvent) -> str:
         return ev.run.run_id
     if fmt == "yaml":
         return "---\n" + to_yaml(to_plain(ev)).rstrip("\n")
-    return json.dumps(to_plain(ev), ensure_ascii=False)
+    return to_json(to_plain(ev))
 
 
 def watch(a: argparse.Namespace, client: Client) -> None:
