@@ -15,7 +15,9 @@ its source):
 * ``commandsWaitLeader=False``: with no known leader a proposal fails at
   once (MISSING_LEADER) instead of waiting forever.
 * Apply and callbacks run on the single tick thread; ``apply_entry`` never
-  raises (a raise would be retried forever on every replica).
+  raises (a raise would be retried forever on every replica) but to hold
+  an entry back: pysyncobj's ``__applyLogEntries`` is replaced by
+  ``raft.apply_hold.apply_committed`` (see below).
 * Leadership is a hint: ``is_leader`` may be true on two nodes for a while.
   Anything that must be decided by one leader is a committed command.
 * ``conf.bindAddress``: without it pysyncobj listens on every interface
@@ -31,10 +33,28 @@ its source):
   it loads the snapshot (plain address strings would make it count itself as
   a peer).
 * A state machine that raises an exception marked ``stops_replica = True``
-  (a command this code does not understand; a state store that cannot
-  write) stops the process with its ``exit_code`` (default
-  ``EXIT_UNSUPPORTED_COMMAND``) before anything after it is applied:
-  skipping the entry would let this replica diverge from the others.
+  (a command this code does not understand) stops the process with its
+  ``exit_code`` (default ``EXIT_UNSUPPORTED_COMMAND``) before anything after
+  it is applied: skipping the entry would let this replica diverge from the
+  others.
+* A store that cannot write (a full or failing disk, a full map: the
+  exception carries ``storage_problem``, the words for the node's health)
+  holds the entry back instead (``raft.apply_hold``): nothing after it is
+  applied and nobody is answered for it until it is stored. If the store
+  kept the entry's writes (``kept``) only its commit is tried again, every
+  ``RETRY_EVERY_S``; otherwise the machine is rolled back to what its store
+  holds (``rollback``) and the entry is applied again at the next try.
+  Reads go on serving the state as of the last entry stored.
+* A disk that refuses writes — the Raft log's (``LmdbJournal.durable``,
+  ``raft.pysyncobj_patches``: nothing that depends on the log leaves) or the
+  state's — is one ``DiskTrouble`` (``raft.disk_trouble``), told to the
+  layer above through ``on_storage``. While it stands this replica never
+  campaigns (``RaftMembership.hold_elections``), refuses proposals at once
+  (``DISK_TROUBLE``, naming the disk), and, leading, steps down in the same
+  tick, as pysyncobj's own fallback does (``__setState(FOLLOWER)``, no
+  leader): a leader whose log is not on disk must not count itself towards a
+  majority at the next tick. The others elect a fit leader within an
+  election timeout.
 * The state machine keeps its state in a store of its own and commits each
   entry there with the entry's index (``commit``): an entry at or below its
   ``committed_index`` is already in it (a restart replays the log from the
@@ -64,20 +84,25 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Protocol
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
-from pysyncobj.journal import Journal
 from pysyncobj.node import TCPNode
+from pysyncobj.syncobj import _RAFT_STATE
 
-from raft import batching, pysyncobj_patches
-from raft.errors import RaftError
-from raft.lmdb_journal import MAP_SIZE, LmdbJournal
+from raft import batching, disk_trouble, proposal_errors, pysyncobj_patches
+from raft.apply_hold import ApplyHold, EntryHeld, apply_committed
+from raft.disk_trouble import LOG, STATE, DiskTrouble
+from raft.lmdb_journal import LmdbJournal
 from raft.membership import RaftMembership
+from raft.peer_probe import DISK as DISK_REPORT
 from raft.peer_probe import PeerProbes
+from raft.proposal_errors import DISK_TROUBLE, LOG_FULL, STATE_FULL, ProposalError, log_full_message
+from raft.settings import RaftSettings, build_conf
 from raft.snapshot_file import SnapshotFile, check_body, open_body, read_snapshot
 from raft.snapshotter import Snapshotter, StateCopy
+
+__all__ = ["ProposalError", "RaftNode", "RaftSettings", "StateMachine", "build_conf"]
 
 log = logging.getLogger("raftsched.raft")
 
@@ -95,7 +120,11 @@ class StateMachine(Protocol):
       batch: ``raft.batching``), so ``(index, pos)`` names a command; an
       entry at or below ``committed_index`` is skipped (answer None).
     * ``commit()`` after the last command of an entry: the entry and its
-      index are one unit in the machine's store.
+      index are one unit in the machine's store. It (or ``apply``) raises an
+      exception with ``storage_problem`` (and ``kept``) when the store cannot
+      take the entry now (see the module docstring).
+    * ``rollback()``: drop what the entry being applied changed; the machine
+      is again what its store holds (``committed_index``).
     * ``open_copy()`` (tick thread, between entries): the state at
       ``committed_index``, to be written by another thread.
     * ``install(source, size)``: replace the state with ``size`` bytes of a
@@ -111,6 +140,8 @@ class StateMachine(Protocol):
 
     def commit(self) -> None: ...
 
+    def rollback(self) -> None: ...
+
     def open_copy(self) -> StateCopy: ...
 
     def install(self, source: BinaryIO, size: int) -> None: ...
@@ -122,136 +153,14 @@ class StateMachine(Protocol):
     def full_message(self) -> str: ...
 
 
-class ProposalError(RaftError):
-    """A proposal did not (visibly) commit. ``reason`` is a FAIL_REASON name or 'TIMEOUT'."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
 #: how long the leader keeps the log after a dump it sent, waiting for the follower to install it and answer
 INSTALL_GRACE_S = 300.0
 #: how often applying entries restarts a follower's election timer (``RaftNode._still_hearing_the_leader``)
 ELECTION_NUDGE_S = 0.1
-#: our own fail reasons: the Raft log (LMDB map) of this node or of the leader has no room; the state has none
-LOG_FULL = 100
-STATE_FULL = 101
-_REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
-_REASONS[LOG_FULL] = "LOG_FULL"
-_REASONS[STATE_FULL] = "STATE_FULL"
-
-_MESSAGES = {
-    "MISSING_LEADER": "no Raft leader is known right now (an election may be under way); retry shortly",
-    "NOT_LEADER": "the node the command was forwarded to is no longer the leader; retry",
-    "LEADER_CHANGED": "the leader changed before the command committed; retry",
-    "DISCARDED": "the command was overwritten by a new leader's log and did not commit; retry",
-    "QUEUE_FULL": "the node's command queue is full; retry with backoff",
-    "REQUEST_DENIED": "the leader refused the command",
-    "UNKNOWN_OUTCOME": "the command's outcome is unknown; it may or may not have committed",
-    "NOT_SENT": "the command could not be proposed in time (this node is overloaded or cannot reach Raft); it did not commit: retry",
-    "TIMEOUT": (
-        "the command did not commit in time (no leader or no quorum?); it may still commit later: "
-        "retry (with the same idempotency key, so a retry cannot act twice)"
-    ),
-}
-
-
-@dataclass(frozen=True)
-class RaftSettings:
-    """Where this replica listens and whom it talks to, and its tuning."""
-
-    self_address: str
-    peer_addresses: tuple[str, ...]
-    #: where the Raft port listens (``host:port``); None = ``self_address``, never every interface
-    listen_address: str | None = None
-    #: the Raft log: an LMDB environment directory (``raft.lmdb``); None keeps it in memory only
-    journal_file: str | None = None
-    #: fsync the log, term and vote before anything depends on them (survives power loss); False only
-    #: hands them to the OS (survives SIGKILL)
-    journal_fsync: bool = True
-    #: the log's LMDB map size: the most the log may hold
-    journal_map_size: int = MAP_SIZE
-    dump_file: str | None = None
-    #: snapshot writers given the same lock file write one at a time (``raft.snapshot_turns``); None: no turns
-    snapshot_turn_lock: str | None = None
-    password: str | None = None
-    #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here
-    append_entries_period: float = 0.01
-    auto_tick_period: float = 0.005
-    raft_min_timeout: float = 0.8
-    raft_max_timeout: float = 1.6
-    leader_fallback_timeout: float = 2.0
-    connection_retry_time: float = 0.5
-    connection_timeout: float = 3.5
-    log_compaction_min_entries: int = 200_000
-    log_compaction_min_time: float = 600.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-Serializer = Callable[[str, Any], None]
-Deserializer = Callable[[str], Any]
-
-
-def build_conf(
-    s: RaftSettings,
-    on_state_changed: Callable[[int, int], None] | None,
-    serializer: Serializer | None,
-    deserializer: Deserializer | None,
-    journal: Journal | None = None,
-    checker: Callable[[], int] | None = None,
-) -> SyncObjConf:
-    """The one place raftsched settings become a ``SyncObjConf``.
-
-    ``journal`` (an open ``LmdbJournal``) rides in ``journalFile``: our
-    ``createJournal`` hook hands it to pysyncobj as it is. Installs the
-    pysyncobj patches, which such a conf relies on.
-    """
-    pysyncobj_patches.install()
-    kwargs: dict[str, Any] = dict(
-        password=s.password,
-        bindAddress=_bind_address(s.listen_address or s.self_address),
-        autoTickPeriod=s.auto_tick_period,
-        appendEntriesPeriod=s.append_entries_period,
-        raftMinTimeout=s.raft_min_timeout,
-        raftMaxTimeout=s.raft_max_timeout,
-        leaderFallbackTimeout=s.leader_fallback_timeout,
-        connectionRetryTime=s.connection_retry_time,
-        connectionTimeout=max(s.connection_timeout, s.raft_max_timeout),
-        commandsWaitLeader=False,
-        dynamicMembershipChange=True,
-        logCompactionMinEntries=s.log_compaction_min_entries,
-        logCompactionMinTime=s.log_compaction_min_time,
-        journalFile=journal if journal is not None else s.journal_file,
-        fullDumpFile=s.dump_file,
-        onStateChanged=on_state_changed,
-        appendEntriesBatchSizeBytes=2**18,
-        sendBufferSize=2**20,
-        recvBufferSize=2**20,
-        serializer=serializer,
-        deserializer=deserializer,
-        serializeChecker=checker,
-    )
-    kwargs.update(s.extra)
-    return SyncObjConf(**kwargs)
-
-
-def _bind_address(address: str) -> str:
-    """``host:port`` as pysyncobj's server wants it: an IPv6 host without brackets."""
-    host, port = address.rsplit(":", 1)
-    return f"{host.strip('[]')}:{port}"
-
-
-def log_full_message(map_size: int) -> str:
-    return (
-        f"the Raft log is full: its LMDB map ([raft] max_log_bytes = {map_size} bytes, {map_size / (1 << 20):.0f} MiB) "
-        "has no room for this command on this node or on the leader; nothing was written. Raise [raft] max_log_bytes "
-        "on every node and restart them one at a time (or snapshot sooner: [raft] snapshot_min_entries)"
-    )
 
 
 def _stop_replica(index: int, exc: Exception) -> None:
-    """The state machine cannot go on (an entry it does not understand, a store that cannot write): stop now,
+    """The state machine cannot go on (an entry it does not understand, a store it cannot roll back): stop now,
     applying nothing after entry ``index`` (the process exits with the exception's ``exit_code``)."""
     code = int(getattr(exc, "exit_code", EXIT_UNSUPPORTED_COMMAND))
     if code == EXIT_UNSUPPORTED_COMMAND:
@@ -283,8 +192,16 @@ class _Replica(SyncObj):
     def apply_entry(self, data: bytes) -> Any:
         return self._owner._apply(data, self.raftLastApplied + 1)
 
+    def _SyncObj__applyLogEntries(self) -> bool:  # pysyncobj's private name: see raft.apply_hold
+        return apply_committed(self, self._owner._hold)
+
     def _applyCommand(self, command: bytes, callback: Any, commandType: Any = None) -> None:
         owner = self._owner
+        problem = owner._disk.problem()
+        if problem is not None:
+            owner._refuse_loudly(problem)
+            self._SyncObj__callErrCallback(DISK_TROUBLE, callback)
+            return
         journal = owner._journal
         if journal is not None and not journal.has_room(len(command)):
             owner._refuse_loudly(log_full_message(journal.map_size))
@@ -317,6 +234,10 @@ class RaftNode:
         self._loaded_snapshot_index = 0
         self._startup: tuple[tuple[int, int, int], SnapshotFile] | None = None
         self._refused_logged = 0.0
+        #: what keeps this replica from writing its disk (``raft.disk_trouble``), and the entry it holds back
+        self._disk = DiskTrouble()
+        self._hold = ApplyHold()
+        self._stopping = False
         keep_from = None
         if settings.dump_file is not None and os.path.exists(settings.dump_file):
             snap = read_snapshot(settings.dump_file)  # fail fast on a bad file
@@ -328,6 +249,7 @@ class RaftNode:
         journal = None
         if settings.journal_file is not None:
             journal = LmdbJournal(settings.journal_file, settings.journal_fsync, keep_from, settings.journal_map_size)
+            journal.on_trouble = lambda problem: self._disk.set(LOG, problem)
         self._journal = journal
         self._snapshotter = (
             Snapshotter(settings.dump_file, machine.open_copy, settings.snapshot_turn_lock) if settings.dump_file else None
@@ -344,6 +266,7 @@ class RaftNode:
         self._nudged = 0.0  # the last time applying entries restarted the election timer
         #: keepalives, clock offsets and what each node says of itself, over the Raft links (``raft.peer_probe``)
         self.peer_probes = PeerProbes()
+        self.peer_probes.own = self._disk_report
         self._replica = _Replica(self, settings, conf)
         self._replica._SyncObj__transport._raftsched_probes = self.peer_probes
         if self._snapshotter is not None:
@@ -351,6 +274,34 @@ class RaftNode:
         self._batcher = batching.GroupCommitter(self.propose_async)
         #: pysyncobj's dynamic membership, leadership transfer and election hold (``raft.membership``)
         self.membership = RaftMembership(self._replica, settings.raft_min_timeout)
+        self._disk_held = False
+        self._replica.addOnTickCallback(self._watch_disk)
+
+    # ---------------------------------------------------------- a disk that refuses writes
+
+    def on_storage(self, hook: Callable[[str | None], None]) -> None:
+        """Call ``hook(problem)`` now and whenever what keeps this node from writing its disk changes (``problem``:
+        ``raft.disk_trouble``'s words, None once it writes again); on the tick thread (keep it short)."""
+        self._disk.on_change(hook)
+
+    def _disk_report(self) -> dict[str, Any]:
+        problem = self._disk.problem()
+        return {DISK_REPORT: problem} if problem else {}
+
+    def storage_problem(self) -> str | None:
+        """Why this node cannot write its disk now (any thread); None while it can."""
+        return self._disk.problem()
+
+    def _watch_disk(self) -> None:
+        """Tick thread, after every tick's commit: while the disk refuses writes, hold elections and step down."""
+        trouble = self._disk.problem() is not None
+        if trouble != self._disk_held:
+            self._disk_held = trouble
+            self.membership.hold_elections(trouble, "disk")
+        if trouble and self._replica._isLeader():
+            log.warning("stepping down: %s", self._disk.problem())
+            self._replica._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+            self._replica._SyncObj__raftLeader = None
 
     def _refuse_loudly(self, message: str) -> None:
         now = time.monotonic()
@@ -386,6 +337,27 @@ class RaftNode:
                     self._machine.install(body, snap.body_size)
         log.info("loaded the state of snapshot %s (index %d) in %.2f s", path, snap.index, time.monotonic() - started)
 
+    def _install(self, path: str, snap: SnapshotFile) -> None:
+        """A snapshot received from the leader replaces the state (tick thread). While the disk refuses the copy, it is
+        tried again every ``RETRY_EVERY_S``, the tick thread waiting: pysyncobj answers the leader once this returns,
+        and the answer says the log and state start at the snapshot. An entry held back goes with the old state."""
+        while True:
+            try:
+                self._load(path, snap)
+                break
+            except Exception as exc:
+                problem = getattr(exc, "storage_problem", "")
+                if not problem:
+                    raise
+                self._disk.set(STATE, problem)
+            if self._stopping:
+                log.warning("stopping before the snapshot from the leader could be installed; the next start installs it")
+                logging.shutdown()
+                os._exit(0)
+            time.sleep(disk_trouble.RETRY_EVERY_S)
+        self._hold.release()
+        self._disk.set(STATE, None)
+
     def _followers_behind(self, index: int) -> bool:
         """Tick thread, on the leader: whether a connected follower's log matches below ``index``, the dump is being
         sent to one, or one was sent it lately and has not answered past ``index`` yet (pysyncobj's
@@ -394,7 +366,10 @@ class RaftNode:
         The last: a follower installing a large snapshot answers nothing until it is done (ten seconds at ten
         million jobs), so the leader drops its connection meanwhile; without the wait the leader would compact
         the entries after the dump it sent, and send the whole state again when the follower came back — over
-        and over while each transfer and install outlasted the next snapshot (seen with the backlog run)."""
+        and over while each transfer and install outlasted the next snapshot (seen with the backlog run).
+
+        A connected follower that says it cannot write its disk (``PeerProbes.disk_stuck``) is not waited for: it
+        takes nothing until room returns, and the leader's own log would grow meanwhile."""
         replica = self._replica
         if not replica._isLeader():
             return False
@@ -404,7 +379,12 @@ class RaftNode:
         matched = replica._SyncObj__raftMatchIndex
         if any(matched.get(node, 0) < index for node in pysyncobj_patches.dump_sent_within(serializer, INSTALL_GRACE_S)):
             return True
-        return any(matched.get(node, 0) < index for node in replica._SyncObj__connectedNodes if node in matched)
+        connected = replica._SyncObj__connectedNodes
+        return any(matched.get(node, 0) < index and not self._disk_stuck(node) for node in connected if node in matched)
+
+    def _disk_stuck(self, node: Any) -> bool:
+        probes = getattr(self, "peer_probes", None)  # made after the replica, whose tick thread may come first
+        return probes is not None and probes.disk_stuck(str(getattr(node, "id", node)))
 
     def _deserialize(self, path: str) -> Any:
         """pysyncobj's deserializer (tick thread): at start, the snapshot's metadata (``_catch_up`` already made the
@@ -417,7 +397,7 @@ class RaftNode:
                 snap = read_snapshot(path)
                 if self._snapshotter is not None:
                     self._snapshotter.abandon()  # it would describe a state this node no longer has
-                self._load(path, snap)
+                self._install(path, snap)
                 self.membership.restart_election_timer()
         except Exception as exc:  # pysyncobj would swallow this and run on with a wrong state
             if getattr(exc, "stops_replica", False):  # e.g. the state of a cluster on a newer command format
@@ -432,19 +412,15 @@ class RaftNode:
 
     def _apply(self, data: bytes, index: int) -> Any:
         with self._lock:
-            if batching.is_batch(data):
-                try:
-                    commands = batching.unpack(data)
-                except batching.BatchFormatError as exc:
-                    log.error("entry %d is a damaged batch (%s); it is skipped", index, exc)
-                    commands = []
-                result: Any = [self._apply_one(cmd, index, pos) for pos, cmd in enumerate(commands)]
-            else:
-                result = self._apply_one(data, index, 0)
+            kept = self._hold.kept(index)
+            result = kept.result if kept is not None else self._apply_commands(data, index)
             try:
                 self._machine.commit()
             except Exception as exc:  # the entry is not in the store: nothing may follow it
-                _stop_replica(index, exc)
+                self._hold_back(index, result, exc)
+        if self._hold.held is not None:
+            self._hold.release()
+            self._disk.set(STATE, None)
         if self._after_apply is not None:
             try:
                 self._after_apply()
@@ -452,6 +428,35 @@ class RaftNode:
                 log.exception("after-apply hook failed")
         self._still_hearing_the_leader()
         return result
+
+    def _apply_commands(self, data: bytes, index: int) -> Any:
+        if not batching.is_batch(data):
+            return self._apply_one(data, index, 0)
+        try:
+            commands = batching.unpack(data)
+        except batching.BatchFormatError as exc:
+            log.error("entry %d is a damaged batch (%s); it is skipped", index, exc)
+            commands = []
+        return [self._apply_one(cmd, index, pos) for pos, cmd in enumerate(commands)]
+
+    def _hold_back(self, index: int, result: Any, exc: Exception) -> None:
+        """The store refused entry ``index`` (``exc``): hold it (``raft.apply_hold``) and raise ``EntryHeld`` — or stop
+        the replica if the failure is not the disk's. Tick thread, under the lock."""
+        problem = getattr(exc, "storage_problem", "")
+        if not problem:
+            _stop_replica(index, exc)
+        kept = bool(getattr(exc, "kept", False))
+        if not kept:
+            try:
+                self._machine.rollback()
+            except Exception as failed:  # the machine no longer knows what it holds: it cannot go on
+                _stop_replica(index, failed)
+        first = self._hold.held is None
+        self._hold.hold(index, result, kept)
+        self._disk.set(STATE, problem)
+        if first:
+            log.warning("entry %d is held until the state can store it (tried every %g s)", index, disk_trouble.RETRY_EVERY_S)
+        raise EntryHeld(problem)
 
     def _still_hearing_the_leader(self) -> None:
         """Tick thread, after each entry applied: a follower busy applying what its leader sent it has heard
@@ -475,6 +480,8 @@ class RaftNode:
         try:
             return self._machine.apply(data, index, pos)
         except Exception as exc:  # never let pysyncobj retry an entry forever
+            if getattr(exc, "storage_problem", ""):
+                self._hold_back(index, None, exc)
             if getattr(exc, "stops_replica", False):
                 _stop_replica(index, exc)
             log.exception("state machine raised on entry %d (command %d); the command is skipped", index, pos)
@@ -506,18 +513,15 @@ class RaftNode:
         out: list[Any] = []
         for answer in self._batcher.submit_many(proposals, timeout):
             if isinstance(answer, batching.Timeout):
-                out.append(ProposalError("TIMEOUT", _MESSAGES["TIMEOUT" if answer.proposed else "NOT_SENT"]))
+                out.append(proposal_errors.timed_out(answer.proposed))
                 continue
             result, error = answer
             if error != FAIL_REASON.SUCCESS:
-                reason = _REASONS.get(error, "NOT_SENT" if error == -1 else str(error))
-                if reason == "LOG_FULL":
-                    message = log_full_message(self.settings.journal_map_size)
-                elif reason == "STATE_FULL":
-                    message = self._machine.full_message()
-                else:
-                    message = _MESSAGES.get(reason, f"the command failed: {reason}")
-                out.append(ProposalError(reason, message))
+                out.append(
+                    proposal_errors.failed(
+                        error, self.settings.journal_map_size, self._machine.full_message, self._disk.problem()
+                    )
+                )
             else:
                 out.append(result)
         return out
@@ -583,6 +587,7 @@ class RaftNode:
 
     def stop(self) -> None:
         """Stop Raft and wait for its tick thread (and a snapshot being written): the state is then left alone."""
+        self._stopping = True
         self._replica.destroy()
         thread = getattr(self._replica, "_SyncObj__thread", None)
         if thread is not None and thread is not threading.current_thread():

@@ -30,7 +30,26 @@ middle leaves only a prefix of the entries after the snapshot). Here:
   it is hit: ``has_room`` answers proposers (from any thread), ``add`` raises
   ``LogFullError`` without touching the transaction, and if LMDB itself
   reports MAP_FULL the transaction is rebuilt from its recorded changes, so
-  what pysyncobj already wrote stays written;
+  what pysyncobj already wrote stays written. A map too full for the entries
+  a leader sends is a ``problem`` (``on_trouble``) until a snapshot compacts
+  the log;
+* a commit the disk refuses (a full disk, an I/O error, a full map) is not
+  retried in place and not trusted: LMDB aborted its transaction and the
+  file still holds the last commit (LMDB writes the new meta page last, and
+  only after the data pages are synced; a meta page it failed to write makes
+  it refuse the environment until it is opened again). The log keeps every
+  change it recorded since that commit, opens the environment again (except
+  after MAP_FULL) and checks that the file holds the log it last committed
+  (a log that does not is damaged: ``JournalError``), then redoes the
+  changes in a fresh transaction, which pysyncobj's reads and writes go on
+  using. ``durable`` is False until a later commit of all of them succeeds,
+  tried at most every ``RETRY_EVERY_S`` (``raft.disk_trouble``) by the next
+  ``commit``; ``on_trouble`` hears the problem's words and, once a commit
+  succeeds again, None. Meanwhile nothing that depends on the log may leave
+  the node (``raft.pysyncobj_patches``). On any thread but the one bound
+  with ``bind_thread`` (pysyncobj's constructor, say) a failed commit
+  raises ``JournalError`` instead: a node that cannot write its log when it
+  starts does not start;
 * the directory is ``0700``, its files ``0600``, and the directory is made
   durable in its parent when it is created;
 * On open, entries before the snapshot's previous entry are dropped, so
@@ -55,6 +74,7 @@ from typing import Any, Callable, Iterator
 import lmdb
 from pysyncobj.journal import Journal
 
+from raft import disk_trouble
 from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
 from raft.errors import RaftError
 from raft.lmdb_check import lmdb_short_by
@@ -66,6 +86,18 @@ MAP_SIZE = 8 << 30
 _KEY = struct.Struct(">Q")
 _TERM = struct.Struct(">Q")
 Entry = tuple[bytes, int, int]
+
+
+#: what to do about a full map (the node resumes by itself once a snapshot compacts the log)
+_MAP_ADVICE = (
+    "raise [raft] max_log_bytes on every node and restart them one at a time, or snapshot sooner "
+    "([raft] snapshot_min_entries); the node resumes by itself once a snapshot compacts the log"
+)
+
+
+def _same_log(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two (first, one past the last) index ranges name the same log (every empty log is the same)."""
+    return a == b or (a[0] >= a[1] and b[0] >= b[1])
 
 
 class JournalError(RaftError):
@@ -144,44 +176,65 @@ class LmdbJournal(Journal):
     def __init__(self, path: str, sync: bool = True, keep_from_index: int | None = None, map_size: int = MAP_SIZE) -> None:
         self._path = path
         self.map_size = map_size
+        self._sync = sync
         _probe(path)  # read-only first: a damaged log is reported, never grown or rewritten
         created = make_private_dir(path)
-        try:
-            self._env = lmdb.open(
-                path, subdir=True, map_size=map_size, max_dbs=4, sync=sync, metasync=sync, readahead=False, mode=FILE_MODE
-            )
-        except lmdb.Error as exc:
-            raise JournalError(
-                f"cannot open the Raft log {path}: {exc}; if it is damaged, move it away to rebuild this node from its peers"
-            ) from exc
+        self._env = self._open_env()
         self._txn: Any = None  # the open write transaction: every change since the last commit
         self._group_thread: int | None = None  # the thread whose changes wait for ``commit``
         self._txn_thread: int | None = None  # the thread that began the open transaction
-        self._ops: list[_Op] = []  # those changes, to rebuild the transaction after a MAP_FULL
+        self._ops: list[_Op] = []  # those changes, to redo them in a new transaction (MAP_FULL, a failed commit)
         self._pending_bytes = 0
+        self._room = map_size  # measured once the log is open
+        self._refused_bytes = 0  # the entry ``add`` refused last for want of room (0: the last one fitted)
         self._full = False
         self._freed = False
+        #: why the last commit failed (the disk's words), None while every change is committed or being gathered
+        self._trouble: str | None = None
+        self._told: str | None = None  # the problem ``on_trouble`` heard last
+        self._retry_at = 0.0
         #: called on the committing thread with the seconds each commit took (the metrics; keep it short)
         self.on_commit: Callable[[float], None] | None = None
+        #: called on the tick thread with ``problem`` whenever it changes (keep it short)
+        self.on_trouble: Callable[[str | None], None] | None = None
         self._psize = int(self._env.stat()["psize"])
         try:
-            self._log = self._env.open_db(b"log")
-            self._meta_db = self._env.open_db(b"meta")
-            self._meta = self._load_meta()
+            self._open_dbs()
             self._first, self._next = self._bounds()
+            self._committed = (self._first, self._next)  # the log the file holds (checked after a failed commit)
+            self._meta = self._load_meta()
+            if keep_from_index is not None and self._first < keep_from_index < self._next:
+                self._delete_range(self._first, keep_from_index)
+                self._first = keep_from_index
+            self._dirty_commit = False
+            self.commit()
         except lmdb.Error as exc:
             self._env.close()
             raise JournalError(
                 f"the Raft log {path} is damaged ({exc}); move it away to rebuild this node from its peers"
             ) from exc
-        if keep_from_index is not None and self._first < keep_from_index < self._next:
-            self._delete_range(self._first, keep_from_index)
-            self._first = keep_from_index
-        self._dirty_commit = False
-        self.commit()
+        except JournalError:
+            self._abandon_txn()
+            self._env.close()
+            raise
         if created:
             fsync_dir(path)  # data.mdb and lock.mdb are in the directory for good
         self._room = self._measure_room()
+
+    def _open_env(self) -> Any:
+        try:
+            return lmdb.open(
+                self._path, subdir=True, map_size=self.map_size, max_dbs=4, sync=self._sync, metasync=self._sync,
+                readahead=False, mode=FILE_MODE,
+            )  # fmt: skip
+        except lmdb.Error as exc:
+            raise JournalError(
+                f"cannot open the Raft log {self._path}: {exc}; if it is damaged, move it away to rebuild this node from its peers"
+            ) from exc
+
+    def _open_dbs(self) -> None:
+        self._log = self._env.open_db(b"log")
+        self._meta_db = self._env.open_db(b"meta")
 
     # ---------------------------------------------------------- on-disk checks
 
@@ -228,54 +281,142 @@ class LmdbJournal(Journal):
 
     def _write(self, op: _Op) -> None:
         if self._txn is None:
-            self._txn = self._env.begin(write=True)
-            self._txn_thread = threading.get_ident()
+            self._begin()
         elif self._txn_thread != threading.get_ident():
             raise RuntimeError(f"the Raft log {self._path} was written by two threads at once; only the tick thread may")
         try:
             op(self._txn)
         except lmdb.MapFullError:
-            self._rebuild()
+            self._full = True
+            self._txn.abort()
+            self._begin()  # LMDB's transaction is unusable after MAP_FULL: the changes it held, in a new one
+            self._tell()
             raise LogFullError(self._full_message()) from None
         self._ops.append(op)
         if threading.get_ident() != self._group_thread:
             self.commit()
 
+    def _begin(self) -> None:
+        """A new write transaction on this thread, holding every change recorded since the last commit."""
+        self._txn = self._env.begin(write=True)
+        self._txn_thread = threading.get_ident()
+        for op in self._ops:
+            op(self._txn)
+
     def bind_thread(self) -> None:
         """Group the calling thread's changes until ``commit`` (pysyncobj's tick thread calls this every tick)."""
         self._group_thread = threading.get_ident()
 
-    def _rebuild(self) -> None:
-        """After MAP_FULL LMDB's transaction is unusable: redo every change it held in a new one."""
-        self._full = True
-        self._txn.abort()
-        self._txn = self._env.begin(write=True)
-        for op in self._ops:
-            op(self._txn)
+    @property
+    def durable(self) -> bool:
+        """Whether every change made before the last ``commit`` is committed (see the module docstring)."""
+        return self._trouble is None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the log cannot take writes now: a commit the disk refused (``trouble``), or a map too full for the
+        entries a leader sends; None while it can."""
+        if self._trouble is not None:
+            return self._trouble
+        if self._map_full():
+            return disk_trouble.full_words(self._path, self._map_words(), _MAP_ADVICE)
+        return None
+
+    def _map_full(self) -> bool:
+        return self._full or self._room - self._pending_bytes - self._refused_bytes < self.map_size // 32
+
+    def _tell(self) -> None:
+        problem = self.problem
+        if problem != self._told:
+            self._told = problem
+            if self.on_trouble is not None:
+                self.on_trouble(problem)
+
+    @property
+    def unwritten_bytes(self) -> int:
+        """Bytes of entries added since the last commit that succeeded (any thread)."""
+        return self._pending_bytes
+
+    @property
+    def trouble(self) -> str | None:
+        """Why the log is not durable now (``raft.disk_trouble``'s words), None while it is."""
+        return self._trouble
 
     def commit(self) -> None:
-        """End the write transaction: durable with ``sync``, else handed to the OS. Raises ``LogFullError``.
+        """End the write transaction: durable with ``sync``, else handed to the OS.
 
-        Only the thread that began the transaction can end it (LMDB's rule); on any other it does nothing."""
+        Only the thread that began the transaction can end it (LMDB's rule); on any other it does nothing. A commit
+        that fails is kept and tried again from ``RETRY_EVERY_S`` later, by the next call (see ``durable``)."""
+        if self._txn is None and self._ops and self._trouble is not None:
+            self._begin()  # the changes of a failed commit whose redo failed too
         if self._txn is None or self._txn_thread != threading.get_ident():
             return
+        if self._trouble is not None and time.monotonic() < self._retry_at:
+            return  # gathering until the next try
         txn, self._txn = self._txn, None
         began = time.monotonic()
         try:
             txn.commit()
-        except lmdb.MapFullError:  # LMDB needed pages for its free list; keep every change and refuse
-            self._txn = txn = self._env.begin(write=True)
-            for op in self._ops:
-                op(txn)
-            self._full = True
-            raise LogFullError(self._full_message()) from None
+        except lmdb.Error as exc:
+            self._failed(exc)
+            return
         if self.on_commit is not None:
             self.on_commit(time.monotonic() - began)
         self._ops = []
         self._pending_bytes = 0
+        self._committed = (self._first, self._next)
         if self._freed:
             self._full, self._freed = False, False
         self._room = self._measure_room()
+        self._trouble = None
+        self._tell()
+
+    def _failed(self, exc: lmdb.Error) -> None:
+        """A commit failed: LMDB aborted it. Keep its changes and redo them in a new transaction (the environment
+        opened again and checked first, unless the map was full); raise ``JournalError`` off the bound thread."""
+        if isinstance(exc, lmdb.MapFullError):  # LMDB needed pages for its free list
+            self._full = True
+            problem = disk_trouble.full_words(self._path, self._map_words(), _MAP_ADVICE)
+        else:
+            problem = disk_trouble.describe(self._path, exc)
+            self._reopen()
+        self._retry_at = time.monotonic() + disk_trouble.RETRY_EVERY_S
+        self._trouble = problem
+        if threading.get_ident() != self._group_thread:  # the changes stay recorded for whoever writes next
+            raise JournalError(f"cannot write the Raft log {self._path}: {problem}")
+        try:
+            self._begin()
+        except lmdb.Error:  # redone by the next commit
+            self._abandon_txn()
+        self._tell()
+
+    def _reopen(self) -> None:
+        """Open the environment again after a failed commit and check the file holds the log last committed."""
+        self._abandon_txn()
+        self._env.close()
+        self._env = self._open_env()
+        self._open_dbs()
+        try:
+            held = self._bounds()
+        except (lmdb.Error, JournalError) as exc:
+            raise JournalError(f"the Raft log {self._path} is damaged after a failed write ({exc}); stop this node") from exc
+        if not _same_log(held, self._committed):
+            raise JournalError(
+                f"the Raft log {self._path} holds entries {held[0]}..{held[1] - 1} after a failed write, not the "
+                f"{self._committed[0]}..{self._committed[1] - 1} last committed: it is damaged; stop this node and "
+                "move the log away to rebuild it from its peers"
+            )
+
+    def _map_words(self) -> str:
+        return f"its LMDB map, [raft] max_log_bytes = {self.map_size / (1 << 20):.0f} MiB, is full"
+
+    def _abandon_txn(self) -> None:
+        if self._txn is not None:
+            try:
+                self._txn.abort()
+            except lmdb.Error:
+                pass
+            self._txn = None
 
     @contextlib.contextmanager
     def _reader(self) -> Iterator[Any]:
@@ -347,7 +488,10 @@ class LmdbJournal(Journal):
             raise JournalError(f"Raft log append at {idx} but the log ends at {self._next - 1}")
         key, value = _KEY.pack(idx), _TERM.pack(term) + bytes(command)
         if self._full or self._room - self._pending_bytes - len(value) < self.map_size // 32:
+            self._refused_bytes = len(value)
+            self._tell()
             raise LogFullError(self._full_message())
+        self._refused_bytes = 0
         self._write(lambda txn: txn.put(key, value, db=self._log))
         self._pending_bytes += len(value)
         if not len(self):

@@ -13,7 +13,9 @@ Raft message). So:
   ``t1 - t0 - (m2 - m0) / 2``, give or take half the round trip (the error). A step of this node's wall
   clock between sending and receiving changes nothing: only ``t0`` is a wall time of ours;
 * each probe and answer carries the sender's ``report()``: a small dict of plain values the layer above
-  fills (its clock and its disk, say), so every node knows how its peers see themselves.
+  fills (its clock and its disk, say), so every node knows how its peers see themselves. The Raft
+  adapter adds ``DISK`` of its own (``own``): why this node cannot write its log or state now, if it
+  cannot; a leader does not hold its snapshot back for a follower that says so (``disk_stuck``).
 
 Probes are messages of types pysyncobj does not know: they are answered and consumed here, in the
 transport's message hook (``raft.pysyncobj_patches``), before pysyncobj sees them; a node of an older
@@ -33,6 +35,10 @@ from typing import Any, Callable
 
 PROBE = "raftsched.probe"
 ANSWER = "raftsched.probe_answer"
+#: the report key the Raft adapter fills: why this node cannot write its disk (absent while it can)
+DISK = "raft_disk"
+#: a report older than this (seconds) says nothing any more about a peer's disk
+FRESH_S = 3.0
 #: how often each peer is probed (seconds); the contract asks for at least once a second
 PROBE_INTERVAL_S = 0.5
 
@@ -60,6 +66,8 @@ class PeerProbes:
     ) -> None:
         #: what this node says of itself in every probe and answer (set by the layer above)
         self.report = report
+        #: what the Raft adapter adds to it (``DISK``)
+        self.own: Callable[[], Report] = dict
         self._interval = interval
         self._wall_ns = wall_ns
         self._monotonic = monotonic
@@ -76,6 +84,11 @@ class PeerProbes:
     def reports(self) -> dict[str, tuple[float, Report]]:
         """What each peer last said of itself, by Raft address, with this node's monotonic time of hearing it."""
         return dict(self._reports)
+
+    def disk_stuck(self, address: str) -> bool:
+        """Whether ``address`` said lately that it cannot write its disk (``DISK``)."""
+        heard = self._reports.get(address)
+        return heard is not None and self._monotonic() - heard[0] <= FRESH_S and bool(heard[1].get(DISK))
 
     # ---------------------------------------------------------- tick thread
 
@@ -117,7 +130,7 @@ class PeerProbes:
 
     def _own_report(self) -> Report:
         try:
-            return dict(self.report())
+            return {**self.report(), **self.own()}
         except Exception:  # noqa: BLE001 - a probe must go out whatever the layer above does
             return {}
 

@@ -43,7 +43,12 @@ each on a pysyncobj upgrade:
   forwarded commands and their index replies, which promise nothing about
   the log. So a vote, an AppendEntries answer, or an AppendEntries that a
   follower could acknowledge never leaves before the log, term and vote it
-  depends on are on disk.
+  depends on are on disk. While the journal is not durable (a commit the
+  disk refused: ``LmdbJournal.durable``) no such message leaves at all: it
+  is dropped, as a lost message would be (pysyncobj sends again what a
+  peer still needs). Probes (``raft.peer_probe``) are sent on the
+  connections directly and go on, so peers keep hearing this node and what
+  it says of its disk.
 * ``socket.inet_ntop``: importing pysyncobj replaces it, on every OS, with
   a Windows-only function that raises (``win_inet_pton``); the C original
   is put back.
@@ -55,7 +60,14 @@ each on a pysyncobj upgrade:
   probes the connected peers (``raft.peer_probe``).
 * ``TCPTransport._onMessageReceived`` (every message from an identified
   peer passes through it): probes and their answers are consumed by
-  ``raft.peer_probe`` before pysyncobj sees them.
+  ``raft.peer_probe`` before pysyncobj sees them. While the journal is not
+  durable, AppendEntries are still taken (the entries wait in memory with
+  the rest, unacknowledged; committed ones are applied), so that once a
+  commit succeeds the log is where the leader thinks it is; past
+  ``UNWRITTEN_MAX`` bytes of entries waiting they are dropped unread, and
+  the leader, finding the log shorter than it thought, sends the rest
+  later. Entries the log's map has no room for (``LogFullError``) end that
+  AppendEntries there, unanswered, rather than the whole tick.
 * ``TcpServer.__onNewConnection``: pysyncobj's closes the listening socket
   for good on any error while accepting (a peer that reset its connect
   before it was accepted, a process out of file descriptors), after which
@@ -63,9 +75,13 @@ each on a pysyncobj upgrade:
   connection, logs why, and goes on listening (and accepts every pending
   connection, not one per poll).
 
-A commit that fails (a full map, an I/O error) stops the process: no
-acknowledgement may follow a write that is not on disk, and retrying an
-fsync that failed cannot be trusted.
+A commit that fails (a full disk or map, an I/O error) does not stop the
+process: no acknowledgement may follow a write that is not on disk, so
+nothing that depends on the log leaves until the journal has committed
+every change again (``raft.lmdb_journal``: it never trusts the failed
+commit, it redoes the changes in a fresh transaction). Only a log the file
+no longer holds as last committed (damaged) stops it
+(``EXIT_LOG_WRITE_FAILED``).
 """
 
 from __future__ import annotations
@@ -89,14 +105,16 @@ from pysyncobj.tcp_connection import CONNECTION_STATE
 from raft.cipher import cipher_factory
 from raft.connection import RaftConnection
 from raft.durable_files import durable_replace
-from raft.lmdb_journal import LmdbJournal
+from raft.lmdb_journal import LmdbJournal, LogFullError
 from raft.paced_io import SYNC_EVERY, PacedWrites, ReadAhead
 from raft.snapshot_file import SnapshotError, check_body, read_snapshot
 
 log = logging.getLogger("raftsched.raft")
 
-#: process exit code when the Raft log cannot be committed (full map, I/O error)
+#: process exit code when the Raft log on disk is found damaged after a commit failed
 EXIT_LOG_WRITE_FAILED = 75
+#: while the journal is not durable, AppendEntries are dropped once this many bytes of entries wait in memory
+UNWRITTEN_MAX = 64 << 20
 #: message types that carry no Raft state of this node: no commit needed before they leave
 _NO_COMMIT_NEEDED = frozenset({"apply_command", "apply_command_response"})
 _ORIGINAL_CREATE_JOURNAL = _syncobj_module.createJournal
@@ -120,18 +138,25 @@ def _create_journal(journal_file: Any) -> Any:
     return _ORIGINAL_CREATE_JOURNAL(journal_file)
 
 
-def _commit(transport: Any, bind: bool = False) -> None:
+def _journal(transport: Any) -> LmdbJournal | None:
     journal = getattr(transport._syncObj.conf, "journalFile", None)
-    if not isinstance(journal, LmdbJournal):
-        return
+    return journal if isinstance(journal, LmdbJournal) else None
+
+
+def _commit(transport: Any) -> bool:
+    """Commit the journal on the tick thread, which it groups changes for from now on (a failed commit is kept and
+    retried: ``LmdbJournal.commit``); whether every change is durable."""
+    journal = _journal(transport)
+    if journal is None:
+        return True
     try:
+        journal.bind_thread()
         journal.commit()
-        if bind:
-            journal.bind_thread()
     except Exception as exc:
         log.critical("cannot commit the Raft log: %s; stopping this node (nothing it did not write is acknowledged)", exc)
         logging.shutdown()
         os._exit(EXIT_LOG_WRITE_FAILED)
+    return journal.durable
 
 
 def _atomic_replace(src: str, dst: str) -> None:
@@ -222,17 +247,35 @@ def _set_transmission_data(self: Any, data: Any) -> bool:
     incoming = self._Serializer__incomingTransmissionFile
     paced = getattr(self, "_raftsched_paced", None)
     if hasattr(incoming, "fileno") and paced is not None and isinstance(piece, bytes):
-        incoming.flush()
-        paced.wrote(incoming.fileno(), len(piece))
+        try:
+            incoming.flush()
+            paced.wrote(incoming.fileno(), len(piece))
+        except OSError as exc:  # a full or failing disk: the leader sends the snapshot again later
+            log.warning("cannot write the snapshot received from the leader (%s); it will be sent again", exc)
+            _drop_incoming(self)
+            return False
     return done
 
 
 def _drop_incoming(serializer: Any) -> None:
     incoming = serializer._Serializer__incomingTransmissionFile
     if incoming is not None:
-        incoming.close()
+        name = getattr(incoming, "name", None)
+        try:
+            incoming.close()
+        except OSError:  # its last buffered bytes could not be written: the file goes anyway
+            pass
+        if isinstance(name, str):
+            _remove_quietly(name)  # a dropped transfer must not keep the space it took
     serializer._Serializer__incomingTransmissionFile = None
     serializer._raftsched_received = None
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def cancel_transfers_on_disconnect(replica: Any) -> None:
@@ -269,8 +312,8 @@ def forget_match_on_dump_sent(replica: Any) -> None:
 
 
 def _send(self: Any, node: Any, message: Any) -> bool:
-    if not (isinstance(message, dict) and message.get("type") in _NO_COMMIT_NEEDED):
-        _commit(self)
+    if not (isinstance(message, dict) and message.get("type") in _NO_COMMIT_NEEDED) and not _commit(self):
+        return False  # the log it depends on is not on disk: dropped (see the module docstring)
     return bool(_ORIGINAL_SEND(self, node, message))
 
 
@@ -283,14 +326,23 @@ def _on_tick(self: Any) -> None:
     probes = getattr(self, "_raftsched_probes", None)
     if probes is not None:
         probes.tick(self._connections, self._syncObj.isNodeConnected, CONNECTION_STATE.CONNECTED)
-    _commit(self, bind=True)
+    _commit(self)
 
 
 def _on_message(self: Any, node: Any, message: Any) -> None:
     probes = getattr(self, "_raftsched_probes", None)
     if probes is not None and probes.on_message(node, message, self._connections.get(node), CONNECTION_STATE.CONNECTED):
         return
-    _ORIGINAL_ON_MESSAGE(self, node, message)
+    if not (isinstance(message, dict) and message.get("type") == "append_entries"):
+        _ORIGINAL_ON_MESSAGE(self, node, message)
+        return
+    journal = _journal(self)
+    if journal is not None and not journal.durable and journal.unwritten_bytes > UNWRITTEN_MAX:
+        return  # no more held in memory while the log cannot be written (see the module docstring)
+    try:
+        _ORIGINAL_ON_MESSAGE(self, node, message)
+    except LogFullError:  # the log's map has no room for the leader's entries: said by the journal (its problem)
+        log.debug("the Raft log has no room for the entries from %s; they are sent again later", node)
 
 
 def _on_new_connection(self: Any, descr: int, event: int) -> None:

@@ -32,6 +32,15 @@ LMDB log trims itself to the dump on open); a ``.next`` left behind is
 removed at the next snapshot. ``abandon`` (before a snapshot from the leader
 is installed) waits for a writer and drops what it wrote: it would describe a
 state the node no longer has.
+
+A snapshot that cannot be written or put in place (a full or failing disk)
+changes nothing: the dump in place stays whole, ``<dump>.next`` is removed
+(its space with it), ``check`` answers FAILED and pysyncobj keeps its log.
+It asks for the next snapshot at once (on the next tick), so for
+``RETRY_AFTER_FAILURE_S`` after a failure ``serialize`` starts nothing and
+``check`` answers SERIALIZING, then FAILED (pysyncobj only asks again after
+FAILED or SUCCESS): one try, and one error line, per period, not one per
+tick.
 """
 
 from __future__ import annotations
@@ -77,6 +86,8 @@ class BytesCopy:
 
 #: the longest a written snapshot waits for the dump's transfers to end before it is put in place anyway
 MAX_HOLD_S = 600.0
+#: after a snapshot failed, how long before the next one is tried (seconds)
+RETRY_AFTER_FAILURE_S = 10.0
 
 
 class Snapshotter:
@@ -92,6 +103,8 @@ class Snapshotter:
         self._thread: threading.Thread | None = None
         self._pending: tuple[int, float] = (0, 0.0)
         self._failed: str | None = None
+        self._failed_at = -1e9  # when the last snapshot failed (monotonic)
+        self._resting = False  # a snapshot was asked for too soon after a failure: none is written
         self._abandoned = False
         self.last_index = 0
         self.last_seconds = 0.0
@@ -109,6 +122,9 @@ class Snapshotter:
         """pysyncobj's serializer hook (tick thread): pin the state and write it in the background."""
         started = time.monotonic()
         if self._thread is not None:  # pysyncobj asks only after the last one finished; never two writers
+            return
+        if started - self._failed_at < RETRY_AFTER_FAILURE_S:
+            self._resting = True
             return
         index = int(raft_data[0][1])
         copy = self._open_copy()
@@ -137,25 +153,46 @@ class Snapshotter:
     def check(self) -> int:
         """pysyncobj's serializeChecker (tick thread)."""
         thread = self._thread
+        now = time.monotonic()
         if thread is None:
-            return SERIALIZER_STATE.NOT_SERIALIZING
+            return self._rest(now)
         if thread.is_alive():
             return SERIALIZER_STATE.SERIALIZING
         if not (self._failed or self._abandoned):
-            now = time.monotonic()
             self._written_at = self._written_at or now
             if self.behind(self._pending[0]) and now - self._written_at < MAX_HOLD_S:
                 return SERIALIZER_STATE.SERIALIZING  # put in place once the followers have the entries
+            self._failed = self._put_in_place()
         self._thread, self._written_at = None, None
-        index, started = self._pending
         if self._failed or self._abandoned:
             if self._failed:
-                log.error("snapshot at index %d failed (%s); the log is kept", index, self._failed)
+                self._failed_at = now
+                log.error(
+                    "snapshot at index %d could not be written to %s (%s); the previous snapshot and the log are kept, "
+                    "and the next snapshot is tried in %g s (free space on its disk or grow it if it is full)",
+                    self._pending[0], self.next_path, self._failed, RETRY_AFTER_FAILURE_S,
+                )  # fmt: skip
             _remove(self.next_path)
             return SERIALIZER_STATE.FAILED
-        durable_replace(self.next_path, self.dump_file, free_old_later=True)  # see raft.durable_files
-        self._finished(index, started)
+        self._finished(*self._pending)
         return SERIALIZER_STATE.SUCCESS
+
+    def _rest(self, now: float) -> int:
+        """No writer: nothing to report, or a snapshot asked for too soon after a failure (see the module docstring)."""
+        if not self._resting:
+            return SERIALIZER_STATE.NOT_SERIALIZING
+        if now - self._failed_at < RETRY_AFTER_FAILURE_S:
+            return SERIALIZER_STATE.SERIALIZING
+        self._resting = False
+        return SERIALIZER_STATE.FAILED
+
+    def _put_in_place(self) -> str | None:
+        """Rename the written snapshot onto the dump, durably (see raft.durable_files); what failed, or None."""
+        try:
+            durable_replace(self.next_path, self.dump_file, free_old_later=True)
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def abandon(self) -> None:
         """Wait for a snapshot being written and drop it (``check`` then answers FAILED)."""

@@ -24,8 +24,21 @@ across a power loss, possibly one commit behind: it replays from the log).
 
 The map (``[state] max_bytes``) bounds the file: ``has_room`` refuses
 proposals while less than ``margin`` is left, and a write that still finds
-the map full raises ``StoreFailure`` naming the key to raise (the node
-stops: it cannot apply what the others apply).
+the map full raises ``StoreFailure`` naming the key to raise.
+
+A full or failing disk (``StoreFailure`` with ``storage_problem``: the
+words of ``raft.disk_trouble``): LMDB aborts a commit it could not write
+and the file keeps the last commit. The batch's writes are recorded as they
+are made, so a failed commit keeps them (``kept``): the next ``begin`` or
+``commit`` redoes them in a fresh transaction, and the entry's commit is
+simply tried again (``raft.adapter`` holds the entry meanwhile). A write
+LMDB itself refused mid-batch (a full map), or a batch that cannot be
+redone (``load_sorted``'s bulk rows are not recorded), is not kept: the
+writer drops it with ``abort`` and applies the entry again. Installing a
+copy the disk has no room for leaves the environment as it was. (An
+environment whose meta page LMDB failed to write, which it then refuses
+with MDB_PANIC, is not opened again while the node runs: its readers share
+it. Such a node stays unfit until it is restarted.)
 
 Snapshots and installs (``raft.adapter`` through ``StateFiles``):
 ``open_copy`` pins the committed state at once (a read transaction taken on
@@ -46,6 +59,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 import lmdb
 
 from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
+from raft import disk_trouble
 from raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
 from raft.lmdb_check import lmdb_short_by
 from raft.lmdb_owner import check_abort, check_commit
@@ -130,6 +144,10 @@ class LmdbStateStore:
         self._local = threading.local()
         self._txn: Any = None
         self._writer = 0
+        #: the open batch's writes, in order (db, key, value; value None: a delete; key None: a drop), to redo it
+        #: after a failed commit; ``_replayable`` False once a write was not recorded (``load_sorted``)
+        self._ops: list[tuple[Any, bytes | None, bytes | None]] = []
+        self._replayable = True
         self._open()
 
     # ------------------------------------------------------------ the environment
@@ -162,10 +180,7 @@ class LmdbStateStore:
         state_trust.mark_closed(self.path)
 
     def _close_env(self) -> None:
-        if self._txn is not None:  # only on the thread that began it, or once that one has exited (raft.lmdb_owner)
-            check_abort(self._writer, self.path)
-            self._txn.abort()
-            self._txn = None
+        self.abort()
         if self._writeback is not None:
             self._writeback.stop()
         self.env.sync(True)
@@ -178,7 +193,24 @@ class LmdbStateStore:
         if txn is None:
             txn = self._txn = self.env.begin(write=True)
             self._writer = threading.get_ident()
+            for db, key, value in self._ops:  # a batch whose commit failed: redone first
+                if key is None:
+                    txn.drop(db, delete=False)
+                elif value is None:
+                    txn.delete(key, db=db)
+                else:
+                    txn.put(key, value, db=db)
         return txn
+
+    def abort(self) -> None:
+        """Drop the open batch (and one whose commit failed): the store is what its last commit left. On the writer's
+        thread, or once it has exited (``raft.lmdb_owner``)."""
+        if self._txn is not None:
+            check_abort(self._writer, self.path)
+            self._txn.abort()
+            self._txn = None
+        self._ops = []
+        self._replayable = True
 
     def begin(self) -> None:
         self._write_txn()
@@ -215,6 +247,8 @@ class LmdbStateStore:
                 txn.abort()
 
     def commit(self) -> None:
+        if self._txn is None and self._ops:
+            self._redo()
         txn = self._txn
         if txn is None:
             return
@@ -223,10 +257,34 @@ class LmdbStateStore:
         self._txn = None
         try:
             txn.commit()
-        except lmdb.MapFullError:
-            raise StoreFailure(self._full_message()) from None
         except lmdb.Error as exc:
-            raise StoreFailure(f"cannot commit to the state file {self.path}: {exc}") from exc
+            raise self._failure(exc, "commit to") from exc
+        self._ops = []
+        self._replayable = True
+
+    def _redo(self) -> None:
+        """The batch of a failed commit, in a fresh transaction (``StoreFailure`` if the disk refuses even that)."""
+        try:
+            self._write_txn()
+        except lmdb.Error as exc:
+            self._txn = None
+            raise self._failure(exc, "write to") from exc
+
+    def _failure(self, exc: lmdb.Error, doing: str) -> StoreFailure:
+        """``exc`` as a ``StoreFailure``; a batch that cannot be redone is dropped (the caller applies it again)."""
+        kept = self._replayable and doing != "write to"
+        if not kept:
+            self._ops = []
+            self._replayable = True
+        if isinstance(exc, lmdb.MapFullError):
+            problem = disk_trouble.full_words(
+                self.path,
+                f"its LMDB map, [state] max_bytes = {self.map_size / (1 << 30):.1f} GiB, is full",
+                "raise [state] max_bytes on every node and restart them one at a time",
+            )
+            return StoreFailure(self._full_message(), problem, kept)
+        problem = disk_trouble.describe(self.path, exc)
+        return StoreFailure(f"cannot {doing} the state file {self.path}: {exc} ({problem})", problem, kept)
 
     # ------------------------------------------------------------ the port
 
@@ -246,24 +304,26 @@ class LmdbStateStore:
         return value
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        txn = self._txn if self._txn is not None else self._write_txn()
+        db = self._dbs[table]
         try:
-            txn.put(key, value, db=self._dbs[table])
-        except lmdb.MapFullError:
-            raise StoreFailure(self._full_message()) from None
+            txn = self._txn if self._txn is not None else self._write_txn()
+            txn.put(key, value, db=db)
         except lmdb.BadValsizeError as exc:
             raise ValueError(f"key of {len(key)} bytes cannot be stored in {table}: {exc}") from exc
         except lmdb.Error as exc:
-            raise StoreFailure(f"cannot write to the state file {self.path}: {exc}") from exc
+            raise self._failure(exc, "write to") from None
+        self._ops.append((db, key, value))
 
     def delete(self, table: str, key: bytes) -> None:
         if len(key) > 511 or not key:
             return
-        txn = self._txn if self._txn is not None else self._write_txn()
+        db = self._dbs[table]
         try:
-            txn.delete(key, db=self._dbs[table])
+            txn = self._txn if self._txn is not None else self._write_txn()
+            txn.delete(key, db=db)
         except lmdb.Error as exc:
-            raise StoreFailure(f"cannot write to the state file {self.path}: {exc}") from exc
+            raise self._failure(exc, "write to") from exc
+        self._ops.append((db, key, None))
 
     def scan(
         self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
@@ -314,16 +374,18 @@ class LmdbStateStore:
         """Append ``rows`` (keys ascending, all after the table's last key) in the open batch: a tool's bulk load
         (a seeded backlog), page-filling and far cheaper than ``put`` one by one. How many were added."""
         txn = self._write_txn()
+        self._replayable = False  # the rows are not kept: this batch cannot be redone
         try:
             added = txn.cursor(db=self._dbs[table]).putmulti(rows, append=True)[1]
-        except lmdb.MapFullError:
-            raise StoreFailure(self._full_message()) from None
+        except lmdb.Error as exc:
+            raise self._failure(exc, "write to") from None
         return int(added)
 
     def clear(self) -> None:
         txn = self._write_txn()
         for db in self._dbs.values():
             txn.drop(db, delete=False)
+            self._ops.append((db, None, None))
 
     # ------------------------------------------------------------ room
 
@@ -359,22 +421,42 @@ class LmdbStateStore:
         """Replace the environment with the ``size`` bytes of a copy read from ``source`` (the writer's thread):
         written beside, fsynced, renamed over the old one once no read is running, then reopened."""
         new = self.path + ".new"
-        fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raft.paced_io)
         try:
-            left = size
-            while left > 0:
-                chunk = source.read(min(_COPY_CHUNK, left))
-                if not chunk:
-                    raise StateFileError(f"the copy for {self.path} ended {left} bytes early; nothing was replaced")
-                os.write(fd, chunk)
-                paced.wrote(fd, len(chunk))
-                left -= len(chunk)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            _write_copy(new, source, size, self.path)
+        except OSError as exc:  # a full or failing disk: the environment is left as it was
+            _unlink_quietly(new)
+            problem = disk_trouble.describe(new, exc)
+            raise StoreFailure(f"cannot write the copy of the state to {new}: {exc} ({problem})", problem) from exc
+        except BaseException:
+            _unlink_quietly(new)
+            raise
         check_state_file(new)
         with self.gate.exclusive():
             self._close_env()
             replace_freeing_later(new, self.path)  # the old environment is freed in the background
             self._open()
+
+
+def _write_copy(path: str, source: BinaryIO, size: int, copy_of: str) -> None:
+    """``size`` bytes from ``source`` into a new file ``path``, synced: the copy for ``copy_of``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raft.paced_io)
+    try:
+        left = size
+        while left > 0:
+            chunk = source.read(min(_COPY_CHUNK, left))
+            if not chunk:
+                raise StateFileError(f"the copy for {copy_of} ended {left} bytes early; nothing was replaced")
+            os.write(fd, chunk)
+            paced.wrote(fd, len(chunk))
+            left -= len(chunk)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -35,8 +35,9 @@ from cluster.node.backup import open_backup
 from cluster.node.clock import Clock, SystemClock
 from cluster.node.clock_guard import ClockGuard
 from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
+from cluster.node.disk_majority import DiskMajority
 from cluster.node.event_hub import EventHub
-from cluster.node.fitness import Fitness, FitnessLoop, FitnessView, StepAside
+from cluster.node.fitness import STORAGE, Fitness, FitnessLoop, FitnessView, StepAside
 from cluster.node.job_service import JobService
 from cluster.node.leader_loop import LeaderLoop
 from cluster.node.lease_service import LeaseService
@@ -206,17 +207,23 @@ class Node:
         )
 
     def _guard_fitness(self, cfg: ClusterConfig, self_raft: str) -> None:
-        """The clock guard and stepping aside (``cluster.node.clock_guard``, ``cluster.node.fitness``): what this
-        node says of itself in its Raft probes, and what keeps it from stamping, firing and leading."""
+        """The clock guard, the disk and stepping aside (``cluster.node.clock_guard``, ``cluster.node.fitness``,
+        ``cluster.node.disk_majority``): what this node says of itself in its Raft probes, and what keeps it from
+        stamping, proposing, firing and leading."""
         raft = self.raft
         self.fitness = Fitness()
         peers = lambda: raft.membership.members()[1:]  # noqa: E731 - the members but this node, now
         names = {n.raft: n.id for n in cfg.nodes}
-        self.clock_guard = ClockGuard(
-            self.fitness, self.clock, raft.peer_probes.readings, peers, cfg.max_clock_offset_ms,
-            lambda address: self.ops.names.get(address, names.get(address, address)),
-        )  # fmt: skip
+
+        def name(address: str) -> str:
+            return str(self.ops.names.get(address, names.get(address, address)))
+
+        self.clock_guard = ClockGuard(self.fitness, self.clock, raft.peer_probes.readings, peers, cfg.max_clock_offset_ms, name)
         self.store.stamp_refusal = self.clock_guard.stamp_refusal
+        raft.on_storage(lambda problem: self.fitness.set(STORAGE, problem))  # the Raft log's and the state's
+        self.store.disk_refusal = lambda: self.fitness.problems().get(STORAGE)
+        disks = DiskMajority(self.fitness, raft.membership.members, raft.peer_probes.reports, name)
+        self.store.disks_exhausted = disks.exhausted
         raft.peer_probes.report = self.fitness.report
         aside = StepAside(self.fitness, raft.is_leader, raft.membership, peers, raft.peer_probes.reports)
         self.fitness_loop = FitnessLoop([self.clock_guard.update, aside.step])

@@ -4,8 +4,9 @@
 entries, pins a copy of the state for a snapshot, installs one, converts a
 format-2 blob, and says when the store is nearly full. The job state machine
 (``cluster.domain.state``, pure) does the first and last-but-one; its store
-(``storage.lmdb_state``) the file work. This wires the two; after an install
-the machine rereads its small state and rebuilds its in-memory indexes.
+(``storage.lmdb_state``) the file work. This wires the two; after an install,
+and after an entry the disk refused (``rollback``), the machine rereads its
+small state and rebuilds its in-memory indexes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class ReplicaState:
 
     def commit(self) -> None:
         self.machine.commit()
+
+    def rollback(self) -> None:
+        """The entry being applied could not be stored: drop its writes and reread the machine's small state and
+        in-memory indexes from what the store holds (``raft.adapter`` applies the entry again later)."""
+        self.store.abort()
+        self.machine.load()
 
     def open_copy(self) -> EnvCopy:
         return self.store.open_copy()

@@ -94,7 +94,8 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
 
     def apply(self, data: bytes, index: int, pos: int = 0) -> Result | None:
         """Apply one committed command (command ``pos`` of entry ``index``); None for an entry the store
-        already holds. Raises only to stop the replica (``UnsupportedCommand``, ``StoreFailure``)."""
+        already holds. Raises only to stop the replica (``UnsupportedCommand``) or to have the entry held back
+        (``StoreFailure``: the store cannot write it now)."""
         if index <= self.committed_index:
             return None
         try:
@@ -130,7 +131,7 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
                 if request_id:
                     self.remember_request(cmd, request_id, result)
         except StoreFailure:
-            raise  # this replica cannot write: it stops rather than skip what the others apply
+            raise  # this replica cannot write now: the entry is held back, never skipped (raft.adapter)
         except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
             result = Internal(f"entry {index} ({type(cmd).__name__}) failed to apply: {exc!r}")
         self.uow.flush()

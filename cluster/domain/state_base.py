@@ -22,8 +22,10 @@ Apply and store:
   index). An entry at or below the committed index is already in the store
   and is skipped (a restart replays the log after it).
 * A store failure (``StoreFailure``: full, I/O) is never turned into a
-  result: it stops the replica (``raft.adapter``) instead of letting it skip
-  what the others applied.
+  result: the Raft adapter holds the entry back and stores it later
+  (``raft.adapter``) instead of letting this replica skip what the others
+  applied; after a batch the store lost, ``load`` rebuilds what is kept in
+  memory from what the store holds.
 
 Pure: no I/O of its own, no clock, no threads. Readers on other threads use
 ``view`` (a ``RecordReader``) inside ``store.reading()``; the in-memory

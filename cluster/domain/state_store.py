@@ -17,7 +17,9 @@ Contract (who calls, on which thread, what may be assumed):
   ``put``/``delete`` go into the open batch; the writer's own reads see them
   at once; ``commit`` ends the batch (LMDB: one write transaction per Raft
   entry, with the applied index in it). Readers on other threads see a whole
-  batch or none of it.
+  batch or none of it. A write or commit the disk refuses raises
+  ``StoreFailure`` (the LMDB store's ``abort`` then drops the batch: the
+  store is what its last commit left).
 * ``reading()``: a context in which this thread's reads see one committed
   state (LMDB: a read transaction; no lock that the writer needs). Outside
   one, a read on another thread sees the latest commit.
@@ -68,13 +70,18 @@ class Table:
 
 
 class StoreFailure(RaftschedError):
-    """The store cannot read or write (its map is full, an I/O error): this replica must stop rather than
-    skip an entry the others apply (``stops_replica``, read by ``raft.adapter``). The message names the
-    store and what to do."""
+    """The store cannot write the entry now (its disk or map is full, an I/O error). The Raft adapter holds the
+    entry back and tries it again later, rather than skip what the others apply or stop the node
+    (``raft.adapter``). The message names the store and what to do.
 
-    stops_replica = True
-    #: the process exit status the Raft adapter stops with
-    exit_code = 77
+    ``storage_problem``: the words for the node's health (``disk full: <path> ...``); ``kept``: the store kept
+    the batch's writes and its next ``commit`` tries them again, else the batch is lost and the entry must be
+    applied again once the machine is rolled back to what the store holds."""
+
+    def __init__(self, message: str, storage_problem: str = "", kept: bool = False) -> None:
+        super().__init__(message)
+        self.storage_problem = storage_problem or message
+        self.kept = kept
 
 
 #: the most pairs one ``scan`` answers unless told

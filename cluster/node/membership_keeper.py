@@ -28,7 +28,10 @@ Every ``STEP_S`` it reads the replicated membership (``MembershipView``) and:
      at a time: pysyncobj's next change is only made after the previous one
      finished.
 
-A step that fails (no quorum, a lost leadership) is simply tried again.
+A step that fails (no quorum, a lost leadership) is simply tried again. One
+whose record of the members the data dir's disk refuses (full, failing) is
+tried again too, said once every ``DISK_SAID_EVERY_S`` rather than at every
+step: the node's health already names the disk.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from cluster.node.replicated_state import ReplicatedState
 log = logging.getLogger("raftsched.membership")
 
 STEP_S = 0.2
+#: how often a data dir that refuses the record of the members is said so in the log (seconds)
+DISK_SAID_EVERY_S = 30.0
 TRANSFER_EVERY_S = 1.0
 #: pysyncobj's change not answered after this long is made again (its answer may have been lost)
 RAFT_CHANGE_TIMEOUT_S = 10.0
@@ -92,11 +97,16 @@ class MembershipKeeper:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        said = -DISK_SAID_EVERY_S
         while not self._stop.wait(STEP_S):
             try:
                 self.step()
             except RaftschedError as exc:
                 log.info("membership: %s; trying again", exc)
+            except OSError as exc:  # the record of the members in the data dir: its disk refuses writes
+                if self._clock.monotonic() - said >= DISK_SAID_EVERY_S:
+                    said = self._clock.monotonic()
+                    log.warning("membership: cannot record the members in the data dir (%s); trying again", exc)
             except Exception:
                 log.exception("membership step failed; trying again")
 

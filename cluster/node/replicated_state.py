@@ -34,6 +34,15 @@ servicers (nobody else touches the machine, its lock or the replicator):
   ``stamp_refusal()`` (the clock guard: ``cluster.node.clock_guard``) says
   this node's clock must not be trusted — the call is ``Unavailable`` with
   its reason, and a read barrier carries no time at all.
+* While ``disk_refusal()`` says this node cannot write its disk (``Fitness``'
+  STORAGE problem, set by the Raft adapter), nothing is proposed here: a
+  write is ``Unavailable`` with the reason (clients send it to another
+  node), and reads skip the barrier, which this node could not apply: they
+  serve the state as of the last entry it stored. While
+  ``disks_exhausted()`` says a majority of the members cannot write
+  (``cluster.node.disk_majority``), no write can commit: one is
+  ``Overloaded`` (RESOURCE_EXHAUSTED) naming them, whether it was not
+  proposed or did not commit.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import threading
 from typing import Any, Callable, TypeVar
 
 from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError, Unavailable, ValidationError
+from cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
 from cluster.domain.records import RecordReader
 from cluster.domain.results import Ok, Rejected, Result
 from cluster.domain.state import JobStateMachine, RunEvent
@@ -144,6 +153,10 @@ class ReplicatedState:
         self.on_applied: list[Callable[[list[RunEvent]], None]] = []
         #: why this node's clock must not stamp a command now (None: it may); the clock guard sets it
         self.stamp_refusal: Callable[[], str | None] = lambda: None
+        #: why this node cannot write its disk now (None: it can); and the words while a majority of the members
+        #: cannot (None: they can). The composition root sets both (see the module docstring)
+        self.disk_refusal: Callable[[], str | None] = lambda: None
+        self.disks_exhausted: Callable[[], str | None] = lambda: None
 
     def attach(self, raft: Replicator) -> None:
         self._raft = raft
@@ -159,6 +172,19 @@ class ReplicatedState:
         if why is None:
             return None
         return Unavailable(f"this node does not trust its clock now ({why}); send the call to another node, or retry")
+
+    def _disk_error(self, failed: Exception | None = None) -> Unavailable | Overloaded | None:
+        """The error of a write this node does not propose (its disk refuses writes) or that did not commit
+        (``failed``): ``Overloaded`` while a majority cannot write, else ``Unavailable`` (None: propose it)."""
+        exhausted = self.disks_exhausted()
+        if exhausted is not None:
+            return Overloaded(exhausted)
+        if failed is not None:
+            return Unavailable(str(failed))
+        why = self.disk_refusal()
+        if why is None:
+            return None
+        return Unavailable(f"this node cannot write its disk now ({why}); send the call to another node, or retry")
 
     def _replicator(self) -> Replicator:
         if self._raft is None:
@@ -208,7 +234,7 @@ class ReplicatedState:
         for slot, answer in zip(slots, answers):
             try:
                 out[slot] = self._unwrap(answer)
-            except (RejectedError, Unavailable) as exc:
+            except (RejectedError, Unavailable, Overloaded) as exc:
                 out[slot] = exc
         return out
 
@@ -231,32 +257,35 @@ class ReplicatedState:
             return None
         return self._machine.format_gate(cmd)  # one int read: no lock needed
 
-    def _propose(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable]:
+    def _propose(self, cmds: list[c.Command], timeout: float | None = None) -> list[Result | Unavailable | Overloaded]:
         """Propose several commands together (they share Raft entries); a result or ``Unavailable`` each."""
         unstamped = self._clock_refusal()
         if unstamped is not None:
             return [unstamped for _ in cmds]
+        unwritten = self._disk_error()
+        if unwritten is not None:
+            return [unwritten for _ in cmds]
         refused = [self._too_new(cmd) for cmd in cmds]
         send = [cmd for cmd, no in zip(cmds, refused) if no is None]
         # a grant's weight keeps one entry's fencing tokens in range (see cluster.domain.lease_rules)
         proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in send]
         answers = iter(self._replicator().propose_many(proposals, timeout or self.request_timeout_s) if proposals else [])
-        out: list[Result | Unavailable] = []
+        out: list[Result | Unavailable | Overloaded] = []
         for no in refused:
             if no is not None:
                 out.append(no)
                 continue
             answer = next(answers)
             if isinstance(answer, Exception):
-                out.append(Unavailable(str(answer)))
+                out.append(self._disk_error(answer) or Unavailable(str(answer)))
             elif answer is None:
                 out.append(Unavailable("the command was applied but produced no result on this node; check the node log"))
             else:
                 out.append(answer)
         return out
 
-    def _unwrap(self, answer: Result | Unavailable) -> Any:
-        if isinstance(answer, Unavailable):
+    def _unwrap(self, answer: Result | Unavailable | Overloaded) -> Any:
+        if isinstance(answer, (Unavailable, Overloaded)):
             raise answer
         if isinstance(answer, Rejected):
             raise RejectedError(answer)
@@ -268,6 +297,8 @@ class ReplicatedState:
     def _wait_barrier(self) -> None:
         if self._barrier is None:
             raise Unavailable("this node is still starting; retry")
+        if self.disk_refusal() is not None:
+            return  # it could not apply the barrier: what it stored last is served (see the module docstring)
         self._barrier.wait(self.request_timeout_s)
 
     def read(self, fn: Callable[[JobStateMachine], T], barrier: bool = True) -> T:

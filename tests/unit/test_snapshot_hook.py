@@ -114,6 +114,34 @@ def test_a_failed_copy_keeps_the_old_dump_and_the_log(tmp_path: Path) -> None:
     assert copy.closed and snap.last_index == 0
 
 
+def test_after_a_failed_snapshot_the_next_one_waits_instead_of_failing_every_tick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pysyncobj asks for a snapshot again at the next tick after a failure: a full disk must not make every tick
+    pin the state, start a writer, fail and log (``RETRY_AFTER_FAILURE_S``)."""
+    from raft import snapshotter
+
+    monkeypatch.setattr(snapshotter, "RETRY_AFTER_FAILURE_S", 0.5)
+    dump = tmp_path / "raft.snapshot"
+    dump.write_bytes(b"the previous snapshot")
+    opened: list[SlowCopy] = []
+
+    def open_copy() -> SlowCopy:
+        opened.append(SlowCopy(b"x", 0.0, fail=len(opened) == 0))
+        return opened[-1]
+
+    snap = Snapshotter(str(dump), open_copy)
+    snap.serialize(str(dump) + ".tmp", RAFT_DATA)
+    assert _until_done(snap) == SERIALIZER_STATE.FAILED
+    began = time.monotonic()
+    snap.serialize(str(dump) + ".tmp", RAFT_DATA)  # asked again at once: nothing is pinned nor written
+    assert len(opened) == 1 and snap.check() == SERIALIZER_STATE.SERIALIZING
+    assert _until_done(snap) == SERIALIZER_STATE.FAILED and time.monotonic() - began >= 0.4
+    snap.serialize(str(dump) + ".tmp", RAFT_DATA)  # then it is tried for real, and succeeds
+    assert _until_done(snap) == SERIALIZER_STATE.SUCCESS and len(opened) == 2
+    assert read_snapshot(str(dump)).index == 7
+
+
 def test_an_abandoned_snapshot_is_dropped(tmp_path: Path) -> None:
     dump = tmp_path / "raft.snapshot"
     copy = SlowCopy(b"state", 0.2)
@@ -266,6 +294,32 @@ def test_a_follower_sent_the_dump_is_waited_for_until_it_answers_past_it(tmp_pat
     leader._raftsched_sent_at["n2"] -= INSTALL_GRACE_S + 1
     assert node._followers_behind(400) is False  # sent too long ago: a follower that never came back holds nothing
     assert pysyncobj_patches.dump_sent_within(leader, INSTALL_GRACE_S) == []
+
+
+def test_a_follower_that_cannot_write_its_disk_is_not_waited_for() -> None:
+    """It takes nothing until room returns: holding the leader's compaction for it would only grow the leader's log."""
+    from raft.adapter import RaftNode
+    from raft.peer_probe import DISK, PeerProbes
+
+    replica = type(
+        "Replica",
+        (),
+        {
+            "_isLeader": lambda self: True,
+            "_SyncObj__serializer": Serializer(None, 1024, False, None, None, None),
+            "_SyncObj__raftMatchIndex": {"n2": 55, "n3": 500},
+            "_SyncObj__connectedNodes": {"n2", "n3"},
+        },
+    )()
+    now = [100.0]
+    node = RaftNode.__new__(RaftNode)
+    node._replica = replica
+    node.peer_probes = PeerProbes(monotonic=lambda: now[0])
+    assert node._followers_behind(400) is True  # n2 is behind, connected, and says nothing of its disk
+    node.peer_probes.on_message("n2", {"type": "raftsched.probe", "r": {DISK: "disk full: /d/n2/raft.lmdb"}}, None, 2)
+    assert node._followers_behind(400) is False
+    now[0] += 5  # what it said is stale: it may be catching up again
+    assert node._followers_behind(400) is True
 
 
 def test_a_node_sent_the_dump_counts_as_matching_nothing_until_it_answers(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def test_the_backup_unit_runs_cluster_backup_with_the_backup_token_into_a_dated_
 def test_restart_on_failure_but_not_after_a_removal_or_a_refusal() -> None:
     """A removed node exits 0 (Restart=on-failure leaves it stopped); a refused start (2), a snapshot it cannot
     load (74) and a newer command in the log (76) cannot heal by restarting; a crash, SIGKILL, the OOM killer
-    and a failed log write (75: e.g. a full disk, freed later) are restarted."""
+    and a Raft log found damaged after a failed write (75) are restarted."""
     node, executor = read_unit(UNIT_DIR / NODE), read_unit(UNIT_DIR / EXECUTOR)
     for unit in (node, executor):
         assert unit.value("Service", "Restart") == "on-failure"
