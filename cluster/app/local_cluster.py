@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -41,6 +42,55 @@ def read_added(root: str) -> dict[str, tuple[str, str, str]]:
 
 
 def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 now, outside the kernel's ephemeral range.
+
+    A port the kernel handed out (bind to port 0) is one it may hand out again as the source port of any
+    outgoing connection before the node that was given it binds it; ports below the ephemeral range are
+    never used that way. Each is checked by binding it (without SO_REUSEADDR, so a port still closing is
+    skipped too), and none is given twice by this process."""
+    lo, hi = _ephemeral_range()
+    first = max(1024, lo - _PICK_SPAN)
+    if lo - first < 1000:  # an unusual ephemeral range: let the kernel pick
+        return _kernel_ports(count)
+    picker = random.Random(os.getpid() ^ time.monotonic_ns())
+    ports: list[int] = []
+    for _ in range(200 * count):
+        if len(ports) == count:
+            break
+        port = picker.randrange(first, lo)
+        if port in _GIVEN or not _bindable(port):
+            continue
+        _GIVEN.add(port)
+        ports.append(port)
+    if len(ports) < count:
+        return ports + _kernel_ports(count - len(ports))
+    return ports
+
+
+#: how many ports below the ephemeral range ``free_ports`` picks from
+_PICK_SPAN = 12000
+_GIVEN: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_ports(count: int) -> list[int]:
     socks, ports = [], []
     for _ in range(count):
         s = socket.socket()

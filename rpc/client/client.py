@@ -157,6 +157,7 @@ class Client:
         unreachable_after_s: float | None = None,
         deadline_s: float | None = None,
         max_pause_s: float = MAX_PAUSE_S,
+        idempotent: bool = False,
     ) -> Any:
         start = time.monotonic()
         deadline = start + (self.deadline_s if deadline_s is None else deadline_s)
@@ -178,7 +179,14 @@ class Client:
                 answered = answered or not lost
                 if lost:
                     tried.add(self._current)
-                if exc.code() not in RETRYABLE:
+                timed_out = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                if exc.code() not in RETRYABLE and not (
+                    idempotent and timed_out and len(stubs) > 1 and time.monotonic() < deadline
+                ):
+                    if timed_out:
+                        # a node that did not answer in time (frozen, partitioned, overloaded) is not
+                        # the one the next call tries first: a renewal must not queue behind it again
+                        self._current = (self._current + 1) % len(stubs)
                     raise
                 now = time.monotonic()
                 pause = min(delay * (0.5 + random.random()), max_pause_s)
@@ -187,6 +195,7 @@ class Client:
                         raise ClusterUnreachable(self.addresses, exc, self.source) from None
                     pause = min(pause, max(0.0, give_up - now))
                 elif now + pause > deadline:
+                    self._current = (self._current + 1) % len(stubs)  # the next call starts elsewhere
                     if not answered:
                         raise ClusterUnreachable(self.addresses, exc, self.source) from None
                     raise
@@ -214,11 +223,13 @@ class Client:
         unreachable_after_s: float | None = None,
         deadline_s: float | None = None,
         max_pause_s: float = MAX_PAUSE_S,
+        idempotent: bool = False,
     ) -> Any:
         """Call a LeaseService method; ``unreachable_after_s`` and ``deadline_s`` override the client's for
         this call, and ``max_pause_s`` caps the pause between its retries (a renewal must not sleep
-        through a new leader's grace period)."""
-        return self._call(self._leases, method, request, timeout, unreachable_after_s, deadline_s, max_pause_s)
+        through a new leader's grace period). ``idempotent``: a try that timed out is tried again on
+        the next node while the call's deadline allows (a renewal asked twice is renewed once)."""
+        return self._call(self._leases, method, request, timeout, unreachable_after_s, deadline_s, max_pause_s, idempotent)
 
     def cluster(self, method: str, request: Any, timeout: float | None = None) -> Any:
         return self._call(self._cluster, method, request, timeout)

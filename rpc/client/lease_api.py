@@ -58,8 +58,12 @@ class GrpcLeaseApi:
             if within_s is None:
                 resp = self.client.lease("RenewLease", req)
             else:  # give up after within_s, trying other nodes often meanwhile (see ``RENEW_MAX_PAUSE_S``)
+                # a try is given half the time, so a node that does not answer (frozen, cut off) leaves
+                # time for another one within the same renewal
                 pause = min(RENEW_MAX_PAUSE_S, within_s / 4)
-                resp = self.client.lease("RenewLease", req, timeout=within_s, deadline_s=within_s, max_pause_s=pause)
+                resp = self.client.lease(
+                    "RenewLease", req, timeout=within_s / 2, deadline_s=within_s, max_pause_s=pause, idempotent=True
+                )
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 raise RpcFailure(exc) from None

@@ -109,3 +109,25 @@ def test_a_renewal_held_by_a_node_gives_up_within_its_time(holding: tuple[Electi
     assert failed.value.code_name == "DEADLINE_EXCEEDED"
     assert took < 2.5, f"the renewal waited {took:.1f} s on a node that held it (the node holds calls 3 s)"
     assert len(servicer.tries) == 1
+
+
+def test_a_renewal_a_frozen_node_holds_is_answered_by_another_within_its_time(
+    holding: tuple[Electing, str], electing: tuple[Electing, str]
+) -> None:
+    """A leader frozen by SIGSTOP keeps its TCP connections open and answers nothing: the renewal tries the
+    next node within the same period, and the next renewal starts there, not at the frozen node again."""
+    frozen, frozen_address = holding
+    other, other_address = electing
+    other.until = 0.0  # answers at once
+    with Client([frozen_address, other_address], deadline_s=30, call_timeout_s=10, prefer_leader=False) as client:
+        client._current = 0  # the frozen node first, as when it was the leader
+        api = GrpcLeaseApi(client, "exec-1")
+        started = time.monotonic()
+        answered = api.renew(LEASES, within_s=0.8)
+        took = time.monotonic() - started
+        assert [r.ok for r in answered] == [True]
+        assert took < 0.8 + 0.3, f"the renewal took {took:.2f} s"
+        assert len(frozen.tries) == 1 and len(other.tries) == 1
+        api.renew(LEASES, within_s=0.8)
+    assert len(frozen.tries) == 1, "the next renewal went to the frozen node again"
+    assert len(other.tries) == 2
