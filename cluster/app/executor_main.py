@@ -209,7 +209,7 @@ def _store_and_security(args: argparse.Namespace, target: ClientConfig) -> tuple
     output_dir = args.output_dir or target.output_dir
     if logs.store == "local" and not output_dir:
         raise ConfigError(NO_OUTPUT_DIR)
-    security = security_from_args(args, cfg, os.environ, target.files)
+    security = security_from_args(args, cfg, os.environ, target.files, target.addresses)
     if security.token and not args.executor_id:
         raise ConfigError("with a token, give --executor-id: the token's name, or name/<suffix> for several executors")
     retry_s = getattr(args, "output_retry_seconds", OUTPUT_RETRY_S)

@@ -225,6 +225,21 @@ def test_the_command_line_stops_before_sending_a_token_in_the_clear(
     assert "s3cret" not in err
 
 
+def test_an_executor_stops_before_sending_a_token_in_the_clear(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The executor names the address and the fix, as the other commands do, rather than failing later."""
+    from cluster.app.main import main
+
+    monkeypatch.setenv("RAFTSCHED_TOKEN", "s3cret")
+    monkeypatch.delenv("RAFTSCHED_CA_FILE", raising=False)
+    args = ["executor", "--cluster", "192.0.2.1:50051", "--executor-id", "e1", "--output-dir", str(tmp_path)]
+    assert main(args) == 2  # TEST-NET-1: never dialled
+    err = capsys.readouterr().err
+    assert "cannot start executor: refusing to send the bearer token without TLS to 192.0.2.1:50051" in err
+    assert "Traceback" not in err and "s3cret" not in err
+
+
 def test_raftsched_tls_makes_a_ca_and_certificates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from cluster.app.main import main
 
