@@ -17,7 +17,7 @@ its source):
 * Apply and callbacks run on the single tick thread; ``apply_entry`` never
   raises (a raise would be retried forever on every replica) but to hold
   an entry back: pysyncobj's ``__applyLogEntries`` is replaced by
-  ``raft.apply_hold.apply_committed`` (see below).
+  ``raftsched.raft.apply_hold.apply_committed`` (see below).
 * Leadership is a hint: ``is_leader`` may be true on two nodes for a while.
   Anything that must be decided by one leader is a committed command.
 * ``conf.bindAddress``: without it pysyncobj listens on every interface
@@ -28,7 +28,7 @@ its source):
   proposal the log has no room for is refused there (``LOG_FULL``) instead
   of failing later inside the tick, where its caller would never hear back.
 * ``dynamicMembershipChange=True``: membership changes travel in the log
-  (``raft.membership``); the cluster in a snapshot is handed back to
+  (``raftsched.raft.membership``); the cluster in a snapshot is handed back to
   pysyncobj as ``TCPNode`` objects, which it compares with its own node when
   it loads the snapshot (plain address strings would make it count itself as
   a peer).
@@ -39,15 +39,15 @@ its source):
   others.
 * A store that cannot write (a full or failing disk, a full map: the
   exception carries ``storage_problem``, the words for the node's health)
-  holds the entry back instead (``raft.apply_hold``): nothing after it is
+  holds the entry back instead (``raftsched.raft.apply_hold``): nothing after it is
   applied and nobody is answered for it until it is stored. If the store
   kept the entry's writes (``kept``) only its commit is tried again, every
   ``RETRY_EVERY_S``; otherwise the machine is rolled back to what its store
   holds (``rollback``) and the entry is applied again at the next try.
   Reads go on serving the state as of the last entry stored.
 * A disk that refuses writes — the Raft log's (``LmdbJournal.durable``,
-  ``raft.pysyncobj_patches``: nothing that depends on the log leaves) or the
-  state's — is one ``DiskTrouble`` (``raft.disk_trouble``), told to the
+  ``raftsched.raft.pysyncobj_patches``: nothing that depends on the log leaves) or the
+  state's — is one ``DiskTrouble`` (``raftsched.raft.disk_trouble``), told to the
   layer above through ``on_storage``. While it stands this replica never
   campaigns (``RaftMembership.hold_elections``), refuses proposals at once
   (``DISK_TROUBLE``, naming the disk), and, leading, steps down in the same
@@ -61,7 +61,7 @@ its source):
   snapshot on, and the machine skips what it holds). Every entry is
   committed before pysyncobj calls back its proposer (and a read barrier's),
   so a reader who heard of an entry sees it.
-* Snapshots (``raft.snapshotter``) are copies of that state at the applied
+* Snapshots (``raftsched.raft.snapshotter``) are copies of that state at the applied
   index, written in a background thread, in a file pysyncobj streams to a
   follower that fell behind. At start, a state behind the snapshot (none
   yet, or one set aside) is installed from it, and a format-2 snapshot (the
@@ -73,8 +73,8 @@ its source):
   matches), ``_SyncObj__connectedNodes`` and the serializer's
   ``_Serializer__transmissions`` (dumps being sent) say whether a follower
   still needs the entries a new snapshot would compact away
-  (``raft.snapshotter`` waits for them).
-* The rest of what we change in pysyncobj is in ``raft.pysyncobj_patches``,
+  (``raftsched.raft.snapshotter`` waits for them).
+* The rest of what we change in pysyncobj is in ``raftsched.raft.pysyncobj_patches``,
   installed explicitly when a node is built.
 """
 
@@ -90,17 +90,17 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _RAFT_STATE
 
-from raft import batching, disk_trouble, proposal_errors, pysyncobj_patches
-from raft.apply_hold import ApplyHold, EntryHeld, apply_committed
-from raft.disk_trouble import LOG, STATE, DiskTrouble
-from raft.lmdb_journal import LmdbJournal
-from raft.membership import RaftMembership
-from raft.peer_probe import DISK as DISK_REPORT
-from raft.peer_probe import PeerProbes
-from raft.proposal_errors import DISK_TROUBLE, LOG_FULL, STATE_FULL, ProposalError, log_full_message
-from raft.settings import RaftSettings, build_conf
-from raft.snapshot_file import SnapshotFile, check_body, open_body, read_snapshot
-from raft.snapshotter import Snapshotter, StateCopy
+from raftsched.raft import batching, disk_trouble, proposal_errors, pysyncobj_patches
+from raftsched.raft.apply_hold import ApplyHold, EntryHeld, apply_committed
+from raftsched.raft.disk_trouble import LOG, STATE, DiskTrouble
+from raftsched.raft.lmdb_journal import LmdbJournal
+from raftsched.raft.membership import RaftMembership
+from raftsched.raft.peer_probe import DISK as DISK_REPORT
+from raftsched.raft.peer_probe import PeerProbes
+from raftsched.raft.proposal_errors import DISK_TROUBLE, LOG_FULL, STATE_FULL, ProposalError, log_full_message
+from raftsched.raft.settings import RaftSettings, build_conf
+from raftsched.raft.snapshot_file import SnapshotFile, check_body, open_body, read_snapshot
+from raftsched.raft.snapshotter import Snapshotter, StateCopy
 
 __all__ = ["ProposalError", "RaftNode", "RaftSettings", "StateMachine", "build_conf"]
 
@@ -117,7 +117,7 @@ class StateMachine(Protocol):
 
     * ``apply`` is deterministic and raises only to stop the replica;
       ``pos`` is the command's position in its entry (entries may carry a
-      batch: ``raft.batching``), so ``(index, pos)`` names a command; an
+      batch: ``raftsched.raft.batching``), so ``(index, pos)`` names a command; an
       entry at or below ``committed_index`` is skipped (answer None).
     * ``commit()`` after the last command of an entry: the entry and its
       index are one unit in the machine's store. It (or ``apply``) raises an
@@ -192,7 +192,7 @@ class _Replica(SyncObj):
     def apply_entry(self, data: bytes) -> Any:
         return self._owner._apply(data, self.raftLastApplied + 1)
 
-    def _SyncObj__applyLogEntries(self) -> bool:  # pysyncobj's private name: see raft.apply_hold
+    def _SyncObj__applyLogEntries(self) -> bool:  # pysyncobj's private name: see raftsched.raft.apply_hold
         return apply_committed(self, self._owner._hold)
 
     def _applyCommand(self, command: bytes, callback: Any, commandType: Any = None) -> None:
@@ -234,7 +234,7 @@ class RaftNode:
         self._loaded_snapshot_index = 0
         self._startup: tuple[tuple[int, int, int], SnapshotFile] | None = None
         self._refused_logged = 0.0
-        #: what keeps this replica from writing its disk (``raft.disk_trouble``), and the entry it holds back
+        #: what keeps this replica from writing its disk (``raftsched.raft.disk_trouble``), and the entry it holds back
         self._disk = DiskTrouble()
         self._hold = ApplyHold()
         self._stopping = False
@@ -264,7 +264,7 @@ class RaftNode:
             checker=self._snapshotter.check if self._snapshotter else None,
         )
         self._nudged = 0.0  # the last time applying entries restarted the election timer
-        #: keepalives, clock offsets and what each node says of itself, over the Raft links (``raft.peer_probe``)
+        #: keepalives, clock offsets and what each node says of itself, over the Raft links (``raftsched.raft.peer_probe``)
         self.peer_probes = PeerProbes()
         self.peer_probes.own = self._disk_report
         self._replica = _Replica(self, settings, conf)
@@ -272,7 +272,7 @@ class RaftNode:
         if self._snapshotter is not None:
             self._snapshotter.behind = self._followers_behind
         self._batcher = batching.GroupCommitter(self.propose_async)
-        #: pysyncobj's dynamic membership, leadership transfer and election hold (``raft.membership``)
+        #: pysyncobj's dynamic membership, leadership transfer and election hold (``raftsched.raft.membership``)
         self.membership = RaftMembership(self._replica, settings.raft_min_timeout)
         self._disk_held = False
         self._replica.addOnTickCallback(self._watch_disk)
@@ -281,7 +281,7 @@ class RaftNode:
 
     def on_storage(self, hook: Callable[[str | None], None]) -> None:
         """Call ``hook(problem)`` now and whenever what keeps this node from writing its disk changes (``problem``:
-        ``raft.disk_trouble``'s words, None once it writes again); on the tick thread (keep it short)."""
+        ``raftsched.raft.disk_trouble``'s words, None once it writes again); on the tick thread (keep it short)."""
         self._disk.on_change(hook)
 
     def _disk_report(self) -> dict[str, Any]:
@@ -440,7 +440,7 @@ class RaftNode:
         return [self._apply_one(cmd, index, pos) for pos, cmd in enumerate(commands)]
 
     def _hold_back(self, index: int, result: Any, exc: Exception) -> None:
-        """The store refused entry ``index`` (``exc``): hold it (``raft.apply_hold``) and raise ``EntryHeld`` — or stop
+        """The store refused entry ``index`` (``exc``): hold it (``raftsched.raft.apply_hold``) and raise ``EntryHeld`` — or stop
         the replica if the failure is not the disk's. Tick thread, under the lock."""
         problem = getattr(exc, "storage_problem", "")
         if not problem:
@@ -500,7 +500,7 @@ class RaftNode:
     def propose(self, data: bytes, timeout: float, weight: int = 0) -> Any:
         """Propose and wait until this node applied it; returns what ``apply`` returned. Raises ``ProposalError``.
 
-        Concurrent proposals are group-committed (``raft.batching``): several
+        Concurrent proposals are group-committed (``raftsched.raft.batching``): several
         may share one entry. ``weight`` counts against the batch's weight limit.
         """
         answer = self.propose_many([(data, weight)], timeout)[0]

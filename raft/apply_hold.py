@@ -8,10 +8,10 @@ apply that raises leaves it in the middle: the callbacks it took are lost
 the network poll) is skipped, and the next tick tries the same entry again
 at once — a spin that also stops this node's Raft.
 
-``apply_committed`` replaces it (``raft.adapter._Replica`` names it
+``apply_committed`` replaces it (``raftsched.raft.adapter._Replica`` names it
 ``_SyncObj__applyLogEntries``, the mangled name pysyncobj calls) and adds one
 rule: an apply that raises ``EntryHeld`` — the store refused the entry (a
-full or failing disk: ``raft.adapter``) — ends the loop *before* the entry
+full or failing disk: ``raftsched.raft.adapter``) — ends the loop *before* the entry
 counts as applied and before its callbacks are taken, and ``ApplyHold``
 keeps it until its next try is due (``RETRY_EVERY_S`` later). Nothing after
 it is applied meanwhile, nothing is skipped, and the tick goes on as usual
@@ -34,7 +34,7 @@ from typing import Any, Callable
 from pysyncobj import FAIL_REASON
 from pysyncobj.syncobj import SyncObjExceptionWrongVer
 
-from raft.disk_trouble import RETRY_EVERY_S
+from raftsched.raft.disk_trouble import RETRY_EVERY_S
 
 log = logging.getLogger("raftsched.raft")
 

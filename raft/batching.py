@@ -33,7 +33,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from raft.errors import RaftError
+from raftsched.raft.errors import RaftError
 
 MAGIC = b"\x00RSB1"
 _COUNT = struct.Struct(">I")

@@ -3,7 +3,7 @@
 pysyncobj keeps one "encryptor" per node, made from the shared secret; ours
 (``RaftCipher``) holds only the secret stretched once with PBKDF2 (the
 master key) and encrypts nothing itself. Each connection runs a handshake
-(``raft.connection`` drives it):
+(``raftsched.raft.connection`` drives it):
 
 1. Both sides send a hello in the clear: ``MAGIC`` and a 32-byte contribution
    that is fresh for every handshake (``_contribution``: os.urandom, hashed
@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
-from raft.errors import RaftError
+from raftsched.raft.errors import RaftError
 
 #: pysyncobj's salt, so the master key is the one its own encryptor would derive from the secret
 _SALT = b"\x15%q\xe6\xbb\x02\xa6\xf8\x13q\x90\xcf6+\x1e\xeb"

@@ -1,13 +1,13 @@
 """One Raft TCP connection: pysyncobj's ``TcpConnection`` with per-connection keys and bounded reads.
 
-``raft.pysyncobj_patches`` puts ``RaftConnection`` where pysyncobj 0.3.17's
+``raftsched.raft.pysyncobj_patches`` puts ``RaftConnection`` where pysyncobj 0.3.17's
 transport and server make their connections. It keeps that class's
 interface and behaviour (constructor, ``connect``, ``send``, ``disconnect``,
 ``state``, the callbacks, and ``sendRandKey``/``recvRandKey``, which the
 transport's own first-message exchange sets), and changes the wire:
 
-* With a secret (``encryptor`` is a ``raft.cipher.RaftCipher``) both sides
-  first send a hello (``raft.cipher``), then frames ``u32 length | AES-GCM``
+* With a secret (``encryptor`` is a ``raftsched.raft.cipher.RaftCipher``) both sides
+  first send a hello (``raftsched.raft.cipher``), then frames ``u32 length | AES-GCM``
   of ``zlib(pickle(message))`` under that connection's keys. Messages sent
   before the peer's hello arrived wait in order and leave once it has.
 * Before the peer's first frame opens (authenticates), at most
@@ -28,7 +28,7 @@ transport's own first-message exchange sets), and changes the wire:
   or has read nothing for its timeout since (a frozen or vanished peer, a
   half-open socket) is dropped by ``sweep`` and, by the side that dials,
   dialled again. Healthy links are never idle that long: every node probes
-  every peer it is connected to twice a second (``raft.peer_probe``).
+  every peer it is connected to twice a second (``raftsched.raft.peer_probe``).
 * ``disconnect`` calls pysyncobj back, which may dial again on this very
   object before it returns; whatever called ``disconnect`` stops there
   (``_gen`` says whether the connection it was working on is still this
@@ -82,7 +82,7 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE, _getAddrType, set_keepalive
 
-from raft.cipher import HELLO_SIZE, MAGIC, TAG_SIZE, Handshake, HandshakeError, Session
+from raftsched.raft.cipher import HELLO_SIZE, MAGIC, TAG_SIZE, Handshake, HandshakeError, Session
 
 log = logging.getLogger("raftsched.raft.connection")
 

@@ -1,8 +1,8 @@
 """A disk that refuses writes, in words people act on, and the record of it one replica keeps.
 
-Who calls: the Raft log (``raft.lmdb_journal``) when a commit fails, the
-state machine's store (through ``raft.adapter``) when an entry cannot be
-stored, and ``raft.adapter.RaftNode``, which keeps one ``DiskTrouble`` per
+Who calls: the Raft log (``raftsched.raft.lmdb_journal``) when a commit fails, the
+state machine's store (through ``raftsched.raft.adapter``) when an entry cannot be
+stored, and ``raftsched.raft.adapter.RaftNode``, which keeps one ``DiskTrouble`` per
 replica and tells the layer above (``RaftNode.on_storage``). Everything runs
 on the tick thread except ``DiskTrouble.problem``, which any thread may call.
 

@@ -1,7 +1,7 @@
 """Files that survive a power loss, readable by their owner only.
 
 Who calls: the journal, the snapshot writers, pysyncobj's rename of a
-snapshot received from the leader (through ``raft.pysyncobj_patches``) and
+snapshot received from the leader (through ``raftsched.raft.pysyncobj_patches``) and
 the node's composition root, on any thread. What it promises:
 
 * ``make_private_dir``: every directory it creates is ``0700`` and is made

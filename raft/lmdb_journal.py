@@ -12,7 +12,7 @@ middle leaves only a prefix of the entries after the snapshot). Here:
 * term, vote and commit index live in ``meta`` in the same environment;
 * group commit: on the thread bound with ``bind_thread`` (the tick thread)
   every change (appends, deletions, term, vote) goes into one open write
-  transaction, and ``commit`` ends it. ``raft.pysyncobj_patches`` commits
+  transaction, and ``commit`` ends it. ``raftsched.raft.pysyncobj_patches`` commits
   before any Raft message leaves the node and at the end of every tick, so
   nothing is acknowledged, voted or counted before it is committed, and a
   batch of appends costs one commit, not one per entry. A change made on
@@ -43,10 +43,10 @@ middle leaves only a prefix of the entries after the snapshot). Here:
   (a log that does not is damaged: ``JournalError``), then redoes the
   changes in a fresh transaction, which pysyncobj's reads and writes go on
   using. ``durable`` is False until a later commit of all of them succeeds,
-  tried at most every ``RETRY_EVERY_S`` (``raft.disk_trouble``) by the next
+  tried at most every ``RETRY_EVERY_S`` (``raftsched.raft.disk_trouble``) by the next
   ``commit``; ``on_trouble`` hears the problem's words and, once a commit
   succeeds again, None. Meanwhile nothing that depends on the log may leave
-  the node (``raft.pysyncobj_patches``). On any thread but the one bound
+  the node (``raftsched.raft.pysyncobj_patches``). On any thread but the one bound
   with ``bind_thread`` (pysyncobj's constructor, say) a failed commit
   raises ``JournalError`` instead: a node that cannot write its log when it
   starts does not start;
@@ -74,11 +74,11 @@ from typing import Any, Callable, Iterator
 import lmdb
 from pysyncobj.journal import Journal
 
-from raft import disk_trouble
-from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
-from raft.errors import RaftError
-from raft.lmdb_check import lmdb_short_by
-from raft.lmdb_owner import check_abort
+from raftsched.raft import disk_trouble
+from raftsched.raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
+from raftsched.raft.errors import RaftError
+from raftsched.raft.lmdb_check import lmdb_short_by
+from raftsched.raft.lmdb_owner import check_abort
 
 FORMAT_VERSION = 1
 #: the log's address space by default (8 GiB; ``[raft] max_log_bytes``); the file grows as the log does
@@ -339,7 +339,7 @@ class LmdbJournal(Journal):
 
     @property
     def trouble(self) -> str | None:
-        """Why the log is not durable now (``raft.disk_trouble``'s words), None while it is."""
+        """Why the log is not durable now (``raftsched.raft.disk_trouble``'s words), None while it is."""
         return self._trouble
 
     def commit(self) -> None:

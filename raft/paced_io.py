@@ -1,9 +1,9 @@
 """Big files written and read beside a Raft log that fsyncs before every answer.
 
-Who calls: the snapshot writer (``raft.snapshot_file``), a follower receiving
-the leader's snapshot (``raft.pysyncobj_patches``), the state environment's
-install of a received copy (``storage.lmdb_state``) and the leader sending its
-snapshot (``raft.pysyncobj_patches``). What it promises:
+Who calls: the snapshot writer (``raftsched.raft.snapshot_file``), a follower receiving
+the leader's snapshot (``raftsched.raft.pysyncobj_patches``), the state environment's
+install of a received copy (``raftsched.storage.lmdb_state``) and the leader sending its
+snapshot (``raftsched.raft.pysyncobj_patches``). What it promises:
 
 * ``PacedWrites``: of a file being written, at most ``sync_every`` bytes are
   ever waiting for the disk. Every ``sync_every`` bytes it syncs them and then

@@ -5,7 +5,7 @@ Every node sends each peer it is connected to a probe twice a second (``PROBE_IN
 each probe it gets at once, on the same Raft connection (authenticated by the cluster's secret like any
 Raft message). So:
 
-* no link between two live nodes is ever idle: ``raft.connection`` drops one that read nothing for its
+* no link between two live nodes is ever idle: ``raftsched.raft.connection`` drops one that read nothing for its
   timeout, and a frozen or vanished peer is found by that bound, not by TCP;
 * each answer measures the peer's wall clock against this node's, NTP-style: the probe carries this
   node's wall time ``t0`` and monotonic time ``m0``, the answer the peer's wall time ``t1``; when it comes
@@ -18,7 +18,7 @@ Raft message). So:
   cannot; a leader does not hold its snapshot back for a follower that says so (``disk_stuck``).
 
 Probes are messages of types pysyncobj does not know: they are answered and consumed here, in the
-transport's message hook (``raft.pysyncobj_patches``), before pysyncobj sees them; a node of an older
+transport's message hook (``raftsched.raft.pysyncobj_patches``), before pysyncobj sees them; a node of an older
 version ignores them (pysyncobj ignores types it does not know), it just never answers. They are sent
 only to peers pysyncobj counts as connected (the handshake and the node's address came first) and never
 wait for the Raft log to be committed: they promise nothing about it.

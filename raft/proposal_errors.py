@@ -2,8 +2,8 @@
 
 ``reason`` is pysyncobj's ``FAIL_REASON`` name, one of ours (``LOG_FULL``,
 ``STATE_FULL``, ``DISK_TROUBLE``: refused before anything was written), or
-``TIMEOUT`` / ``NOT_SENT`` (``raft.batching``: the outcome is unknown / it
-was never proposed). Built by ``raft.adapter.RaftNode.propose_many``; any
+``TIMEOUT`` / ``NOT_SENT`` (``raftsched.raft.batching``: the outcome is unknown / it
+was never proposed). Built by ``raftsched.raft.adapter.RaftNode.propose_many``; any
 thread.
 """
 
@@ -13,7 +13,7 @@ from typing import Callable
 
 from pysyncobj import FAIL_REASON
 
-from raft.errors import RaftError
+from raftsched.raft.errors import RaftError
 
 
 class ProposalError(RaftError):

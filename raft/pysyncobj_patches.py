@@ -7,15 +7,15 @@ each on a pysyncobj upgrade:
 
 * ``syncobj.createJournal``: also accepts an already open journal object
   (our ``LmdbJournal`` rides in ``conf.journalFile``).
-* ``syncobj.getEncryptor``: ``raft.cipher.RaftCipher`` instead of Fernet.
+* ``syncobj.getEncryptor``: ``raftsched.raft.cipher.RaftCipher`` instead of Fernet.
 * ``transport.TcpConnection`` and ``tcp_server.TcpConnection``:
-  ``raft.connection.RaftConnection`` (per-connection keys, bounded reads).
+  ``raftsched.raft.connection.RaftConnection`` (per-connection keys, bounded reads).
 * ``serializer.atomicReplace``: ``durable_replace``, so a snapshot received
   from the leader (written to ``<dump>.1.tmp``, then renamed) is fsynced,
   ``0600``, and its directory fsynced before it replaces anything (the old
   dump is freed in the background, not on the tick thread). A
   snapshot this node writes is written in the background
-  (``raft.snapshotter``) and leaves no ``<dump>.tmp``: with none, pysyncobj's
+  (``raftsched.raft.snapshotter``) and leaves no ``<dump>.tmp``: with none, pysyncobj's
   rename right after the serializer returns does nothing (the checker puts
   the snapshot in place once it is written). A snapshot received from the
   leader is checked first (header, size, checksum): a damaged one is not
@@ -36,8 +36,8 @@ each on a pysyncobj upgrade:
   (``cancel_transfers_on_disconnect``). Pieces without the mark (a node of an
   older version) pass unchecked. When a transfer starts, the node's match
   index goes back to 0 (``forget_match_on_dump_sent``), and the dump is read
-  ahead of the tick thread (``raft.paced_io.ReadAhead``); the follower syncs
-  what it receives every few MiB (``raft.paced_io.PacedWrites``).
+  ahead of the tick thread (``raftsched.raft.paced_io.ReadAhead``); the follower syncs
+  what it receives every few MiB (``raftsched.raft.paced_io.PacedWrites``).
 * ``TCPTransport.send``: the journal's open transaction is committed (with
   fsync by default) before any Raft message leaves the node, except
   forwarded commands and their index replies, which promise nothing about
@@ -46,7 +46,7 @@ each on a pysyncobj upgrade:
   depends on are on disk. While the journal is not durable (a commit the
   disk refused: ``LmdbJournal.durable``) no such message leaves at all: it
   is dropped, as a lost message would be (pysyncobj sends again what a
-  peer still needs). Probes (``raft.peer_probe``) are sent on the
+  peer still needs). Probes (``raftsched.raft.peer_probe``) are sent on the
   connections directly and go on, so peers keep hearing this node and what
   it says of its disk.
 * ``socket.inet_ntop``: importing pysyncobj replaces it, on every OS, with
@@ -57,10 +57,10 @@ each on a pysyncobj upgrade:
   counts its own log towards a majority only after it is on disk (its
   commit index is computed at the start of the next tick), drops
   connections that broke their bounds (``RaftConnection.sweep``), and
-  probes the connected peers (``raft.peer_probe``).
+  probes the connected peers (``raftsched.raft.peer_probe``).
 * ``TCPTransport._onMessageReceived`` (every message from an identified
   peer passes through it): probes and their answers are consumed by
-  ``raft.peer_probe`` before pysyncobj sees them. While the journal is not
+  ``raftsched.raft.peer_probe`` before pysyncobj sees them. While the journal is not
   durable, AppendEntries are still taken (the entries wait in memory with
   the rest, unacknowledged; committed ones are applied), so that once a
   commit succeeds the log is where the leader thinks it is; past
@@ -78,7 +78,7 @@ each on a pysyncobj upgrade:
 A commit that fails (a full disk or map, an I/O error) does not stop the
 process: no acknowledgement may follow a write that is not on disk, so
 nothing that depends on the log leaves until the journal has committed
-every change again (``raft.lmdb_journal``: it never trusts the failed
+every change again (``raftsched.raft.lmdb_journal``: it never trusts the failed
 commit, it redoes the changes in a fresh transaction). Only a log the file
 no longer holds as last committed (damaged) stops it
 (``EXIT_LOG_WRITE_FAILED``).
@@ -102,12 +102,12 @@ from pysyncobj.journal import Journal
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
-from raft.cipher import cipher_factory
-from raft.connection import RaftConnection
-from raft.durable_files import durable_replace
-from raft.lmdb_journal import LmdbJournal, LogFullError
-from raft.paced_io import SYNC_EVERY, PacedWrites, ReadAhead
-from raft.snapshot_file import SnapshotError, check_body, read_snapshot
+from raftsched.raft.cipher import cipher_factory
+from raftsched.raft.connection import RaftConnection
+from raftsched.raft.durable_files import durable_replace
+from raftsched.raft.lmdb_journal import LmdbJournal, LogFullError
+from raftsched.raft.paced_io import SYNC_EVERY, PacedWrites, ReadAhead
+from raftsched.raft.snapshot_file import SnapshotError, check_body, read_snapshot
 
 log = logging.getLogger("raftsched.raft")
 
@@ -128,7 +128,7 @@ _PIECE_MARK = b"RSPIECE\x00"
 _OFFSET = struct.Struct(">Q")
 _PIECE_HEAD = len(_PIECE_MARK) + _OFFSET.size
 #: a snapshot received is synced every this many bytes, pausing the tick thread at most this long after
-#: each sync (``raft.paced_io``): the leader's next pieces wait meanwhile, nothing else does
+#: each sync (``raftsched.raft.paced_io``): the leader's next pieces wait meanwhile, nothing else does
 RECEIVE_SYNC_EVERY, RECEIVE_MAX_YIELD_S = SYNC_EVERY, 0.05
 
 
@@ -161,7 +161,7 @@ def _commit(transport: Any) -> bool:
 
 def _atomic_replace(src: str, dst: str) -> None:
     if src == dst + ".tmp" and not os.path.lexists(src):
-        return  # a snapshot written in the background: raft.snapshotter renames it when it is done
+        return  # a snapshot written in the background: raftsched.raft.snapshotter renames it when it is done
     if src == dst + ".1.tmp":  # a snapshot received from the leader: never in place unless whole
         try:
             check_body(src, read_snapshot(src))
@@ -298,7 +298,7 @@ def forget_match_on_dump_sent(replica: Any) -> None:
 
     pysyncobj only ever raises a match index. A node whose data was wiped comes back with an empty log,
     but the leader still holds the index it matched before: it would count that node towards a majority
-    for entries it no longer has, and take it for caught up (the snapshot hold in ``raft.adapter``) while
+    for entries it no longer has, and take it for caught up (the snapshot hold in ``raftsched.raft.adapter``) while
     it is still installing the dump — in the 10M-job run the leader then compacted the entries after the
     dump it had just sent, and sent the whole state again. A node sent the dump holds nothing the leader
     can count on until it answers again."""

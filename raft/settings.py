@@ -1,8 +1,8 @@
 """Where a replica listens, whom it talks to, its files and its timers; the one place they become a ``SyncObjConf``.
 
-``RaftSettings`` is filled by the node's composition root (``cluster.app.node_main``) from ``[raft]``;
+``RaftSettings`` is filled by the node's composition root (``raftsched.cluster.app.node_main``) from ``[raft]``;
 ``build_conf`` maps it onto pysyncobj's ``SyncObjConf`` (and installs the pysyncobj patches, which such a conf
-relies on). Re-exported by ``raft.adapter``.
+relies on). Re-exported by ``raftsched.raft.adapter``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Callable
 from pysyncobj import SyncObjConf
 from pysyncobj.journal import Journal
 
-from raft import pysyncobj_patches
-from raft.lmdb_journal import MAP_SIZE
+from raftsched.raft import pysyncobj_patches
+from raftsched.raft.lmdb_journal import MAP_SIZE
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class RaftSettings:
     #: the log's LMDB map size: the most the log may hold
     journal_map_size: int = MAP_SIZE
     dump_file: str | None = None
-    #: snapshot writers given the same lock file write one at a time (``raft.snapshot_turns``); None: no turns
+    #: snapshot writers given the same lock file write one at a time (``raftsched.raft.snapshot_turns``); None: no turns
     snapshot_turn_lock: str | None = None
     password: str | None = None
     #: raft timers (seconds); pysyncobj's defaults are too slow or too twitchy here

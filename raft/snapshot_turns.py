@@ -1,6 +1,6 @@
 """Snapshot writers on one disk take turns: one copy at a time per lock file.
 
-Who calls: the snapshot writer thread (``raft.snapshotter``), before it
+Who calls: the snapshot writer thread (``raftsched.raft.snapshotter``), before it
 writes. What it promises: of the writers given the same lock file, one
 writes at a time, and one that just wrote and asks again comes after those
 already waiting; a writer waiting for its turn can be called off
@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from raft.durable_files import FILE_MODE
+from raftsched.raft.durable_files import FILE_MODE
 
 log = logging.getLogger("raftsched.raft")
 

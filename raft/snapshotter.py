@@ -8,9 +8,9 @@ it compacts the log. We use that to keep the tick thread free:
    (``open_copy``: for the LMDB state, a read transaction at exactly
    ``raft_data``'s index — every entry is committed before the next one is
    applied, and serialize runs between entries), starts a thread that writes
-   ``<dump>.next`` (``raft.snapshot_file``: the header, then the copy, then
+   ``<dump>.next`` (``raftsched.raft.snapshot_file``: the header, then the copy, then
    fsync) and returns at once. It leaves no ``tmp`` file: the patched rename
-   (``raft.pysyncobj_patches``) then has nothing to move.
+   (``raftsched.raft.pysyncobj_patches``) then has nothing to move.
 2. ``check`` (the checker, tick thread) answers SERIALIZING while the thread
    runs; then renames ``<dump>.next`` onto the dump (durably) and answers
    SUCCESS, and only then does pysyncobj drop the log it covers. On the
@@ -53,10 +53,10 @@ from typing import Any, Callable, Protocol
 
 from pysyncobj.config import SERIALIZER_STATE
 
-from raft import io_priority
-from raft.durable_files import durable_replace, sweep_old
-from raft.snapshot_file import write_snapshot_file
-from raft.snapshot_turns import Cancelled, turn
+from raftsched.raft import io_priority
+from raftsched.raft.durable_files import durable_replace, sweep_old
+from raftsched.raft.snapshot_file import write_snapshot_file
+from raftsched.raft.snapshot_turns import Cancelled, turn
 
 log = logging.getLogger("raftsched.raft")
 
@@ -94,7 +94,7 @@ class Snapshotter:
     def __init__(self, dump_file: str, open_copy: Callable[[], StateCopy], turn_lock: str | None = None) -> None:
         self.dump_file = dump_file
         self._open_copy = open_copy
-        #: writers given the same lock file write one at a time (``raft.snapshot_turns``)
+        #: writers given the same lock file write one at a time (``raftsched.raft.snapshot_turns``)
         self.turn_lock = turn_lock
         self.last_wait_seconds = 0.0
         #: whether a connected follower still needs log entries up to ``index`` (set by the Raft adapter)
@@ -187,7 +187,7 @@ class Snapshotter:
         return SERIALIZER_STATE.FAILED
 
     def _put_in_place(self) -> str | None:
-        """Rename the written snapshot onto the dump, durably (see raft.durable_files); what failed, or None."""
+        """Rename the written snapshot onto the dump, durably (see raftsched.raft.durable_files); what failed, or None."""
         try:
             durable_replace(self.next_path, self.dump_file, free_old_later=True)
         except OSError as exc:
@@ -228,7 +228,7 @@ def _remove(path: str) -> None:
 
 def _lowest_priority() -> None:
     """This thread (and the copy thread LMDB starts from it) at the lowest CPU priority and in the idle I/O
-    class (Linux: per thread; ``raft.io_priority``): the Raft log's fsyncs go to the disk first."""
+    class (Linux: per thread; ``raftsched.raft.io_priority``): the Raft log's fsyncs go to the disk first."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     except (OSError, AttributeError):

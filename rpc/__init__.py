@@ -1,1 +1,1 @@
-"""gRPC: ``rpc.server`` (servicers, status table), ``rpc.client`` (Python client), ``rpc.convert`` (protobuf <-> domain)."""
+"""gRPC: ``raftsched.rpc.server`` (servicers, status table), ``raftsched.rpc.client`` (Python client), ``raftsched.rpc.convert`` (protobuf <-> domain)."""

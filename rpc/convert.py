@@ -4,7 +4,7 @@ Unset (zero) durations and policies become the documented defaults here;
 negative spans stay negative so that validation can name them. A Duration or
 Timestamp outside what protobuf defines for it (seconds beyond +-10,000
 years, nanos beyond +-999,999,999) is INVALID_ARGUMENT naming the field;
-the domain's own, tighter bounds (``cluster.domain.limits``) are checked by
+the domain's own, tighter bounds (``raftsched.cluster.domain.limits``) are checked by
 validation. Going out, instants and spans are clamped to what a Timestamp or
 Duration can hold, so a record can always be written back (never an error
 of a read).
@@ -15,10 +15,10 @@ from __future__ import annotations
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cluster.domain import limits as lim
-from cluster.domain.errors import ValidationError
-from cluster.domain.idempotency_scope import user_key
-from cluster.domain.model import (
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.idempotency_scope import user_key
+from raftsched.cluster.domain.model import (
     DEFAULT_CATCHUP_WINDOW_MS,
     DEFAULT_FAILED_HISTORY_LIMIT,
     DEFAULT_HISTORY_LIMIT,
@@ -40,9 +40,9 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
-from cluster.node.explain import Explanation
-from cluster.node.run_output import RunOutput
-from protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.cluster.node.explain import Explanation
+from raftsched.cluster.node.run_output import RunOutput
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 _DEFAULT_RETRY = RetryPolicy()
 

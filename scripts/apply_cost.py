@@ -18,11 +18,11 @@ between commands matter at that size).
 
 ``--format``: the command format the machine uses (``SetClusterFormat`` first,
 as the leader proposes it once every member runs a version that knows it):
-3 records each run's history (issue 16), as a cluster of today's nodes does;
+3 records each run's history, as a cluster of today's nodes does;
 1, the default, is what a version without ``SetClusterFormat`` runs.
 
 ``--gc``: the garbage collector's thresholds while applying: ``node`` (the
-default) as a node sets them (``cluster.app.node_main.GC_THRESHOLDS``, fewer
+default) as a node sets them (``raftsched.cluster.app.node_main.GC_THRESHOLDS``, fewer
 collections of a large heap), ``default`` as Python starts (the README's
 figures measured before 2026-11-27 16:35Z were measured so: at 100,000 jobs
 they add a third or more to each phase).
@@ -58,9 +58,9 @@ import tempfile
 import time
 from typing import Any, Callable, Iterator
 
-from cluster.domain import commands as c
-from cluster.domain.model import At, JobSpec
-from cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import At, JobSpec
+from raftsched.cluster.domain.state import JobStateMachine
 
 FIRE_BATCH = 256
 LEASE_BATCH = 500
@@ -72,7 +72,7 @@ ROUNDS = 3
 def _machine(store: str, folder: str) -> tuple[Any, Callable[[], None]]:
     if store == "memory":
         return JobStateMachine(), lambda: None
-    from storage.lmdb_state import LmdbStateStore
+    from raftsched.storage.lmdb_state import LmdbStateStore
 
     lmdb_store = LmdbStateStore(os.path.join(folder, "state.mdb"), 8 << 30)
     return JobStateMachine(lmdb_store), lmdb_store.close
@@ -147,11 +147,11 @@ def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: No
 
     import lmdb
 
-    from cluster.domain import record_codec as rc
-    from cluster.domain import snapshot_codec as sc
-    from cluster.domain.lease_rules import lease_id_for
-    from cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
-    from cluster.domain.state_store import Table
+    from raftsched.cluster.domain import record_codec as rc
+    from raftsched.cluster.domain import snapshot_codec as sc
+    from raftsched.cluster.domain.lease_rules import lease_id_for
+    from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
+    from raftsched.cluster.domain.state_store import Table
 
     v = rc.MARSHAL_VERSION
     folder = tempfile.mkdtemp(prefix="raftsched-floor-")
@@ -285,7 +285,7 @@ def _containers_round(jobs: int) -> tuple[float, float]:
 
 def _node_gc_thresholds() -> tuple[int, ...]:
     try:
-        from cluster.app.node_main import GC_THRESHOLDS
+        from raftsched.cluster.app.node_main import GC_THRESHOLDS
     except ImportError:  # versions before the constant set the same thresholds in run_node
         return (50_000, 20, 100)
     return tuple(GC_THRESHOLDS)

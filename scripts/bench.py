@@ -6,9 +6,9 @@
 Starts, in one run and on this machine only (127.0.0.1):
 
 * a bare 3-process pysyncobj cluster with the SyncObjConf our nodes use
-  (``raft.adapter.build_conf``): the ceiling for replicated commands;
+  (``raftsched.raft.adapter.build_conf``): the ceiling for replicated commands;
 * a 3-member etcd (when ``/usr/bin/etcd`` is installed): LeaseGrant, for comparison;
-* a 3-node raftsched cluster (``cluster.app.local_cluster.LocalCluster``), on which it
+* a 3-node raftsched cluster (``raftsched.cluster.app.local_cluster.LocalCluster``), on which it
   measures CreateJob throughput, fire lag at a steady fire rate, leader
   failover (SIGKILL) to the next committed fire, a burst of jobs all due at
   one instant, and (once leases exist) lease grants and end-to-end runs.

@@ -19,7 +19,7 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ] || [ "$repo/cons
     | grep -v -e "BuildBackendWarning: Editable installation" -e "^ *!!$" -e "^ *\*\{20,\}$" \
         -e "Please be careful with folders" -e "name as your package as they may take" -e "with strategy, WheelFile" \
         -e "^ *$" >&2 || true
-  "$venv/bin/python" -c "import cluster, grpc, pysyncobj" || { say "the install failed (see above)"; exit 1; }
+  "$venv/bin/python" -c "import raftsched.cluster, grpc, pysyncobj" || { say "the install failed (see above)"; exit 1; }
   touch "$stamp"
   say "installed into $venv"
 fi

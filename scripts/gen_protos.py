@@ -10,11 +10,13 @@ It runs, from the repository root::
 
     python -m grpc_tools.protoc -I <repo root> -I <grpc_tools' bundled protos>
         --python_out=<out> --pyi_out=<out> --grpc_python_out=<out>
-        protos/raftsched/v1/scheduler.proto
+        raftsched/protos/raftsched/v1/scheduler.proto
 
-which writes ``protos/raftsched/v1/scheduler_pb2.py``, ``scheduler_pb2.pyi``
+(the proto named through the ``raftsched/protos`` link to ``protos/``, so that the
+generated modules are ``raftsched.protos.raftsched.v1.*``, the names the package is
+installed under) which writes ``protos/raftsched/v1/scheduler_pb2.py``, ``scheduler_pb2.pyi``
 and ``scheduler_pb2_grpc.py``; they import each other as
-``protos.raftsched.v1.scheduler_pb2``. The files are exactly protoc's output:
+``raftsched.protos.raftsched.v1.scheduler_pb2``. The files are exactly protoc's output:
 nothing is added or rewritten, so ``--check`` can compare them byte for byte.
 
 Generated code depends on the generator's version, so the script refuses to
@@ -39,12 +41,12 @@ GRPCIO_TOOLS_VERSION = "1.85.1"
 
 REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 #: The proto file, relative to the repository root (which is protoc's -I).
-PROTO: str = "protos/raftsched/v1/scheduler.proto"
+PROTO: str = "raftsched/protos/raftsched/v1/scheduler.proto"
 #: What protoc writes for PROTO, relative to the output root.
 GENERATED: tuple[str, ...] = (
-    "protos/raftsched/v1/scheduler_pb2.py",
-    "protos/raftsched/v1/scheduler_pb2.pyi",
-    "protos/raftsched/v1/scheduler_pb2_grpc.py",
+    "raftsched/protos/raftsched/v1/scheduler_pb2.py",
+    "raftsched/protos/raftsched/v1/scheduler_pb2.pyi",
+    "raftsched/protos/raftsched/v1/scheduler_pb2_grpc.py",
 )
 REGENERATE_COMMAND = "python scripts/gen_protos.py"
 

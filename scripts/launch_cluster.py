@@ -46,13 +46,13 @@ from typing import Any
 
 import grpc
 
-from cluster.app.local_cluster import LocalCluster, read_added
-from cluster.app.local_security import Grant
 from launch_nodes import add_node, start_node, write_client_config
 from launch_procs import Recorded, alive, ours, port_in_use, read_pids, running, spawn_executor, stop_all, write_pids
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster, read_added
+from raftsched.cluster.app.local_security import Grant
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 
 #: node i uses these Raft, gRPC and HTTP ports + i - 1
 BASE_PORTS = (7001, 50051, 8081)
@@ -146,7 +146,7 @@ def sample_job(client: Client) -> tuple[pb.Job | None, str]:
 
 
 def _executor_command(cluster: LocalCluster, name: str) -> list[str]:
-    cmd = [sys.executable, "-m", "cluster.app.main", "executor", "--config", cluster.config_path, "--queue", "default"]
+    cmd = [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--config", cluster.config_path, "--queue", "default"]
     cmd += ["--executor-id", name, "--grace", "5"]
     cmd += ["--allow-type", "shell", "--allow-type", "http"]  # off unless allowed; the sample job is a shell job
     if cluster.security is not None:  # the CA comes from the config's [tls] ca_file

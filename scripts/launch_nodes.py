@@ -10,11 +10,11 @@ import time
 
 import grpc
 
-from cluster.app.client_config import client_config_text
-from cluster.app.local_cluster import LocalCluster
 from launch_procs import port_in_use, read_pids, running, write_pids
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
+from raftsched.cluster.app.client_config import client_config_text
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
 
 
 def start_node(root: str, node_id: str) -> int:

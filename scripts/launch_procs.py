@@ -41,7 +41,7 @@ def ours(pid: int, config_path: str) -> bool:
             args = f.read().decode("utf-8", "replace").split("\0")
     except OSError:
         return True  # no /proc: trust the record
-    return "cluster.app.main" in args and config_path in args
+    return "raftsched.cluster.app.main" in args and config_path in args
 
 
 def port_in_use(port: int) -> bool:

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from raft.snapshotter import BytesCopy
+from raftsched.raft.snapshotter import BytesCopy
 
 
 class _Counter:
@@ -58,8 +58,8 @@ class _Counter:
 def _node(addr: str, peers: list[str], root: str, fsync: bool, seconds: float, results: Any, stop: Any) -> None:
     import logging
 
-    from raft import lmdb_journal
-    from raft.adapter import RaftNode, RaftSettings
+    from raftsched.raft import lmdb_journal
+    from raftsched.raft.adapter import RaftNode, RaftSettings
 
     # pysyncobj warns of this under saturation (the bench counts it as well); it is noise here
     logging.getLogger("pysyncobj.syncobj").addFilter(lambda r: "truncating already-applied" not in r.getMessage())
@@ -137,7 +137,7 @@ def _measure(node: Any, seconds: float, commits: list[int]) -> dict[str, Any]:
 
 
 def run(fsync: bool, seconds: float, root: str) -> dict[str, Any]:
-    from cluster.app.local_cluster import free_ports
+    from raftsched.cluster.app.local_cluster import free_ports
 
     addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
     ctx = mp.get_context("spawn")

@@ -41,10 +41,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from cluster.app.local_cluster import LocalCluster  # noqa: E402
-from protos.raftsched.v1 import scheduler_pb2 as pb  # noqa: E402
-from rpc import convert as cv  # noqa: E402
-from rpc.client.client import Client  # noqa: E402
+from raftsched.cluster.app.local_cluster import LocalCluster  # noqa: E402
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb  # noqa: E402
+from raftsched.rpc import convert as cv  # noqa: E402
+from raftsched.rpc.client.client import Client  # noqa: E402
 from tests.elections import EventClock, attempt_leases, now_ms, wait_agreed  # noqa: E402
 from tests.helpers import at_spec, every_spec, start_executor  # noqa: E402
 from tests.history import Expected, IntervalJob, OneOffJob, violations  # noqa: E402

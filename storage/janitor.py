@@ -8,7 +8,7 @@ boto3 when the node has an S3 config. What a leader change drops on the floor
 is caught by the bucket's lifecycle rule (see the README). Given the node's
 ``OutputLocation``, nothing outside its own output store is ever deleted.
 
-Live parts (``cluster.domain.live_output``) are removed by their executor
+Live parts (``raftsched.cluster.domain.live_output``) are removed by their executor
 once the whole log is stored. Those an attempt left behind (its executor
 died, lost the lease, or could not store the log) go with the run: when a
 pruned run was tried more than once or stored no log, the janitor sweeps the
@@ -28,9 +28,9 @@ import queue
 import threading
 from typing import Any, Callable
 
-from cluster.domain.live_output import is_output_name
-from cluster.domain.output import EMPTY_OUTPUT_URI, is_log_name, result_name
-from cluster.domain.output_location import OutputLocation
+from raftsched.cluster.domain.live_output import is_output_name
+from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, is_log_name, result_name
+from raftsched.cluster.domain.output_location import OutputLocation
 
 log = logging.getLogger("raftsched.janitor")
 

@@ -1,4 +1,4 @@
-"""The job state in one LMDB environment per node: ``cluster.domain.state_store.StateStore`` on disk.
+"""The job state in one LMDB environment per node: ``raftsched.cluster.domain.state_store.StateStore`` on disk.
 
 Layout: one file (``subdir=False``, ``<node dir>/state.mdb`` with LMDB's
 ``state.mdb-lock``), one named database per ``Table``, and in the main
@@ -8,13 +8,13 @@ is not ours and is refused, naming it).
 Transactions (``state_store``'s contract): the writer — the state machine on
 the Raft tick thread — opens a write transaction with its first write and
 ``commit()`` ends it once per Raft entry, with the applied index written in
-it by the machine; only that thread may end it (``raft.lmdb_owner``: a close
+it by the machine; only that thread may end it (``raftsched.raft.lmdb_owner``: a close
 on another thread mid-entry is refused). The writer's reads see its open
 transaction. Every other read runs in a read transaction (``reading()``: one
 for the whole context; otherwise one per call), so a long scan never waits
 for a lock the writer needs, and sees a whole entry or none of it.
 
-Durability (``storage.state_trust``): ``sync=False, metasync=False`` and no
+Durability (``raftsched.storage.state_trust``): ``sync=False, metasync=False`` and no
 ``writemap`` (LMDB warns that ``writemap`` without sync can damage the file
 even with no crash). The Raft log is the durable record: a process crash
 loses nothing here; an OS crash can damage the file, which is then detected
@@ -27,11 +27,11 @@ proposals while less than ``margin`` is left, and a write that still finds
 the map full raises ``StoreFailure`` naming the key to raise.
 
 A full or failing disk (``StoreFailure`` with ``storage_problem``: the
-words of ``raft.disk_trouble``): LMDB aborts a commit it could not write
+words of ``raftsched.raft.disk_trouble``): LMDB aborts a commit it could not write
 and the file keeps the last commit. The batch's writes are recorded as they
 are made, so a failed commit keeps them (``kept``): the next ``begin`` or
 ``commit`` redoes them in a fresh transaction, and the entry's commit is
-simply tried again (``raft.adapter`` holds the entry meanwhile). A write
+simply tried again (``raftsched.raft.adapter`` holds the entry meanwhile). A write
 LMDB itself refused mid-batch (a full map), or a batch that cannot be
 redone (``load_sorted``'s bulk rows are not recorded), is not kept: the
 writer drops it with ``abort`` and applies the entry again. Installing a
@@ -40,7 +40,7 @@ environment whose meta page LMDB failed to write, which it then refuses
 with MDB_PANIC, is not opened again while the node runs: its readers share
 it. Such a node stays unfit until it is restarted.)
 
-Snapshots and installs (``raft.adapter`` through ``StateFiles``):
+Snapshots and installs (``raftsched.raft.adapter`` through ``StateFiles``):
 ``open_copy`` pins the committed state at once (a read transaction taken on
 the writer's thread between entries) and its ``write_to(fd)`` — in a
 background thread — is LMDB's compacting copy of exactly that state;
@@ -58,14 +58,14 @@ from typing import Any, BinaryIO, Iterable, Iterator
 
 import lmdb
 
-from cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
-from raft import disk_trouble
-from raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
-from raft.lmdb_check import lmdb_short_by
-from raft.lmdb_owner import check_abort, check_commit
-from raft.paced_io import PacedWrites, Writeback
-from storage import state_trust
-from storage.rw_gate import RWGate
+from raftsched.cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
+from raftsched.raft import disk_trouble
+from raftsched.raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
+from raftsched.raft.lmdb_check import lmdb_short_by
+from raftsched.raft.lmdb_owner import check_abort, check_commit
+from raftsched.raft.paced_io import PacedWrites, Writeback
+from raftsched.storage import state_trust
+from raftsched.storage.rw_gate import RWGate
 
 MARKER_KEY = b"raftsched"
 MARKER = b"state 1"
@@ -170,7 +170,7 @@ class LmdbStateStore:
         self._psize = int(self.env.stat()["psize"])
         self.env.sync(True)
         fsync_dir(os.path.dirname(os.path.abspath(self.path)))
-        # commits are not synced: their pages go to disk as they come, not in bursts (raft.paced_io)
+        # commits are not synced: their pages go to disk as they come, not in bursts (raftsched.raft.paced_io)
         self._writeback = None if safe else Writeback(self.path)
 
     def close(self) -> None:
@@ -204,7 +204,7 @@ class LmdbStateStore:
 
     def abort(self) -> None:
         """Drop the open batch (and one whose commit failed): the store is what its last commit left. On the writer's
-        thread, or once it has exited (``raft.lmdb_owner``)."""
+        thread, or once it has exited (``raftsched.raft.lmdb_owner``)."""
         if self._txn is not None:
             check_abort(self._writer, self.path)
             self._txn.abort()
@@ -440,7 +440,7 @@ class LmdbStateStore:
 def _write_copy(path: str, source: BinaryIO, size: int, copy_of: str) -> None:
     """``size`` bytes from ``source`` into a new file ``path``, synced: the copy for ``copy_of``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raft.paced_io)
+    paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raftsched.raft.paced_io)
     try:
         left = size
         while left > 0:

@@ -4,7 +4,7 @@
     <root>/<job_id>/<run_id>/attempt-<n>-token-<t>.result
     <root>/<job_id>/<run_id>/attempt-<n>-token-<t>.log.part-<offset>   live parts, while it runs
 
-Implements ``cluster.executor.ports.OutputStore`` and ``LiveOutputStore``.
+Implements ``raftsched.cluster.executor.ports.OutputStore`` and ``LiveOutputStore``.
 Files are created ``0640`` and folders ``0750`` (less under a stricter
 umask): a run's log may hold what its command printed, so other users of the
 host never read it; a node that runs as another user of the executor's group
@@ -13,7 +13,7 @@ Live parts are small files, one per ship (at most one a second per run,
 removed once the whole log is stored), not one file appended to: the same
 layout, reader and contract as S3's parts, and a re-shipped part simply
 replaces itself. ``read_file_slice`` and ``read_file_live`` read a
-``file://`` log URI back from an offset (for ``storage.reader.OutputReader``,
+``file://`` log URI back from an offset (for ``raftsched.storage.reader.OutputReader``,
 which first checks that the URI lies inside the node's store; parts are
 opened without following symlinks).
 """
@@ -25,10 +25,10 @@ import io
 import os
 from typing import BinaryIO
 
-from cluster.domain.live_output import LogSlice, Part, parse_part, part_name
-from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
-from cluster.executor.ports import LogSource, as_log_source
-from storage.log_slices import live_slice, truncation_note, window_slice
+from raftsched.cluster.domain.live_output import LogSlice, Part, parse_part, part_name
+from raftsched.cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
+from raftsched.cluster.executor.ports import LogSource, as_log_source
+from raftsched.storage.log_slices import live_slice, truncation_note, window_slice
 
 __all__ = ["LocalOutputStore", "read_file_live", "read_file_slice", "read_file_uri", "truncation_note"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cluster.domain.live_output import LogSlice, Part, plan_live, plan_window
+from raftsched.cluster.domain.live_output import LogSlice, Part, plan_live, plan_window
 
 
 def truncation_note(size: int, max_bytes: int, uri: str) -> bytes:

@@ -1,7 +1,7 @@
 """An in-memory output store for tests: ``mem://<key>``; ``failures`` makes the next N puts fail.
 
 It takes live parts too (``put_part``: ``<key>.log.part-<offset>``, see
-``cluster.domain.live_output``) and reads logs and parts from an offset.
+``raftsched.cluster.domain.live_output``) and reads logs and parts from an offset.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from cluster.domain.live_output import LogSlice, Part, parse_part, part_name
-from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, result_name
-from cluster.executor.ports import LogSource, as_log_source
-from storage.log_slices import live_slice, window_slice
+from raftsched.cluster.domain.live_output import LogSlice, Part, parse_part, part_name
+from raftsched.cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, result_name
+from raftsched.cluster.executor.ports import LogSource, as_log_source
+from raftsched.storage.log_slices import live_slice, window_slice
 
 
 @dataclass
@@ -80,7 +80,7 @@ class MemoryOutputStore:
         return piece.data, result
 
     def get_at(self, uri: str, offset: int, max_bytes: int = 0) -> tuple[LogSlice, bytes]:
-        """The log at ``uri`` from ``offset`` (``cluster.domain.live_output.plan_window``) and its result."""
+        """The log at ``uri`` from ``offset`` (``raftsched.cluster.domain.live_output.plan_window``) and its result."""
         rel = uri[len("mem://") :]
         log = self.objects.get(rel)
         if log is None:

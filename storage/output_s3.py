@@ -1,13 +1,13 @@
 """The S3 output store (boto3): any S3-compatible server, credentials by boto3's usual chain.
 
-Objects (the contract: ``cluster.executor.ports.OutputStore``):
+Objects (the contract: ``raftsched.cluster.executor.ports.OutputStore``):
 
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.log
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.result
     s3://<bucket>/<prefix>/<job_id>/<run_id>/attempt-<n>-token-<t>.log.part-<offset>
 
 The ``.part-`` objects are a running attempt's live output
-(``cluster.domain.live_output``): S3 has no append, so each ship is one
+(``raftsched.cluster.domain.live_output``): S3 has no append, so each ship is one
 small object named by its byte offset, and the reader lists and concatenates
 them (a reader that already has bytes up to an offset lists only the parts
 from there: ``StartAfter``). Once the whole log is stored the executor
@@ -18,7 +18,7 @@ streamed from its spool file in a multipart upload of ``part_size`` parts
 (``create_multipart_upload`` / ``upload_part`` / ``complete_multipart_upload``),
 so at most one part is in memory; a failed upload is aborted so no parts are
 left behind. botocore retries each call a little; the executor retries a
-failed ``put`` as a whole with backoff (``cluster.executor.worker``).
+failed ``put`` as a whole with backoff (``raftsched.cluster.executor.worker``).
 
 Errors become ``OutputStoreError`` (writing) or ``OutputMissing`` (reading)
 with a message naming the bucket, the endpoint and what to fix.
@@ -30,11 +30,11 @@ import re
 import threading
 from typing import Any
 
-from cluster.domain.live_output import MAX_PART_OFFSET, LogSlice, Part, parse_part, part_name
-from cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
-from cluster.executor.ports import LogSource, as_log_source
-from storage.log_slices import live_slice, window_slice
-from storage.s3_client import make_s3_client
+from raftsched.cluster.domain.live_output import MAX_PART_OFFSET, LogSlice, Part, parse_part, part_name
+from raftsched.cluster.domain.output import OutputKey, OutputMissing, OutputStoreError, is_log_name, result_name
+from raftsched.cluster.executor.ports import LogSource, as_log_source
+from raftsched.storage.log_slices import live_slice, window_slice
+from raftsched.storage.s3_client import make_s3_client
 
 PART_SIZE = 8 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's floor for every part but the last
@@ -218,7 +218,7 @@ class S3OutputStore:
 
 
 class S3OutputReader:
-    """Reads ``s3://bucket/key`` log URIs (``storage.reader.OutputReader``'s S3 side); raises ``OutputMissing``.
+    """Reads ``s3://bucket/key`` log URIs (``raftsched.storage.reader.OutputReader``'s S3 side); raises ``OutputMissing``.
 
     ``read_at``: a stored log from an offset (offset 0 and a log over
     ``max_bytes``: head, note and tail, two ranged GETs); ``read_live``: the

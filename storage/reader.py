@@ -1,6 +1,6 @@
 """Reads a run's output back by its URI, whichever store wrote it (the node's ``OutputReader`` port).
 
-``file://`` on this node's disk, ``s3://`` through ``storage.output_s3`` (boto3
+``file://`` on this node's disk, ``s3://`` through ``raftsched.storage.output_s3`` (boto3
 loaded on first use), ``mem://`` for tests, and ``data:,`` (nothing stored) as
 empty. Anything that cannot be read is ``OutputMissing`` with the reason;
 nothing else is raised. Given the node's ``OutputLocation``, a URI outside
@@ -10,7 +10,7 @@ that leaves the output directory neither).
 Three reads: ``read(uri)`` (the whole log, cut to head + note + tail over
 ``max_bytes``), ``read_at(uri, offset)`` (from a byte offset, so a follower
 fetches only what is new) and ``read_live(key, offset)``: a running attempt's
-live parts (``cluster.domain.live_output``). The live URI is computed from
+live parts (``raftsched.cluster.domain.live_output``). The live URI is computed from
 the attempt's key and the node's own location (``OutputLocation.uri_for``) —
 inside the store by construction, and checked by the same rule as any other.
 """
@@ -21,18 +21,18 @@ import os
 import threading
 from typing import Callable, Protocol
 
-from cluster.domain.live_output import LogSlice
-from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey, OutputMissing
-from cluster.domain.output_location import OutputLocation
-from storage.local_store import read_file_live, read_file_slice
-from storage.memory_store import MemoryOutputStore
+from raftsched.cluster.domain.live_output import LogSlice
+from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey, OutputMissing
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.storage.local_store import read_file_live, read_file_slice
+from raftsched.storage.memory_store import MemoryOutputStore
 
 #: the most log bytes one ``GetRunOutput`` answer carries; a larger log comes back as head + note + tail
 MAX_RETURNED_LOG_BYTES = 15 * 1024 * 1024
 
 
 class S3Reader(Protocol):
-    """The S3 side (``storage.output_s3.S3OutputReader``)."""
+    """The S3 side (``raftsched.storage.output_s3.S3OutputReader``)."""
 
     def read_at(self, uri: str, offset: int, max_bytes: int = 0) -> tuple[LogSlice, bytes]: ...
 
@@ -43,7 +43,7 @@ class OutputReader:
     """Reads output by URI, choosing the store by scheme: ``file://``, ``s3://``, ``mem://``.
 
     ``s3_reader`` builds the S3 reader on first use (it imports boto3), e.g.
-    ``lambda: storage.output_s3.S3OutputReader(endpoint_url, region)``.
+    ``lambda: raftsched.storage.output_s3.S3OutputReader(endpoint_url, region)``.
     """
 
     def __init__(

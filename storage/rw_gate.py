@@ -1,6 +1,6 @@
 """A readers-writer gate: many readers at once, or one writer; a waiting writer stops new readers.
 
-Guards the state environment's handle (``storage.lmdb_state``): every read
+Guards the state environment's handle (``raftsched.storage.lmdb_state``): every read
 transaction runs inside ``shared()``; replacing the environment (an
 installed snapshot) runs inside ``exclusive()``, once the reads that began
 before it have ended. Reads are short (a page of a list, one record), so the

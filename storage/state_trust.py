@@ -1,6 +1,6 @@
 """Whether a node's state environment can be trusted after the node stopped, and the checks before opening it.
 
-The state environment is written with ``sync=False`` (``storage.lmdb_state``):
+The state environment is written with ``sync=False`` (``raftsched.storage.lmdb_state``):
 a commit hands its pages to the OS and returns. What that promises:
 
 * The process dies (SIGKILL, OOM, a crash): nothing is lost and nothing is
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from raft.durable_files import FILE_MODE, fsync_dir
+from raftsched.raft.durable_files import FILE_MODE, fsync_dir
 
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 OPEN_SUFFIX = ".open"

@@ -15,8 +15,8 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.rpc.client.client import Client
 from tests import lmdb_leaks
 from tests.moto_server import BUCKET, MotoServer, aws_environment
 from tests.tiers import tier_problems

@@ -20,10 +20,10 @@ from typing import Any, Iterable
 
 import grpc
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.history import LeaseRecord
 
 #: how long one GetClusterStatus may take before its node counts as naming no leader

@@ -6,9 +6,9 @@ complete it) directly, with any output store.
 
 from __future__ import annotations
 
-from cluster.executor.ports import Finished, Task, TaskContext
-from cluster.executor.worker import Executor, _Held
-from storage import OutputKey, OutputStore
+from raftsched.cluster.executor.ports import Finished, Task, TaskContext
+from raftsched.cluster.executor.worker import Executor, _Held
+from raftsched.storage import OutputKey, OutputStore
 
 #: the task every ``held`` lease is for, and the output key its attempt stores under
 TASK = Task("L1", 42, "R1", "J1", 2, "shell", b"", 0, 0, 0)

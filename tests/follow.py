@@ -21,7 +21,7 @@ class Follow:
             [
                 sys.executable,
                 "-m",
-                "cluster.app.main",
+                "raftsched.cluster.app.main",
                 "run",
                 "logs",
                 run_id,

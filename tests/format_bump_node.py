@@ -25,10 +25,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.domain import command_registry
-from cluster.domain.command_registry import command, handles
-from cluster.domain.errors import RaftschedError
-from cluster.domain.results import Ok, Result
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain.command_registry import command, handles
+from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.results import Ok, Result
 
 NEXT_FORMAT = command_registry.FORMAT_VERSION + 1
 PROBE_EVERY_S = 0.5
@@ -59,8 +59,8 @@ def _probe(node: Any) -> None:
 
 def main() -> int:
     command_registry.FORMAT_VERSION = NEXT_FORMAT
-    from cluster.app import main as raftsched
-    from cluster.app import node_main
+    from raftsched.cluster.app import main as raftsched
+    from raftsched.cluster.app import node_main
 
     start = node_main.Node.start
 

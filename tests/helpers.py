@@ -9,9 +9,9 @@ import sys
 import time
 from typing import Callable, TypeVar
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ def start_executor(
         [
             sys.executable,
             "-m",
-            "cluster.app.main",
+            "raftsched.cluster.app.main",
             "executor",
             "--cluster",
             ",".join(cluster.addresses),

@@ -21,11 +21,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import grpc
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.channel import ChannelSecurity
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.channel import ChannelSecurity
+from raftsched.rpc.client.client import Client
 from tests.history import Expected, History, LeaseRecord, RunRecord, check_history
 
 

@@ -2,7 +2,7 @@
 
 One left open is closed later by the garbage collector, on whichever thread
 happens to run it, and that can end the test process with SIGSEGV (a write
-transaction ended on a thread that did not begin it: ``raft.lmdb_owner``);
+transaction ended on a thread that did not begin it: ``raftsched.raft.lmdb_owner``);
 its ``Writeback`` thread also runs on for the rest of the session. So
 ``tests/conftest.py``'s ``lmdb_closed`` fixture closes what a test left open,
 on the test's own thread, and fails the test naming it.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from raft.lmdb_journal import LmdbJournal
-from storage.lmdb_state import LmdbStateStore
+from raftsched.raft.lmdb_journal import LmdbJournal
+from raftsched.storage.lmdb_state import LmdbStateStore
 
 #: what is open now: id -> (the file, the object, how to close it)
 _open: dict[int, tuple[str, Any, Callable[[], None]]] = {}

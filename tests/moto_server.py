@@ -17,7 +17,7 @@ import sys
 import urllib.request
 from typing import Any, Iterator
 
-from cluster.app.local_cluster import free_ports
+from raftsched.cluster.app.local_cluster import free_ports
 from tests.helpers import wait_for
 
 BUCKET = "raftsched-runs"

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import sys
 
-from cluster.app.client_security import security_from_args
+from raftsched.cluster.app.client_security import security_from_args
 from tests.history import History, RunRecord
 from tests.history_read import read_nodes
 

@@ -6,8 +6,8 @@ return the real time plus the offset last written with ``set(node_id, ms)`` (one
 most every 50 ms, only when it changed). ``time.monotonic`` and the clocks the C library reads are left
 alone, so the node sees what a stepped system clock shows it: wall time jumping against monotonic time.
 
-What the node reads its wall time from: ``cluster.node.clock.SystemClock`` and the Raft probes
-(``raft.peer_probe``) call ``time.time_ns``; log records call ``time.time``. ``datetime.now`` is read only
+What the node reads its wall time from: ``raftsched.cluster.node.clock.SystemClock`` and the Raft probes
+(``raftsched.raft.peer_probe``) call ``time.time_ns``; log records call ``time.time``. ``datetime.now`` is read only
 for certificates and the command line's dates, never to decide what is due, so it is left as it is.
 gRPC's Python layer turns a call's timeout into a ``time.time()`` deadline that its C core reads against
 the real clock; with a real skew both would move together, so calls made from gRPC's own modules get the

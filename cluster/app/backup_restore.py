@@ -1,9 +1,9 @@
 """``raftsched cluster backup FILE`` and ``raftsched node restore FILE``.
 
-A backup is a node's Raft snapshot file as it wrote it (``raft.snapshot_file``:
+A backup is a node's Raft snapshot file as it wrote it (``raftsched.raft.snapshot_file``:
 the ``RSCHSNAP`` marker, metadata naming the Raft index it covers, then a
 copy of the node's state environment at that index and its checksum), taken
-at or after a committed index (``cluster.node.backup``) and streamed over the
+at or after a committed index (``raftsched.cluster.node.backup``) and streamed over the
 admin ``Backup`` RPC. ``save_backup`` writes it to ``FILE.part``, checks it
 (header and body checksum) as a node would before loading it, and renames it
 onto ``FILE``: a backup on disk is always whole.
@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from cluster.app.data_dir import Identity, write_identity
-from cluster.app.replica_state import open_state
-from cluster.node.config import ClusterConfig, ConfigError
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
-from raft.snapshot_file import SnapshotError, SnapshotFile, check_body, open_body, read_snapshot, write_snapshot_file
+from raftsched.cluster.app.data_dir import Identity, write_identity
+from raftsched.cluster.app.replica_state import open_state
+from raftsched.cluster.node.config import ClusterConfig, ConfigError
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
+from raftsched.raft.snapshot_file import SnapshotError, SnapshotFile, check_body, open_body, read_snapshot, write_snapshot_file
 
 #: the term given to the restored snapshot's boundary entries (a new cluster's first term is above it)
 RESTORED_TERM = 1

@@ -19,7 +19,7 @@ A client config is a small TOML file (relative paths are relative to it)::
     ca_file = "secure/ca.crt"    # optional: TLS (and cert_file, key_file, token_file)
 
 Flags and environment variables still win over its ``ca_file``,
-``cert_file``, ``key_file`` and ``token_file`` (``cluster.app.client_security``).
+``cert_file``, ``key_file`` and ``token_file`` (``raftsched.cluster.app.client_security``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from cluster.node.config import ClusterConfig, ConfigError, load_config
+from raftsched.cluster.node.config import ClusterConfig, ConfigError, load_config
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 #: where ``scripts/launch_cluster.sh`` writes the client config, relative to the directory it runs in

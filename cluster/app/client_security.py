@@ -1,7 +1,7 @@
 """TLS and token settings of the command-line clients (``job``/``run``/``cluster`` and ``executor``).
 
 Each comes from its flag, else its environment variable, else the client
-config (``cluster.app.client_config``: a cluster.toml gives its ``[tls]
+config (``raftsched.cluster.app.client_config``: a cluster.toml gives its ``[tls]
 ca_file``, a client config any of ``ca_file``, ``cert_file``, ``key_file``,
 ``token_file``):
 
@@ -19,7 +19,7 @@ flag            environment           meaning
 A token is never sent in the clear to an address that is not loopback: without
 a CA (so without TLS) such a client stops with an error naming ``--ca-file``
 and ``RAFTSCHED_CA_FILE``, unless ``--insecure`` says a network you trust
-carries it (``rpc.client.channel.check_token_transport``). A cluster.toml with
+carries it (``raftsched.rpc.client.channel.check_token_transport``). A cluster.toml with
 ``[cluster] allow_insecure_grpc = true`` says as much for its own addresses.
 """
 
@@ -29,8 +29,8 @@ import argparse
 import os
 from typing import Mapping, Sequence
 
-from cluster.node.config import ClusterConfig, ConfigError, check_private_file
-from rpc.client.channel import ChannelSecurity, check_token_transport
+from raftsched.cluster.node.config import ClusterConfig, ConfigError, check_private_file
+from raftsched.rpc.client.channel import ChannelSecurity, check_token_transport
 
 
 def add_security_args(p: argparse.ArgumentParser) -> None:

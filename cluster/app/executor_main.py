@@ -1,7 +1,7 @@
 """``raftsched executor``: run an executor process until SIGTERM (graceful) or SIGKILL.
 
 The cluster comes from ``--config`` (a cluster.toml), ``--cluster``, or the
-client config the command line finds by itself (``cluster.app.client_config``:
+client config the command line finds by itself (``raftsched.cluster.app.client_config``:
 ``$RAFTSCHED_CONFIG``, ``local-cluster/client.toml`` that
 ``scripts/launch_cluster.sh`` writes, ...).
 
@@ -17,7 +17,7 @@ give. The store is checked before any run is leased — a wrong bucket or bad
 credentials exit with status 2 and a message saying what to fix.
 
 ``--live-interval`` (default 1 s; 0: off) is how often a running attempt's new
-output is shipped to the store as live parts (``cluster.executor.live_log``),
+output is shipped to the store as live parts (``raftsched.cluster.executor.live_log``),
 so that ``raftsched run logs --follow`` shows it while the run goes.
 
 Handlers (``--handler TYPE=module:function``) are imported with the current
@@ -25,18 +25,18 @@ directory first on the path, as ``python -m`` would.
 
 TLS and the bearer token come from ``--ca-file``/``--cert-file``/``--key-file``/
 ``--token-file`` (or their environment variables, or ``[tls] ca_file`` of
-``--config``: ``cluster.app.client_security``). With a token, ``--executor-id``
+``--config``: ``raftsched.cluster.app.client_security``). With a token, ``--executor-id``
 is required: the node accepts only the token's name or ``name/...``.
 What jobs may do here: ``--allow-type shell|http`` (both off unless named),
 ``--pass-env``, ``--kill-grace``, ``--run-as``, ``--containment``,
-``--http-deny`` and ``--http-allow`` (``cluster.app.executor_safety``).
+``--http-deny`` and ``--http-allow`` (``raftsched.cluster.app.executor_safety``).
 An executor allowing ``shell`` or ``http`` refuses to start for a cluster
 that answers calls without a token, unless ``--allow-unauthenticated-cluster``
 (``executor_safety.check_cluster_closed``). At start the executor makes its
 own process non-dumpable (``containment.make_undumpable``: a run of the same
 user cannot read its environment or memory) and logs one line saying how
 shell runs are contained. Failed calls are logged as one line each
-(``rpc.client.errors``).
+(``raftsched.rpc.client.errors``).
 """
 
 from __future__ import annotations
@@ -49,21 +49,27 @@ import socket
 import sys
 import time
 
-from cluster.app.client_config import ClientConfig, discover, load_any, resolve
-from cluster.app.client_security import security_from_args
-from cluster.app.executor_safety import COMMAND_TYPES, OPEN_CLUSTER_FLAG, add_safety_args, builtin_settings, check_cluster_closed
-from cluster.app.log_setup import configure_logging
-from cluster.app.stop_signal import StopSignal
-from cluster.domain.output import OutputStoreError
-from cluster.executor.bounded_log import LogSettings
-from cluster.executor.containment import make_undumpable
-from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
-from cluster.executor.live_log import LiveSettings
-from cluster.executor.ports import OutputStore
-from cluster.executor.worker import OUTPUT_RETRY_S, Executor
-from cluster.node.config import ConfigError, LogsConfig
-from rpc.client.channel import ChannelSecurity
-from storage.local_store import LocalOutputStore
+from raftsched.cluster.app.client_config import ClientConfig, discover, load_any, resolve
+from raftsched.cluster.app.client_security import security_from_args
+from raftsched.cluster.app.executor_safety import (
+    COMMAND_TYPES,
+    OPEN_CLUSTER_FLAG,
+    add_safety_args,
+    builtin_settings,
+    check_cluster_closed,
+)
+from raftsched.cluster.app.log_setup import configure_logging
+from raftsched.cluster.app.stop_signal import StopSignal
+from raftsched.cluster.domain.output import OutputStoreError
+from raftsched.cluster.executor.bounded_log import LogSettings
+from raftsched.cluster.executor.containment import make_undumpable
+from raftsched.cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
+from raftsched.cluster.executor.live_log import LiveSettings
+from raftsched.cluster.executor.ports import OutputStore
+from raftsched.cluster.executor.worker import OUTPUT_RETRY_S, Executor
+from raftsched.cluster.node.config import ConfigError, LogsConfig
+from raftsched.rpc.client.channel import ChannelSecurity
+from raftsched.storage.local_store import LocalOutputStore
 
 __all__ = ["add_output_args", "add_safety_args", "run_executor"]
 
@@ -136,7 +142,7 @@ def logs_config(args: argparse.Namespace, base: LogsConfig) -> LogsConfig:
 
 def build_output_store(cfg: LogsConfig, output_dir: str) -> OutputStore:
     if cfg.store == "s3":
-        from storage.output_s3 import S3OutputStore
+        from raftsched.storage.output_s3 import S3OutputStore
 
         try:
             return S3OutputStore(cfg.bucket, cfg.prefix, cfg.region, cfg.endpoint_url)
@@ -189,7 +195,7 @@ NO_OUTPUT_DIR = (
 
 
 def resolve_target(args: argparse.Namespace) -> ClientConfig:
-    """The cluster and the output directory (``cluster.app.client_config``): --config, else --cluster with
+    """The cluster and the output directory (``raftsched.cluster.app.client_config``): --config, else --cluster with
     the client config found by itself when it names the same nodes, else that client config."""
     if args.config or not args.cluster:
         return resolve(args.cluster, args.config, os.environ)
@@ -249,8 +255,8 @@ def _say_containment(allow: list[str], builtin: BuiltinSettings, undumpable: boo
 
 
 def run_executor(args: argparse.Namespace) -> int:
-    from rpc.client.client import Client
-    from rpc.client.lease_api import GrpcLeaseApi
+    from raftsched.rpc.client.client import Client
+    from raftsched.rpc.client.lease_api import GrpcLeaseApi
 
     undumpable = make_undumpable()  # first: no run of this user may read our environment or memory
     executor_id = args.executor_id or f"{socket.gethostname()}:{os.getpid()}"

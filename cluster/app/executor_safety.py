@@ -1,10 +1,10 @@
 """What ``raftsched executor`` lets jobs do, and the checks it makes before it runs any.
 
 Flags (``add_safety_args``): ``--allow-type shell|http`` (off unless named),
-``--pass-env NAME`` and ``--kill-grace SECONDS`` (``cluster.executor.shell``),
+``--pass-env NAME`` and ``--kill-grace SECONDS`` (``raftsched.cluster.executor.shell``),
 ``--run-as USER`` and ``--containment auto|pid-namespace|session``
-(``cluster.executor.containment``), ``--http-deny CIDR`` and ``--http-allow
-CIDR`` (``cluster.executor.http_guard``), and
+(``raftsched.cluster.executor.containment``), ``--http-deny CIDR`` and ``--http-allow
+CIDR`` (``raftsched.cluster.executor.http_guard``), and
 ``--allow-unauthenticated-cluster``.
 
 **No commands for anyone who asks.** ``shell``, ``http`` and ``notify`` run
@@ -30,12 +30,12 @@ import time
 
 import grpc
 
-from cluster.executor.containment import MODES, resolve, run_as
-from cluster.executor.handlers import BuiltinSettings
-from cluster.executor.http_guard import AddressPolicy
-from cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
-from cluster.node.config import ConfigError
-from rpc.client.channel import ChannelSecurity
+from raftsched.cluster.executor.containment import MODES, resolve, run_as
+from raftsched.cluster.executor.handlers import BuiltinSettings
+from raftsched.cluster.executor.http_guard import AddressPolicy
+from raftsched.cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
+from raftsched.cluster.node.config import ConfigError
+from raftsched.rpc.client.channel import ChannelSecurity
 
 #: built-in types that run what a job's submitter says: never for a cluster that takes calls without a token
 COMMAND_TYPES = ("shell", "http", "notify")
@@ -135,9 +135,9 @@ def check_cluster_closed(
 ) -> None:
     """Refuse (``ConfigError``) to run ``types`` for a cluster that answers a JobService read without a
     token, or, with none of our own, for a cluster that needs one; ask again while no node answers."""
-    from protos.raftsched.v1 import scheduler_pb2 as pb
-    from rpc.client.client import Client
-    from rpc.client.errors import describe
+    from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+    from raftsched.rpc.client.client import Client
+    from raftsched.rpc.client.errors import describe
 
     anonymous = dataclasses.replace(security, token="")
     delay = 0.5

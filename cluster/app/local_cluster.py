@@ -1,12 +1,12 @@
 """Start and stop a local cluster of real node processes on loopback.
 
 Used by ``scripts/launch_cluster.py``, the integration and fault tests and
-the benchmark. Every node is a separate ``python -m cluster.app.main node``
+the benchmark. Every node is a separate ``python -m raftsched.cluster.app.main node``
 process with its own data dir and log file under ``root``; ports are picked
 free on 127.0.0.1. Processes are stopped by pid, only the ones started here.
 With ``secure=True`` the nodes serve TLS and require tokens, with
 ``auth=True`` they require tokens over plaintext loopback (files under
-``root/secure``: ``cluster.app.local_security``); ``client_security()`` is
+``root/secure``: ``raftsched.cluster.app.local_security``); ``client_security()`` is
 what a client of the cluster then needs.
 """
 
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from cluster.app.local_security import ADMIN, Grant, LocalSecurity, create_local_security, open_local_security
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
+from raftsched.cluster.app.local_security import ADMIN, Grant, LocalSecurity, create_local_security, open_local_security
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.channel import ChannelSecurity, open_channel
 
 #: the nodes added to a local cluster since its config was written: id -> [raft, grpc, http]
 ADDED_FILE = "added.json"
@@ -187,7 +187,7 @@ class LocalCluster:
     ) -> "LocalCluster":
         """``secure``: TLS (``client_auth``: client certificates too) and tokens, ``admin`` and ``tokens``;
         ``auth``: the tokens without TLS; ``http``: every node serves its HTTP endpoint (``http_url``)."""
-        from cluster.node.config import load_config
+        from raftsched.cluster.node.config import load_config
 
         security = None
         if secure or client_auth or auth:
@@ -203,7 +203,7 @@ class LocalCluster:
     def open(cls, root: str) -> "LocalCluster":
         """The cluster whose config is ``root/cluster.toml`` (processes not attached), with the nodes added to it
         since (``root/added.json``: ``add_node``)."""
-        from cluster.node.config import load_config
+        from raftsched.cluster.node.config import load_config
 
         path = os.path.join(root, "cluster.toml")
         cfg = load_config(path)
@@ -239,7 +239,7 @@ class LocalCluster:
     @property
     def output_dir(self) -> str:
         """Where the nodes accept, read and delete local run output (``[logs] dir``): executors write here."""
-        from cluster.node.config import load_config
+        from raftsched.cluster.node.config import load_config
 
         return load_config(self.config_path).output_dir()
 
@@ -260,7 +260,11 @@ class LocalCluster:
         del self.nodes[node_id]
 
     def start(
-        self, node_id: str, join: list[str] | None = None, env: dict[str, str] | None = None, module: str = "cluster.app.main"
+        self,
+        node_id: str,
+        join: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        module: str = "raftsched.cluster.app.main",
     ) -> NodeProcess:
         """Start ``node_id`` (``join``: with ``--join`` and these addresses; ``env``: extra environment;
         ``module``: another entry point taking the same arguments, e.g. a test's)."""

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from cluster.app.pki import issue, load_ca, make_ca, write_private
-from rpc.client.channel import ChannelSecurity
-from rpc.server.tokens import new_token, token_entry
+from raftsched.cluster.app.pki import issue, load_ca, make_ca, write_private
+from raftsched.rpc.client.channel import ChannelSecurity
+from raftsched.rpc.server.tokens import new_token, token_entry
 
 SECURE_DIR = "secure"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

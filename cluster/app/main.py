@@ -20,19 +20,19 @@ class _Version(argparse.Action):
     """``--version``: the versions are looked up only when asked (reading package metadata is slow)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
-        from cluster.node.version import version_text
+        from raftsched.cluster.node.version import version_text
 
         print(version_text())
         parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cluster.app import cli
-    from cluster.app.client_security import add_security_args
-    from cluster.app.executor_main import add_output_args, add_safety_args
-    from cluster.app.log_setup import add_log_args
-    from cluster.app.tls_cli import add_tls_commands
-    from cluster.app.token_cli import add_token_commands
+    from raftsched.cluster.app import cli
+    from raftsched.cluster.app.client_security import add_security_args
+    from raftsched.cluster.app.executor_main import add_output_args, add_safety_args
+    from raftsched.cluster.app.log_setup import add_log_args
+    from raftsched.cluster.app.tls_cli import add_tls_commands
+    from raftsched.cluster.app.token_cli import add_token_commands
 
     parser = argparse.ArgumentParser(
         prog="raftsched",
@@ -104,12 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _no_grpc_fork_handlers()
-    from cluster.app import cli
-    from cluster.app.client_security import security_from_args
+    from raftsched.cluster.app import cli
+    from raftsched.cluster.app.client_security import security_from_args
 
     args = build_parser().parse_args(argv)
     if args.command == "node":
-        from cluster.app.node_main import restore_node, run_node
+        from raftsched.cluster.app.node_main import restore_node, run_node
 
         if args.action == "restore":
             return restore_node(args.file, args.config, args.node_id)
@@ -124,15 +124,15 @@ def main(argv: list[str] | None = None) -> int:
             args.config, args.node_id, join, lambda cfg: security_from_args(args, cfg), args.log_format, args.log_level
         )
     if args.command == "executor":
-        from cluster.app.executor_main import run_executor
+        from raftsched.cluster.app.executor_main import run_executor
 
         return run_executor(args)
     if args.command == "token":
-        from cluster.app.token_cli import run_token
+        from raftsched.cluster.app.token_cli import run_token
 
         return run_token(args)
     if args.command == "tls":
-        from cluster.app.tls_cli import run_tls
+        from raftsched.cluster.app.tls_cli import run_tls
 
         return run_tls(args)
     return cli.run(args)

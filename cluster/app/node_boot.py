@@ -3,7 +3,7 @@
 In this order:
 
 1. the membership its data dir recorded from the cluster's log
-   (``cluster.app.data_dir``): every restart after the first;
+   (``raftsched.cluster.app.data_dir``): every restart after the first;
 2. with ``--join H:P[,H:P...]`` and no recorded membership: the membership
    the given nodes answer (``GetClusterStatus``, asked until one lists this
    node: it must have been added with ``raftsched cluster add-node`` first;
@@ -28,12 +28,12 @@ from dataclasses import dataclass, replace
 
 import grpc
 
-from cluster.app.data_dir import Identity, check_existing, effective_nodes, read_identity, seed_members
-from cluster.domain.model import Member
-from cluster.node.config import ClusterConfig, ConfigError
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
+from raftsched.cluster.app.data_dir import Identity, check_existing, effective_nodes, read_identity, seed_members
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.node.config import ClusterConfig, ConfigError
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.channel import ChannelSecurity, open_channel
 
 log = logging.getLogger("raftsched.node")
 

@@ -5,7 +5,7 @@ firing, drain RPCs, stop Raft, close the state) — or SIGKILL, after which the
 state environment, journal and snapshot in ``data_dir/<node id>`` bring it
 back (the log after the state's applied index replays) — or until it finds itself
 removed from the cluster (it then retires its data dir and exits 0). The
-membership it starts with comes from ``cluster.app.node_boot`` (its data
+membership it starts with comes from ``raftsched.cluster.app.node_boot`` (its data
 dir's record, ``--join``, or the config's ``[[nodes]]``).
 """
 
@@ -20,49 +20,49 @@ from typing import Any, Callable
 
 import grpc
 
-from cluster.app.data_dir import ensure_identity, mark_removed, record_membership
-from cluster.app.log_setup import configure_logging
-from cluster.app.node_boot import Boot, prepare
-from cluster.app.observability import Observability
-from cluster.app.replica_state import ReplicaState, open_state
-from cluster.app.stop_signal import StopSignal
-from cluster.domain import command_registry
-from cluster.domain.errors import NewerState
-from cluster.domain.model import Member
-from cluster.domain.output_location import OutputLocation
-from cluster.domain.validation import Limits
-from cluster.node.backup import open_backup
-from cluster.node.clock import Clock, SystemClock
-from cluster.node.clock_guard import ClockGuard
-from cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
-from cluster.node.disk_majority import DiskMajority
-from cluster.node.event_hub import EventHub
-from cluster.node.fitness import STORAGE, Fitness, FitnessLoop, FitnessView, StepAside
-from cluster.node.job_service import JobService
-from cluster.node.leader_loop import LeaderLoop
-from cluster.node.lease_service import LeaseService
-from cluster.node.membership import MembershipService
-from cluster.node.membership_keeper import MembershipKeeper
-from cluster.node.page_tokens import PageTokens, derive_key
-from cluster.node.replicated_state import ReplicatedState
-from cluster.node.scope_lookup import ScopeReader
-from cluster.node.version import VersionReporter, raftsched_version
-from raft import snapshot_turns
-from raft.adapter import EXIT_UNSUPPORTED_COMMAND, RaftNode, RaftSettings
-from raft.durable_files import make_private_dir
-from raft.lmdb_journal import JournalError
-from raft.lmdb_owner import WrongThreadError
-from raft.snapshot_file import SnapshotError
-from rpc.server.auth import AuthInterceptor
-from rpc.server.cluster_servicer import ClusterServicer, cluster_status
-from rpc.server.grpc_server import build_server
-from rpc.server.job_servicer import JobServicer
-from rpc.server.lease_servicer import LeaseServicer
-from rpc.server.tls import host_warnings, server_credentials
-from rpc.server.tokens import TokenTable, load_tokens
-from storage.janitor import OutputJanitor
-from storage.reader import OutputReader
-from storage.s3_client import lazy_s3_client
+from raftsched.cluster.app.data_dir import ensure_identity, mark_removed, record_membership
+from raftsched.cluster.app.log_setup import configure_logging
+from raftsched.cluster.app.node_boot import Boot, prepare
+from raftsched.cluster.app.observability import Observability
+from raftsched.cluster.app.replica_state import ReplicaState, open_state
+from raftsched.cluster.app.stop_signal import StopSignal
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain.errors import NewerState
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node.backup import open_backup
+from raftsched.cluster.node.clock import Clock, SystemClock
+from raftsched.cluster.node.clock_guard import ClockGuard
+from raftsched.cluster.node.config import ClusterConfig, ConfigError, LogsConfig, load_config
+from raftsched.cluster.node.disk_majority import DiskMajority
+from raftsched.cluster.node.event_hub import EventHub
+from raftsched.cluster.node.fitness import STORAGE, Fitness, FitnessLoop, FitnessView, StepAside
+from raftsched.cluster.node.job_service import JobService
+from raftsched.cluster.node.leader_loop import LeaderLoop
+from raftsched.cluster.node.lease_service import LeaseService
+from raftsched.cluster.node.membership import MembershipService
+from raftsched.cluster.node.membership_keeper import MembershipKeeper
+from raftsched.cluster.node.page_tokens import PageTokens, derive_key
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.scope_lookup import ScopeReader
+from raftsched.cluster.node.version import VersionReporter, raftsched_version
+from raftsched.raft import snapshot_turns
+from raftsched.raft.adapter import EXIT_UNSUPPORTED_COMMAND, RaftNode, RaftSettings
+from raftsched.raft.durable_files import make_private_dir
+from raftsched.raft.lmdb_journal import JournalError
+from raftsched.raft.lmdb_owner import WrongThreadError
+from raftsched.raft.snapshot_file import SnapshotError
+from raftsched.rpc.server.auth import AuthInterceptor
+from raftsched.rpc.server.cluster_servicer import ClusterServicer, cluster_status
+from raftsched.rpc.server.grpc_server import build_server
+from raftsched.rpc.server.job_servicer import JobServicer
+from raftsched.rpc.server.lease_servicer import LeaseServicer
+from raftsched.rpc.server.tls import host_warnings, server_credentials
+from raftsched.rpc.server.tokens import TokenTable, load_tokens
+from raftsched.storage.janitor import OutputJanitor
+from raftsched.storage.reader import OutputReader
+from raftsched.storage.s3_client import lazy_s3_client
 
 log = logging.getLogger("raftsched.node")
 #: the collector's thresholds in a node: fewer collections of a large, mostly long-lived heap
@@ -77,7 +77,7 @@ def output_reader(logs: LogsConfig, location: OutputLocation | None = None) -> O
     """Reads run output by URI; S3 with this node's [logs] endpoint and region (boto3 loaded on first use)."""
 
     def s3_reader() -> Any:
-        from storage.output_s3 import S3OutputReader
+        from raftsched.storage.output_s3 import S3OutputReader
 
         return S3OutputReader(logs.endpoint_url, logs.region)
 
@@ -207,8 +207,8 @@ class Node:
         )
 
     def _guard_fitness(self, cfg: ClusterConfig, self_raft: str) -> None:
-        """The clock guard, the disk and stepping aside (``cluster.node.clock_guard``, ``cluster.node.fitness``,
-        ``cluster.node.disk_majority``): what this node says of itself in its Raft probes, and what keeps it from
+        """The clock guard, the disk and stepping aside (``raftsched.cluster.node.clock_guard``, ``raftsched.cluster.node.fitness``,
+        ``raftsched.cluster.node.disk_majority``): what this node says of itself in its Raft probes, and what keeps it from
         stamping, proposing, firing and leading."""
         raft = self.raft
         self.fitness = Fitness()
@@ -317,7 +317,7 @@ def run_node(
 
 def restore_node(backup: str | None, config_path: str, node_id: str) -> int:
     """``raftsched node restore FILE``: seed ``node_id``'s empty data dir of a new cluster from a backup."""
-    from cluster.app.backup_restore import restore_data_dir
+    from raftsched.cluster.app.backup_restore import restore_data_dir
 
     if not backup:
         print(

@@ -2,7 +2,7 @@
 
 * Health, always: a ``HealthMonitor`` polls Raft (a leader? a quorum?) every
   200 ms and flips the gRPC health service (``GrpcHealth``) both ways.
-* With ``[[nodes]] http``: the node's metrics (``rpc.http.NodeMetrics``), fed
+* With ``[[nodes]] http``: the node's metrics (``raftsched.rpc.http.NodeMetrics``), fed
   by the applied run events, the health monitor, the snapshot hook and the
   gRPC interceptor (``interceptors``: put them before the auth interceptor),
   and the HTTP endpoint on ``http_listen`` serving ``/metrics`` and
@@ -12,17 +12,17 @@
 With ``[auth]`` on, ``/metrics`` and ``/healthz`` stay public; every other
 route of the router (the web view) asks for a token that may read: in an
 ``Authorization: Bearer`` header, or through the web view's sign-in form and
-its session cookie (``rpc.http.web.WebAuth``).
+its session cookie (``raftsched.rpc.http.web.WebAuth``).
 
 The web view (``serve_web_view``, once the node's services exist): the
 read-only pages at ``/`` on the same endpoint, reading through the job
 service and the cluster status function GetClusterStatus answers with. Not
 on an address that is not loopback without both ``[tls]`` and ``[auth]``
-(``cluster.node.exposure.http_exposure``: a warning at every start says so;
+(``raftsched.cluster.node.exposure.http_exposure``: a warning at every start says so;
 ``/`` then says why), unless ``[cluster] allow_insecure_http = true``.
 
 Every route but ``/metrics`` and ``/healthz`` answers only to the names the
-node is reached by (``rpc.http.router.allowed_hosts``: its ``http`` address,
+node is reached by (``raftsched.rpc.http.router.allowed_hosts``: its ``http`` address,
 its listen address, localhost): DNS rebinding.
 """
 
@@ -31,24 +31,24 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from cluster.domain.model import Member
-from cluster.node.clock import Clock
-from cluster.node.config import ClusterConfig
-from cluster.node.fitness import FitnessView
-from cluster.node.health import Health, HealthMonitor, check_health
-from cluster.node.replicated_state import ReplicatedState
-from raft.adapter import RaftNode
-from rpc.http.metrics import NodeMetrics
-from rpc.http.ops import add_ops_routes
-from rpc.http.router import Authorizer, Request, Response, Router, allowed_hosts, bearer_reader
-from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
-from rpc.http.server import HttpServer
-from rpc.http.state_collector import FitnessCollector, StateCollector
-from rpc.http.web import JobReader, TokenVerdict, WebAuth, WebView, add_web_routes, overview_of
-from rpc.server.auth import Access, decide
-from rpc.server.health import GrpcHealth
-from rpc.server.metrics_interceptor import MetricsInterceptor
-from rpc.server.tokens import TokenTable
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.config import ClusterConfig
+from raftsched.cluster.node.fitness import FitnessView
+from raftsched.cluster.node.health import Health, HealthMonitor, check_health
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.raft.adapter import RaftNode
+from raftsched.rpc.http.metrics import NodeMetrics
+from raftsched.rpc.http.ops import add_ops_routes
+from raftsched.rpc.http.router import Authorizer, Request, Response, Router, allowed_hosts, bearer_reader
+from raftsched.rpc.http.run_metrics import LeaderChanges, RunEventMetrics
+from raftsched.rpc.http.server import HttpServer
+from raftsched.rpc.http.state_collector import FitnessCollector, StateCollector
+from raftsched.rpc.http.web import JobReader, TokenVerdict, WebAuth, WebView, add_web_routes, overview_of
+from raftsched.rpc.server.auth import Access, decide
+from raftsched.rpc.server.health import GrpcHealth
+from raftsched.rpc.server.metrics_interceptor import MetricsInterceptor
+from raftsched.rpc.server.tokens import TokenTable
 
 log = logging.getLogger("raftsched.node")
 

@@ -1,10 +1,10 @@
 """The node's state machine as Raft replicates it: the job state machine over its LMDB environment.
 
-``raft.adapter.StateMachine`` wants one object that applies and commits
+``raftsched.raft.adapter.StateMachine`` wants one object that applies and commits
 entries, pins a copy of the state for a snapshot, installs one, converts a
 format-2 blob, and says when the store is nearly full. The job state machine
-(``cluster.domain.state``, pure) does the first and last-but-one; its store
-(``storage.lmdb_state``) the file work. This wires the two; after an install,
+(``raftsched.cluster.domain.state``, pure) does the first and last-but-one; its store
+(``raftsched.storage.lmdb_state``) the file work. This wires the two; after an install,
 and after an entry the disk refused (``rollback``), the machine rereads its
 small state and rebuilds its in-memory indexes.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 from typing import Any, BinaryIO, Callable
 
-from cluster.domain.errors import NewerState
-from cluster.domain.state import JobStateMachine
-from cluster.node.config import ClusterConfig, ConfigError
-from storage.lmdb_state import EnvCopy, LmdbStateStore, StateFileError
+from raftsched.cluster.domain.errors import NewerState
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.config import ClusterConfig, ConfigError
+from raftsched.storage.lmdb_state import EnvCopy, LmdbStateStore, StateFileError
 
 STATE_FILE = "state.mdb"
 
@@ -40,7 +40,7 @@ class ReplicaState:
 
     def rollback(self) -> None:
         """The entry being applied could not be stored: drop its writes and reread the machine's small state and
-        in-memory indexes from what the store holds (``raft.adapter`` applies the entry again later)."""
+        in-memory indexes from what the store holds (``raftsched.raft.adapter`` applies the entry again later)."""
         self.store.abort()
         self.machine.load()
 

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from cluster.app.pki import issue, load_ca, make_ca
+from raftsched.cluster.app.pki import issue, load_ca, make_ca
 
 
 def add_tls_commands(sub: Any) -> None:

@@ -12,8 +12,8 @@ import os
 import sys
 from typing import Any
 
-from cluster.node.config import ConfigError
-from rpc.server.tokens import ROLES, new_token, token_entry
+from raftsched.cluster.node.config import ConfigError
+from raftsched.rpc.server.tokens import ROLES, new_token, token_entry
 
 
 def add_token_commands(sub: Any) -> None:

@@ -23,10 +23,10 @@ import hashlib
 import json
 from typing import Any, Callable, TypeVar
 
-from cluster.domain.errors import RaftschedError
-from cluster.domain.spec_codec import Plain
+from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.spec_codec import Plain
 
-#: the newest command format this code understands (``cluster.domain.commands`` says what each format added)
+#: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each format added)
 FORMAT_VERSION = 3
 #: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
 #: is of that format at least, whatever its command's own (``command_format``)

@@ -2,7 +2,7 @@
 
 A command is a small frozen dataclass of plain values. The proposer stamps
 ``now_ms`` (its clock) into every command before replication: the state
-machine never reads a clock. The wire form (``cluster.domain.command_registry``)
+machine never reads a clock. The wire form (``raftsched.cluster.domain.command_registry``)
 is UTF-8 JSON ``{"v": <format>, "op": <name>, ...fields}`` where ``v`` is the command
 format that introduced the command (``since`` in ``@command``): entries of
 the commands an older node knows keep the format it knows.
@@ -11,11 +11,11 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
 
 * 1 — every job, run and lease command, ``barrier`` and ``node_info``.
 * 2 — membership (``member_seed``, ``member_add``, ``member_remove``,
-  ``member_done``) and ``cluster_format`` (``cluster.domain.member_commands``);
-  with it, issue 17's cron rules (``cluster.domain.cron_legacy``).
-* 3 — issue 16: ``retry_run``; a ``request_id`` ("rid") on the mutating
+  ``member_done``) and ``cluster_format`` (``raftsched.cluster.domain.member_commands``);
+  with it, today's cron rules (format 1's are ``raftsched.cluster.domain.cron_legacy``).
+* 3 — ``retry_run``; a ``request_id`` ("rid") on the mutating
   commands (an entry carrying one is format 3: ``command_format``); with
-  it, runs record their attempts and steps (``cluster.domain.run_history``).
+  it, runs record their attempts and steps (``raftsched.cluster.domain.run_history``).
   ``fire`` may name its proposer ("node") and Raft term ("term"): optional
   keys, read only for the steps.
 
@@ -44,8 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
-from cluster.domain import command_registry as _registry
-from cluster.domain.command_registry import (  # re-exported: the one module callers import
+from raftsched.cluster.domain import command_registry as _registry
+from raftsched.cluster.domain.command_registry import (  # re-exported: the one module callers import
     FORMAT_VERSION,
     HANDLERS,
     REQUEST_ID_FORMAT,
@@ -59,10 +59,10 @@ from cluster.domain.command_registry import (  # re-exported: the one module cal
     registered_commands,
     request_fingerprint,
 )
-from cluster.domain.command_registry import seq as _seq
-from cluster.domain.member_commands import AddMember, FinishMemberChange, RemoveMember, SeedMembers, SetClusterFormat
-from cluster.domain.model import JobSpec
-from cluster.domain.spec_codec import Plain, b64, spec_from_plain, spec_to_plain, unb64
+from raftsched.cluster.domain.command_registry import seq as _seq
+from raftsched.cluster.domain.member_commands import AddMember, FinishMemberChange, RemoveMember, SeedMembers, SetClusterFormat
+from raftsched.cluster.domain.model import JobSpec
+from raftsched.cluster.domain.spec_codec import Plain, b64, spec_from_plain, spec_to_plain, unb64
 
 __all__ = [
     "FORMAT_VERSION",
@@ -140,7 +140,7 @@ class CreateJob:
     fingerprint: str = ""
     #: the proposer's ``[limits] max_jobs``: refused when the state already keeps that many (0: no quota)
     max_jobs: int = 0
-    #: the same id again within 24 h returns the first answer (``cluster.domain.request_rules``)
+    #: the same id again within 24 h returns the first answer (``raftsched.cluster.domain.request_rules``)
     request_id: str = ""
 
 

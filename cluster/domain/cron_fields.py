@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from croniter import CroniterError, croniter
 
-from cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.errors import RaftschedError
 
 __all__ = ["CronFields", "FIELD_NAMES", "ScheduleError", "parse_cron"]
 

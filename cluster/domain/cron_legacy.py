@@ -1,6 +1,6 @@
-"""The cron rules of command format 1 (before issue 17), kept so that a rolling upgrade stays deterministic.
+"""The cron rules of command format 1 (before the rules of format 2), kept so that a rolling upgrade stays deterministic.
 
-Issue 17 changed which instants some cron jobs have (clock-following jobs
+Format 2 changed which instants some cron jobs have (clock-following jobs
 across DST; the day rule for ``*/n``, ``n#k``; ``L`` and ``nL``). Every
 replica must compute the same instants for the same entry, so the rules a
 command is applied with are part of the replicated state: a cluster on
@@ -11,14 +11,14 @@ the same entry. A log replayed from the start gives the same state.
 
 ``under_rules(schedule, cluster_format)`` is what the state machine calls:
 a ``Cron`` becomes a ``LegacyCron`` while the cluster is on format 1, and
-``cluster.domain.schedule.next_fire`` evaluates it with ``legacy_next``: the
+``raftsched.cluster.domain.schedule.next_fire`` evaluates it with ``legacy_next``: the
 previous release's evaluator (croniter, pinned, as it was), with one
 difference on purpose — an expression it cannot read never fires (``None``)
 instead of failing the whole ``Fire`` command. Such an expression (``L``,
 ``nL``, ...) can only come from an upgraded node; ``check_legacy`` lets the
 proposer refuse it while the cluster is on format 1.
 
-Pure: no clock; zones from the pinned tzdata (``cluster.domain.tz``).
+Pure: no clock; zones from the pinned tzdata (``raftsched.cluster.domain.tz``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
-from cluster.domain import tz
-from cluster.domain.model import Cron, Schedule
+from raftsched.cluster.domain import tz
+from raftsched.cluster.domain.model import Cron, Schedule
 
-#: the first command format whose cron rules are issue 17's
+#: the first command format whose cron rules are today's
 NEW_RULES_FORMAT = 2
 _HORIZON_YEARS = 50
 _MAX_CANDIDATES = 1000

@@ -1,15 +1,15 @@
-"""raftsched's one error hierarchy (outside the Raft adapter, which has its own: ``raft.errors``).
+"""raftsched's one error hierarchy (outside the Raft adapter, which has its own: ``raftsched.raft.errors``).
 
 Every exception raftsched raises on purpose derives from ``RaftschedError``;
-``rpc.server.errors`` maps each kind to one gRPC status code. Messages name
+``raftsched.rpc.server.errors`` maps each kind to one gRPC status code. Messages name
 the id or value at fault and say what to do next. Business refusals inside
-the state machine are *values* (``cluster.domain.results.Rejected``), raised
+the state machine are *values* (``raftsched.cluster.domain.results.Rejected``), raised
 to callers that want an exception as ``RejectedError``.
 """
 
 from __future__ import annotations
 
-from cluster.domain.results import Rejected
+from raftsched.cluster.domain.results import Rejected
 
 
 class RaftschedError(Exception):

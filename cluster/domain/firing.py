@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cluster.domain.model import Every, MisfirePolicy
-from cluster.domain.schedule import AnySchedule, next_fire
+from raftsched.cluster.domain.model import Every, MisfirePolicy
+from raftsched.cluster.domain.schedule import AnySchedule, next_fire
 
 #: how many decisions one item of one Fire command may produce; the rest
 #: continue in the leader's next Fire command.

@@ -4,7 +4,7 @@ A submitter limited to queue ``a`` must not be able to take a key that queue
 ``b``'s team uses (its CreateJob would answer ALREADY_EXISTS, or their job).
 So the proposer stores a request's key under its spec's queue: ``scoped(queue,
 key)`` is ``<queue>`` + U+001F (UNIT SEPARATOR) + ``<key>``. A key a request
-may carry holds no control character (``cluster.domain.unsafe_text``) and a
+may carry holds no control character (``raftsched.cluster.domain.unsafe_text``) and a
 queue name only letters, digits and ``_ . : / -``, so no key a client sends
 equals a scoped one, and two (queue, key) pairs never share one.
 
@@ -12,7 +12,7 @@ The state machine is not changed by this: it stores and compares the string
 the command carries, as it always did. Entries in the log from before keep
 their plain keys and replay exactly as before; a node of any version applies
 a scoped key as it would any key, so a cluster in a rolling upgrade stays in
-agreement. What the proposer adds (``cluster.node.job_service``): a plain key
+agreement. What the proposer adds (``raftsched.cluster.node.job_service``): a plain key
 stored before (a *legacy* key) whose job is in the request's queue is still
 sent as it is, so a create retried across the upgrade finds its job; one whose
 job is in another queue is ignored (a new job, under the scoped key).

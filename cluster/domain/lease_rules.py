@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from heapq import merge
 from itertools import islice
 
-from cluster.domain import commands as c
-from cluster.domain.model import AttemptOutcome, JobSpec, JobStatus, RetryPolicy, Run, RunStatus
-from cluster.domain.output import OutputKey
-from cluster.domain.results import FailedPrecondition, Ok, Result
-from cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt
-from cluster.domain.state_base import StateBase
-from cluster.domain.words import iso, span
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import AttemptOutcome, JobSpec, JobStatus, RetryPolicy, Run, RunStatus
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.domain.results import FailedPrecondition, Ok, Result
+from raftsched.cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt
+from raftsched.cluster.domain.state_base import StateBase
+from raftsched.cluster.domain.words import iso, span
 
 TOKENS_PER_ENTRY = 1000
 MAX_RUNS_PER_GRANT = TOKENS_PER_ENTRY - 1
@@ -204,7 +204,7 @@ class LeaseRules(StateBase):
             run.started_ms = now
             self._index_live(run)
             if self.cluster_format >= HISTORY_FORMAT:
-                begin_attempt(run, now)  # the attempt is the grant's step (``cluster.node.explain``)
+                begin_attempt(run, now)  # the attempt is the grant's step (``raftsched.cluster.node.explain``)
             self.events.append(("leased", run))
             grants.append(Grant(run, spec))
         self._tokens_used += len(grants)
@@ -222,7 +222,7 @@ class LeaseRules(StateBase):
             assert spec is not None, run
             ttl = spec.lease_ttl_ms
             self._set_deadline(run, max(run.lease_expires_ms, self.now_ms + ttl))
-            self.events.append(("lease_renewed", run))  # the leader's own clock of renewals (cluster.node.lease_watch)
+            self.events.append(("lease_renewed", run))  # the leader's own clock of renewals (raftsched.cluster.node.lease_watch)
             out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
         return Ok(out)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Sized
 
-from cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.errors import ValidationError
 
 # ----------------------------------------------------------------- strings (characters)
 
@@ -61,7 +61,7 @@ MAX_WAIT_MS = 60_000  # AcquireLease.wait
 WATCH_HISTORY = 20_000
 WATCH_HISTORY_BYTES = 64 << 20
 
-# ----------------------------------------------------------------- a run's history (issue 16)
+# ----------------------------------------------------------------- a run's history (command format 3)
 
 #: attempts a run keeps (``Run.attempts``): beyond, the oldest are dropped and counted
 MAX_RUN_ATTEMPTS_KEPT = 32

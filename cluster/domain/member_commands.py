@@ -1,6 +1,6 @@
 """Commands of command format 2: the cluster's membership and the switch of command format.
 
-Membership lives in the replicated state (``cluster.domain.membership_rules``)
+Membership lives in the replicated state (``raftsched.cluster.domain.membership_rules``)
 beside pysyncobj's own configuration: a change is begun (``AddMember``,
 ``RemoveMember``), pysyncobj's change is made by the leader, and the leader
 ends it (``FinishMemberChange``). ``SetClusterFormat`` raises the command
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.domain import command_registry
-from cluster.domain.command_registry import UnsupportedCommand, command, seq
-from cluster.domain.model import Member
-from cluster.domain.spec_codec import Plain
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain.command_registry import UnsupportedCommand, command, seq
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.domain.spec_codec import Plain
 
 
 def _member_to_plain(m: Member) -> list[str]:

@@ -4,7 +4,7 @@ pysyncobj keeps its own configuration (Raft addresses) in its log and
 snapshots; this is what it does not know and every node needs: each member's
 id and the addresses it advertises (gRPC, HTTP), the change in flight, and
 the command format the cluster uses. Everything here changes only through
-committed commands (format 2, ``cluster.domain.member_commands``):
+committed commands (format 2, ``raftsched.cluster.domain.member_commands``):
 
 * ``SeedMembers``: the first membership (the config's ``[[nodes]]``), proposed
   by a leader while none is recorded; later ones change nothing.
@@ -24,13 +24,13 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from cluster.domain import command_registry
-from cluster.domain import member_commands as mc
-from cluster.domain.command_registry import command_format, handles
-from cluster.domain.errors import NewerState
-from cluster.domain.model import MemberChange
-from cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Rejected, Result
-from cluster.domain.state_base import StateBase
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain import member_commands as mc
+from raftsched.cluster.domain.command_registry import command_format, handles
+from raftsched.cluster.domain.errors import NewerState
+from raftsched.cluster.domain.model import MemberChange
+from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Rejected, Result
+from raftsched.cluster.domain.state_base import StateBase
 
 
 class MembershipRules(StateBase):
@@ -151,7 +151,7 @@ class MembershipRules(StateBase):
     def forget_membership(self) -> None:
         """A restore into a new cluster: the old cluster's members, their versions and a change in flight go (the
         new cluster records its own); its command format stays. Not a command: a tool does it before any node
-        of the new cluster starts (``cluster.app.backup_restore``)."""
+        of the new cluster starts (``raftsched.cluster.app.backup_restore``)."""
         self.roster, self.member_change, self.removed_members = {}, None, {}
         self.members, self.member_rafts = {}, {}
 

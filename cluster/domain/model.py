@@ -103,7 +103,7 @@ class RetryPolicy:
 
 
 class JobSpec(NamedTuple):
-    """What to run and when. Validated by ``cluster.domain.validation`` before it is proposed.
+    """What to run and when. Validated by ``raftsched.cluster.domain.validation`` before it is proposed.
 
     A NamedTuple rather than a frozen dataclass: immutable all the same, and
     ~15x cheaper to build, which is what a restart of a million jobs does.
@@ -124,7 +124,7 @@ class JobSpec(NamedTuple):
     history_limit: int = DEFAULT_HISTORY_LIMIT
     history_ttl_ms: int = DEFAULT_HISTORY_TTL_MS
     #: FAILED and DEAD_LETTER runs kept per job apart from the others (from the cluster's command format 3 on:
-    #: ``cluster.domain.retention_rules``), so that a burst of successes does not prune them
+    #: ``raftsched.cluster.domain.retention_rules``), so that a burst of successes does not prune them
     failed_history_limit: int = DEFAULT_FAILED_HISTORY_LIMIT
 
 
@@ -277,7 +277,7 @@ class Run:
         #: a run is never leased before this instant (its scheduled time, or a retry's backoff)
         self.not_before_ms = scheduled_ms
         #: every attempt kept (oldest dropped beyond the cap, counted), and what was done to the run, in order
-        #: (``cluster.domain.run_history``; recorded from the cluster's command format 3 on)
+        #: (``raftsched.cluster.domain.run_history``; recorded from the cluster's command format 3 on)
         #: kept as the plain tuples they are stored as (cheap to read and write on every change of the run);
         #: ``attempts`` and ``steps`` are their named views
         self.attempts_raw: tuple[tuple[Any, ...], ...] = ()

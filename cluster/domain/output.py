@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.errors import RaftschedError
 
 #: the log URI of an attempt that wrote no log and returned no result: nothing is stored for it (no
 #: file, no object, no request), and readers answer it with empty bytes (RFC 2397's empty ``data:`` URI)

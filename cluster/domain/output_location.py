@@ -27,9 +27,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from cluster.domain.errors import ValidationError
-from cluster.domain.limits import MAX_LOG_URI_CHARS, check_chars, shown
-from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey, is_log_name
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.limits import MAX_LOG_URI_CHARS, check_chars, shown
+from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey, is_log_name
 
 
 @dataclass(frozen=True, slots=True)

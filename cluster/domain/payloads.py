@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.errors import ValidationError
 
 SHELL_SHAPE = '{"command": "...", "env": {"NAME": "value"}, "cwd": "/dir"} (env and cwd optional)'
 HTTP_SHAPE = '{"url": "https://...", "method": "POST", "headers": {"Name": "value"}, "body": "..."} (all but url optional)'

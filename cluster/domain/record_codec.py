@@ -1,4 +1,4 @@
-"""Keys and values of the state's tables (``cluster.domain.state_store.Table``): deterministic bytes.
+"""Keys and values of the state's tables (``raftsched.cluster.domain.state_store.Table``): deterministic bytes.
 
 Values are the snapshot codec's positional tuples (``snapshot_codec``) in
 ``marshal`` version 2 (no back-references: equal records give equal bytes).
@@ -20,8 +20,8 @@ import marshal
 import struct
 from typing import Any
 
-from cluster.domain import snapshot_codec
-from cluster.domain.model import Job, Member, MemberChange, Run
+from raftsched.cluster.domain import snapshot_codec
+from raftsched.cluster.domain.model import Job, Member, MemberChange, Run
 
 MARSHAL_VERSION = snapshot_codec.MARSHAL_VERSION
 _MS = struct.Struct(">Q")

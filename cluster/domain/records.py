@@ -20,11 +20,11 @@ from __future__ import annotations
 import marshal
 from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
-from cluster.domain import record_codec as rc
-from cluster.domain import snapshot_codec
-from cluster.domain.kept import Kept
-from cluster.domain.model import Job, JobSpec, Run
-from cluster.domain.state_store import StateStore, Table, iter_table
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain import snapshot_codec
+from raftsched.cluster.domain.kept import Kept
+from raftsched.cluster.domain.model import Job, JobSpec, Run
+from raftsched.cluster.domain.state_store import StateStore, Table, iter_table
 
 R = TypeVar("R")
 _CHUNK = 256

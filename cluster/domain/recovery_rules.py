@@ -12,10 +12,10 @@ PENDING, LEASED, SUCCEEDED, SKIPPED, or a run of a deleted job — is
 
 from __future__ import annotations
 
-from cluster.domain import commands as c
-from cluster.domain.model import JobStatus, RunStatus
-from cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
-from cluster.domain.state_base import StateBase
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import JobStatus, RunStatus
+from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
+from raftsched.cluster.domain.state_base import StateBase
 
 RETRYABLE = frozenset({RunStatus.DEAD_LETTER, RunStatus.FAILED, RunStatus.CANCELLED})
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.domain import command_registry
-from cluster.domain import limits as lim
-from cluster.domain import record_codec as rc
-from cluster.domain.model import Job, Run
-from cluster.domain.results import InvalidArgument, NotFound, Ok, Result
-from cluster.domain.state_base import StateBase
-from cluster.domain.state_store import Table, iter_table
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain.model import Job, Run
+from raftsched.cluster.domain.results import InvalidArgument, NotFound, Ok, Result
+from raftsched.cluster.domain.state_base import StateBase
+from raftsched.cluster.domain.state_store import Table, iter_table
 
 
 class RequestRules(StateBase):

@@ -1,8 +1,8 @@
-"""Outcomes of applying a command (the errors raised outside apply are in ``cluster.domain.errors``).
+"""Outcomes of applying a command (the errors raised outside apply are in ``raftsched.cluster.domain.errors``).
 
 ``apply`` returns one of these for every command on every node, identically:
 business refusals are values, not exceptions. ``Rejected`` subclasses carry a
-message a person understands (naming the id and what to do); ``rpc.server.errors``
+message a person understands (naming the id and what to do); ``raftsched.rpc.server.errors``
 maps each to its gRPC status code.
 """
 

@@ -26,13 +26,13 @@ reported as a ("pruned", run) event so the node can remove its stored output.
 
 from __future__ import annotations
 
-from cluster.domain import commands as c
-from cluster.domain import limits as lim
-from cluster.domain import record_codec as rc
-from cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run, RunStatus
-from cluster.domain.results import Ok, Result
-from cluster.domain.state_base import StateBase
-from cluster.domain.state_store import Table
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run, RunStatus
+from raftsched.cluster.domain.results import Ok, Result
+from raftsched.cluster.domain.state_base import StateBase
+from raftsched.cluster.domain.state_store import Table
 
 #: how long a deleted job whose runs are still active waits before it is looked at again
 RECHECK_MS = 60_000

@@ -14,7 +14,7 @@ Bounded so that a run never grows without limit:
   (``steps``): formatting it in apply cost every fire a few microseconds on
   every node, for the few runs anyone explains.
 * What an attempt already says is not stored again as a step: its grant
-  (executor, token, when) and its success; ``cluster.node.explain`` shows
+  (executor, token, when) and its success; ``raftsched.cluster.node.explain`` shows
   them in their place (``Attempt.steps_before``). That keeps the common run
   (fired, leased, succeeded) at one step and one attempt.
 
@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.domain import limits as lim
-from cluster.domain.commands import Fire
-from cluster.domain.firing import Skip
-from cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run, Step
-from cluster.domain.words import iso, schedule_words, span
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.commands import Fire
+from raftsched.cluster.domain.firing import Skip
+from raftsched.cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run, Step
+from raftsched.cluster.domain.words import iso, schedule_words, span
 
 #: the cluster command format from which runs record their attempts and steps
 HISTORY_FORMAT = 3

@@ -46,11 +46,11 @@ from datetime import date, datetime
 from typing import Union
 from zoneinfo import ZoneInfo
 
-from cluster.domain import cron_notes, tz
-from cluster.domain.cron_dst import clock_next, once_next
-from cluster.domain.cron_fields import CronFields, ScheduleError, parse_cron
-from cluster.domain.cron_legacy import LegacyCron, legacy_next
-from cluster.domain.model import After, At, Cron, Every, Schedule
+from raftsched.cluster.domain import cron_notes, tz
+from raftsched.cluster.domain.cron_dst import clock_next, once_next
+from raftsched.cluster.domain.cron_fields import CronFields, ScheduleError, parse_cron
+from raftsched.cluster.domain.cron_legacy import LegacyCron, legacy_next
+from raftsched.cluster.domain.model import After, At, Cron, Every, Schedule
 
 __all__ = [
     "AnySchedule",
@@ -65,7 +65,7 @@ __all__ = [
 
 MIN_EVERY_MS = 100
 #: what the next-instant functions take: a schedule, or a cron schedule under the rules of command
-#: format 1 (``cluster.domain.cron_legacy``: what the state machine passes while the cluster is on format 1)
+#: format 1 (``raftsched.cluster.domain.cron_legacy``: what the state machine passes while the cluster is on format 1)
 AnySchedule = Union[Schedule, LegacyCron]
 
 #: one cron search gives up after this many years without a match. Every expression

@@ -14,7 +14,7 @@ import marshal
 import operator
 from typing import Any, NamedTuple
 
-from cluster.domain.model import (
+from raftsched.cluster.domain.model import (
     DEFAULT_FAILED_HISTORY_LIMIT,
     After,
     At,
@@ -172,7 +172,7 @@ Members = dict[str, tuple[str, int]]
 
 
 class Membership(NamedTuple):
-    """The membership part of the state (``cluster.domain.membership_rules``); format 4 on."""
+    """The membership part of the state (``raftsched.cluster.domain.membership_rules``); format 4 on."""
 
     roster: list[Member]
     change: MemberChange | None

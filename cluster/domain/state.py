@@ -8,7 +8,7 @@ Contract (the hashicorp/raft FSM boundary):
   result to the proposer. The one exception: an entry this code does not
   understand (a newer command format, an unknown op) raises
   ``UnsupportedCommand``, which stops the node before it applies anything
-  else (``raft.adapter``) instead of letting its replica diverge. A command
+  else (``raftsched.raft.adapter``) instead of letting its replica diverge. A command
   newer than the cluster's format is refused (``MembershipRules.format_gate``). ``index`` is the entry's Raft
   log index and ``pos`` the command's position in it (an entry may carry a
   group-committed batch): together they name manual runs and fencing tokens.
@@ -21,10 +21,10 @@ Contract (the hashicorp/raft FSM boundary):
   only the log after it.
 * ``snapshot()`` returns every record as bytes (``snapshot_codec``, for
   tools and tests) that ``restore()`` turns back into the same state in the
-  store; a node's snapshots are copies of its store (``raft.snapshotter``).
+  store; a node's snapshots are copies of its store (``raftsched.raft.snapshotter``).
 * Exactly-once firing: each job keeps a ``cursor``; every instant at or
   before it was fired or skipped. Cron instants follow the rules of the
-  cluster's command format (``cluster.domain.cron_legacy``), switched at the
+  cluster's command format (``raftsched.cluster.domain.cron_legacy``), switched at the
   same entry on every node. A ``Fire`` item applies only while the
   job's ``next_fire_ms`` still equals the proposer's expectation.
 
@@ -33,21 +33,21 @@ Contract (the hashicorp/raft FSM boundary):
   a command with a ``request_id`` is answered once (``request_rules``).
 
 Readers on other threads read committed records through ``view`` inside ``reading()``; the in-memory
-indexes (and the queries here that read them) only under the caller's lock (``cluster.node.replicated_state``).
+indexes (and the queries here that read them) only under the caller's lock (``raftsched.cluster.node.replicated_state``).
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from cluster.domain import commands as c
-from cluster.domain import record_codec as rc
-from cluster.domain import snapshot_codec
-from cluster.domain.cron_legacy import under_rules
-from cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
-from cluster.domain.lease_rules import LeaseRules
-from cluster.domain.membership_rules import MembershipRules
-from cluster.domain.model import (
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain import snapshot_codec
+from raftsched.cluster.domain.cron_legacy import under_rules
+from raftsched.cluster.domain.firing import FireAt, Skip, Window, plan, skip_through
+from raftsched.cluster.domain.lease_rules import LeaseRules
+from raftsched.cluster.domain.membership_rules import MembershipRules
+from raftsched.cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
     ConcurrencyPolicy,
@@ -58,10 +58,10 @@ from cluster.domain.model import (
     manual_run_id,
     run_id_for,
 )
-from cluster.domain.records import UnitOfWork
-from cluster.domain.recovery_rules import RecoveryRules
-from cluster.domain.request_rules import RequestRules
-from cluster.domain.results import (
+from raftsched.cluster.domain.records import UnitOfWork
+from raftsched.cluster.domain.recovery_rules import RecoveryRules
+from raftsched.cluster.domain.request_rules import RequestRules
+from raftsched.cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
     FireReport,
@@ -72,12 +72,12 @@ from cluster.domain.results import (
     ResourceExhausted,
     Result,
 )
-from cluster.domain.retention_rules import RetentionRules, kept_apart
-from cluster.domain.run_history import fired_detail, skipped_detail
-from cluster.domain.schedule import first_fire, next_fire
-from cluster.domain.spec_codec import spec_fingerprint
-from cluster.domain.state_base import RunEvent
-from cluster.domain.state_store import StateStore, StoreFailure, Table, iter_table
+from raftsched.cluster.domain.retention_rules import RetentionRules, kept_apart
+from raftsched.cluster.domain.run_history import fired_detail, skipped_detail
+from raftsched.cluster.domain.schedule import first_fire, next_fire
+from raftsched.cluster.domain.spec_codec import spec_fingerprint
+from raftsched.cluster.domain.state_base import RunEvent
+from raftsched.cluster.domain.state_store import StateStore, StoreFailure, Table, iter_table
 
 SNAPSHOT_FORMAT = snapshot_codec.FORMAT
 
@@ -131,7 +131,7 @@ class JobStateMachine(LeaseRules, RetentionRules, RecoveryRules, RequestRules, M
                 if request_id:
                     self.remember_request(cmd, request_id, result)
         except StoreFailure:
-            raise  # this replica cannot write now: the entry is held back, never skipped (raft.adapter)
+            raise  # this replica cannot write now: the entry is held back, never skipped (raftsched.raft.adapter)
         except Exception as exc:  # a bug: report it identically on every node rather than wedge Raft
             result = Internal(f"entry {index} ({type(cmd).__name__}) failed to apply: {exc!r}")
         self.uow.flush()

@@ -1,6 +1,6 @@
 """The records and indexes of the job state machine, and the run bookkeeping every rule shares.
 
-``StateBase`` is the data half of ``cluster.domain.state.JobStateMachine``.
+``StateBase`` is the data half of ``raftsched.cluster.domain.state.JobStateMachine``.
 What grows with the backlog lives in a ``StateStore`` (``state_store``:
 in memory for unit tests, LMDB on a node): jobs, runs, idempotency keys,
 each job's runs, the active runs, the due index, the retention indexes.
@@ -23,13 +23,13 @@ Apply and store:
   and is skipped (a restart replays the log after it).
 * A store failure (``StoreFailure``: full, I/O) is never turned into a
   result: the Raft adapter holds the entry back and stores it later
-  (``raft.adapter``) instead of letting this replica skip what the others
+  (``raftsched.raft.adapter``) instead of letting this replica skip what the others
   applied; after a batch the store lost, ``load`` rebuilds what is kept in
   memory from what the store holds.
 
 Pure: no I/O of its own, no clock, no threads. Readers on other threads use
 ``view`` (a ``RecordReader``) inside ``store.reading()``; the in-memory
-indexes only under the caller's lock (``cluster.node.replicated_state``).
+indexes only under the caller's lock (``raftsched.cluster.node.replicated_state``).
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from typing import Any, Iterator
 
 from sortedcontainers import SortedList
 
-from cluster.domain import record_codec as rc
-from cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobStatus, Member, MemberChange, Run, RunStatus
-from cluster.domain.records import RecordMap, RecordReader, UnitOfWork
-from cluster.domain.run_history import HISTORY_FORMAT, add_step
-from cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobStatus, Member, MemberChange, Run, RunStatus
+from raftsched.cluster.domain.records import RecordMap, RecordReader, UnitOfWork
+from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step
+from raftsched.cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
 
-#: (kind, run) pairs describing what an apply changed, for WatchRuns (``cluster.node.event_hub``) and
+#: (kind, run) pairs describing what an apply changed, for WatchRuns (``raftsched.cluster.node.event_hub``) and
 #: the metrics; ``lease_expired`` (an ExpireLeases entry expired the run's lease: its retry or end
 #: follows as its own event) is for the metrics only
 RunEvent = tuple[str, Run]
@@ -117,7 +117,7 @@ class StateBase:
         #: node id -> Raft address each node reported with its ``NodeInfo`` (for the format switch)
         self.member_rafts: dict[str, str] = {}
         #: the cluster's members, their ids and addresses; the change in flight; members removed
-        #: (``cluster.domain.membership_rules``)
+        #: (``raftsched.cluster.domain.membership_rules``)
         self.roster: dict[str, Member] = {}
         self.member_change: MemberChange | None = None
         self.removed_members: dict[str, Member] = {}

@@ -1,13 +1,13 @@
 """The state machine's storage port: named tables of ordered byte keys and values, written per Raft entry.
 
-The job state machine (``cluster.domain.state``) keeps every record and every
+The job state machine (``raftsched.cluster.domain.state``) keeps every record and every
 index that grows with the backlog in a ``StateStore``: jobs, runs,
 idempotency keys, each job's runs, the active runs, the due index, the
 retention indexes and the machine's small state (``meta``). Two
 implementations: ``MemoryStore`` here (pure, for unit tests) and
-``storage.lmdb_state.LmdbStateStore`` (an LMDB environment on every node).
+``raftsched.storage.lmdb_state.LmdbStateStore`` (an LMDB environment on every node).
 Both hold the same bytes: the typed encoding is the domain's
-(``cluster.domain.record_codec``), so the same commands give byte-identical
+(``raftsched.cluster.domain.record_codec``), so the same commands give byte-identical
 tables in both (``state_hash``).
 
 Contract (who calls, on which thread, what may be assumed):
@@ -41,7 +41,7 @@ from typing import Iterator, Protocol
 
 from sortedcontainers import SortedDict
 
-from cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.errors import RaftschedError
 
 
 class Table:
@@ -72,7 +72,7 @@ class Table:
 class StoreFailure(RaftschedError):
     """The store cannot write the entry now (its disk or map is full, an I/O error). The Raft adapter holds the
     entry back and tries it again later, rather than skip what the others apply or stop the node
-    (``raft.adapter``). The message names the store and what to do.
+    (``raftsched.raft.adapter``). The message names the store and what to do.
 
     ``storage_problem``: the words for the node's health (``disk full: <path> ...``); ``kept``: the store kept
     the batch's writes and its next ``commit`` tries them again, else the batch is lost and the entry must be

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import tzdata
 
-from cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.errors import RaftschedError
 
 #: the IANA tz database release every node uses
 IANA_VERSION: str = tzdata.IANA_VERSION

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.errors import ValidationError
 
 _C0 = (
     "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"

@@ -2,10 +2,10 @@
 
 ``validate_spec`` raises ``ValidationError`` (INVALID_ARGUMENT) with a message
 that names the field, the bad value and what is accepted — the payload of a
-built-in type (``shell``, ``http``) included (``cluster.domain.payloads``). Nothing invalid
+built-in type (``shell``, ``http``) included (``raftsched.cluster.domain.payloads``). Nothing invalid
 ever reaches the log, so a rejected request changes no state. Names, queue
 and type names hold no control or bidirectional character
-(``cluster.domain.unsafe_text``): the refusal names the character and where
+(``raftsched.cluster.domain.unsafe_text``): the refusal names the character and where
 it is.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cluster.domain import limits as lim
-from cluster.domain.errors import ValidationError
-from cluster.domain.model import After, At, Cron, Every, JobSpec, Member, RetryPolicy, Schedule
-from cluster.domain.payloads import validate_payload
-from cluster.domain.schedule import ScheduleError, validate_schedule
-from cluster.domain.unsafe_text import check_text
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import After, At, Cron, Every, JobSpec, Member, RetryPolicy, Schedule
+from raftsched.cluster.domain.payloads import validate_payload
+from raftsched.cluster.domain.schedule import ScheduleError, validate_schedule
+from raftsched.cluster.domain.unsafe_text import check_text
 
 DEFAULT_MAX_PAYLOAD_BYTES = lim.DEFAULT_MAX_PAYLOAD_BYTES
 MAX_NAME_LEN = lim.MAX_NAME_CHARS
@@ -35,7 +35,7 @@ MAX_ATTEMPTS = 1000
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The limits a node enforces that its config sets (the fixed ones are in ``cluster.domain.limits``)."""
+    """The limits a node enforces that its config sets (the fixed ones are in ``raftsched.cluster.domain.limits``)."""
 
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     #: jobs kept (deleted ones until purged): CreateJob over it is RESOURCE_EXHAUSTED
@@ -80,7 +80,7 @@ def validate_retry(retry: RetryPolicy) -> None:
 
 
 def _validate_span_bounds(spec: JobSpec) -> None:
-    """No span may overflow a Timestamp once added to an instant (``cluster.domain.limits``)."""
+    """No span may overflow a Timestamp once added to an instant (``raftsched.cluster.domain.limits``)."""
     r = spec.retry
     for field, value in (
         ("lease_ttl", spec.lease_ttl_ms),

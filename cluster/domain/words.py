@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from cluster.domain.model import After, At, Cron, Every, Schedule
+from raftsched.cluster.domain.model import After, At, Cron, Every, Schedule
 
 #: day number since the epoch -> its ISO date (a few are in use at a time: cleared when it grows)
 _DAYS: dict[int, str] = {}

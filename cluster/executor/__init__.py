@@ -1,12 +1,12 @@
-"""The executor: lease runs, run them, renew, complete. Its contracts are in ``cluster.executor.ports``."""
+"""The executor: lease runs, run them, renew, complete. Its contracts are in ``raftsched.cluster.executor.ports``."""
 
-from cluster.executor.bounded_log import LogSettings
-from cluster.executor.containment import Containment, RunAs
-from cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
-from cluster.executor.http_guard import AddressPolicy
-from cluster.executor.ports import Finished, HandlerError, LeaseLost, Task, TaskContext
-from cluster.executor.shell import ShellSettings
-from cluster.executor.worker import Executor
+from raftsched.cluster.executor.bounded_log import LogSettings
+from raftsched.cluster.executor.containment import Containment, RunAs
+from raftsched.cluster.executor.handlers import GUARDED_TYPES, BuiltinSettings
+from raftsched.cluster.executor.http_guard import AddressPolicy
+from raftsched.cluster.executor.ports import Finished, HandlerError, LeaseLost, Task, TaskContext
+from raftsched.cluster.executor.shell import ShellSettings
+from raftsched.cluster.executor.worker import Executor
 
 __all__ = [
     "GUARDED_TYPES",

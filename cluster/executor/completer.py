@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Callable
 
-from cluster.executor.ports import Finished, LeaseApi
+from raftsched.cluster.executor.ports import Finished, LeaseApi
 
 log = logging.getLogger("raftsched.executor")
 
@@ -31,7 +31,7 @@ class Completer:
     sending thread carries the completion. ``answer(error)`` is called by the
     sender with None or the item's error (``LeaseLost`` when the cluster
     refused it). A batch of several goes in one ``api.complete_many`` call
-    (``rpc.client.GrpcLeaseApi``: one CompleteRuns RPC) when the API has it,
+    (``raftsched.rpc.client.GrpcLeaseApi``: one CompleteRuns RPC) when the API has it,
     else through ``api.complete`` one by one. ``complete`` is the blocking form.
     """
 

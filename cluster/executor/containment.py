@@ -19,7 +19,7 @@
   CAP_SYS_ADMIN, user namespaces off, systemd's ``RestrictNamespaces=``, or
   ``--containment session``): the supervisor alone, in a session of its
   own, which starts the command in a process group of that session and is
-  its child subreaper (``cluster.executor.run_supervisor``). When the
+  its child subreaper (``raftsched.cluster.executor.run_supervisor``). When the
   supervisor dies by a signal the executor kills every process left in its
   session (``kill_session``). **The gap:** a run of the executor's own user
   can kill its supervisor; a process that had left the session with

@@ -1,13 +1,13 @@
 """The built-in job types an executor runs, and which of them are on.
 
 * ``noop`` — succeeds at once (tests, benchmarks). Always on.
-* ``shell`` — ``cluster.executor.shell``; off unless allowed.
-* ``http`` — ``cluster.executor.http_handler``; off unless allowed.
+* ``shell`` — ``raftsched.cluster.executor.shell``; off unless allowed.
+* ``http`` — ``raftsched.cluster.executor.http_handler``; off unless allowed.
 
 ``builtin_handlers(allow, settings)`` is the table an executor starts from:
 ``noop`` plus the built-ins named in ``allow`` (``--allow-type``). Handlers
 a user registers are always on beside them. Each handler is ``fn(task, ctx)``
-(see ``cluster.executor.ports``).
+(see ``raftsched.cluster.executor.ports``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from cluster.executor.bounded_log import BoundedLog
-from cluster.executor.http_guard import AddressPolicy
-from cluster.executor.http_handler import HttpHandler
-from cluster.executor.ports import Task, TaskContext
-from cluster.executor.shell import ShellHandler, ShellSettings
+from raftsched.cluster.executor.bounded_log import BoundedLog
+from raftsched.cluster.executor.http_guard import AddressPolicy
+from raftsched.cluster.executor.http_handler import HttpHandler
+from raftsched.cluster.executor.ports import Task, TaskContext
+from raftsched.cluster.executor.shell import ShellHandler, ShellSettings
 
 __all__ = ["GUARDED_TYPES", "BoundedLog", "BuiltinSettings", "HandlerFn", "builtin_handlers", "noop_handler"]
 

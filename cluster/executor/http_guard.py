@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Callable, Iterable, Iterator
 
-from cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.errors import RaftschedError
 
 Network = IPv4Network | IPv6Network
 Address = IPv4Address | IPv6Address

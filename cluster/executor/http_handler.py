@@ -1,8 +1,8 @@
 """The ``http`` job type: one HTTP(S) request; a 2xx answer is success.
 
 Payload: ``{"method": "POST", "url": "...", "headers": {...}, "body": "..."}``
-(``cluster.domain.payloads``). Only ``http://`` and ``https://`` URLs are
-fetched, and only from addresses ``cluster.executor.http_guard`` allows (no
+(``raftsched.cluster.domain.payloads``). Only ``http://`` and ``https://`` URLs are
+fetched, and only from addresses ``raftsched.cluster.executor.http_guard`` allows (no
 link-local cloud metadata, no ``--http-deny`` range, no loopback, private or
 multicast address unless an ``--http-allow`` range opens it), connecting to
 the very addresses it checked. Redirects (301, 302, 303, 307, 308) are followed up
@@ -35,10 +35,10 @@ import time
 from typing import Callable
 from urllib.parse import urljoin, urlsplit
 
-from cluster.domain.errors import ValidationError
-from cluster.domain.payloads import HttpPayload, check_http_url, parse_http_payload
-from cluster.executor.http_guard import AddressPolicy, GuardedHTTPConnection, GuardedHTTPSConnection, HttpRefused
-from cluster.executor.ports import HandlerError, Task, TaskContext
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.payloads import HttpPayload, check_http_url, parse_http_payload
+from raftsched.cluster.executor.http_guard import AddressPolicy, GuardedHTTPConnection, GuardedHTTPSConnection, HttpRefused
+from raftsched.cluster.executor.ports import HandlerError, Task, TaskContext
 
 MAX_REDIRECTS = 5
 REDIRECTS = (301, 302, 303, 307, 308)

@@ -17,7 +17,7 @@ watched run and ships what is new:
   part every stored log keeps whole — is shipped live, so the live bytes are
   always the beginning of the log stored at the end and the live total never
   exceeds half the limit. When the head is full, one ``.held`` note says
-  the rest comes when the attempt ends (``cluster.domain.live_output``);
+  the rest comes when the attempt ends (``raftsched.cluster.domain.live_output``);
 * **never in the way**: a failing store is retried with backoff (up to
   ``max_backoff_s``) and logged once per run; it never fails or slows the
   run, its renewals or its completion.
@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from cluster.domain.output import OutputKey
-from cluster.executor.bounded_log import BoundedLog
-from cluster.executor.ports import LiveOutputStore, Task
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.executor.bounded_log import BoundedLog
+from raftsched.cluster.executor.ports import LiveOutputStore, Task
 
 log = logging.getLogger("raftsched.executor")
 

@@ -4,7 +4,7 @@
   cancellation and deadline. A handler is ``fn(task, ctx)``: returning means
   success (the value becomes the run's result), raising means failure
   (``HandlerError``'s text becomes the run's error).
-* ``LeaseApi`` — the cluster (``rpc.client.GrpcLeaseApi``, or a fake):
+* ``LeaseApi`` — the cluster (``raftsched.rpc.client.GrpcLeaseApi``, or a fake):
   acquire (long poll, for the job types the executor serves), renew,
   complete (one or many ``Finished`` runs), each naming the executor.
   A completion or renewal the cluster refuses raises/returns ``LeaseLost``.
@@ -14,7 +14,7 @@
   ``LogSource``, never whole in memory when large) and returns the log's URI,
   overwriting the same key; ``uri_for(key)`` is that URI, for messages.
 * ``LiveOutputStore`` — a store that also takes a running attempt's log as
-  it goes (``cluster.domain.live_output``): ``put_part(key, offset, data)``
+  it goes (``raftsched.cluster.domain.live_output``): ``put_part(key, offset, data)``
   stores bytes ``[offset, offset + len(data))`` (the same offset again
   overwrites it), ``held=True`` the note that live output stops there;
   ``delete_parts(key, parts)`` removes them once the whole log is stored.
@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol, runtime_checkable
 
-from cluster.domain.errors import RaftschedError
-from cluster.domain.lease_rules import Renewal
-from cluster.domain.output import OutputKey
-from cluster.executor.bounded_log import BoundedLog
+from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.lease_rules import Renewal
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.executor.bounded_log import BoundedLog
 
 
 @dataclass(frozen=True)

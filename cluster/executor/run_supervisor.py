@@ -1,6 +1,6 @@
 """The per-run supervisor of a ``shell`` run: no process of a run outlives its executor.
 
-Started by ``cluster.executor.shell`` as ``python -I -S run_supervisor.py``
+Started by ``raftsched.cluster.executor.shell`` as ``python -I -S run_supervisor.py``
 (a fresh interpreter, stdlib only, no site: it imports nothing of raftsched
 and never runs in the executor's threaded process). Its protocol:
 
@@ -23,7 +23,7 @@ and never runs in the executor's threaded process). Its protocol:
 The supervisor is started in a session of its own (by the executor) and
 starts the command in a process group of its own inside that session (so
 the executor can find every process of the session if the supervisor dies:
-``cluster.executor.containment``). With ``user``, the command drops to that
+``raftsched.cluster.executor.containment``). With ``user``, the command drops to that
 user (``initgroups``, ``setgid``, ``setuid``) just before ``exec`` and
 starts in ``cwd``, else in the user's home (``/`` if that cannot be
 entered); the supervisor stays as it was, so the run cannot signal it.

@@ -8,9 +8,9 @@ passes with ``--pass-env NAME``, the job's own ``env``, and
 ``RAFTSCHED_FENCING_TOKEN`` (these last, so no job can fake them).
 
 **Stopping, and no process outliving the executor.** Each run has its own
-tiny supervisor process (``cluster.executor.run_supervisor``: a fresh
+tiny supervisor process (``raftsched.cluster.executor.run_supervisor``: a fresh
 ``python -I -S``, stdlib only, in its own session), started in the
-containment ``cluster.executor.containment`` found (a PID namespace per run
+containment ``raftsched.cluster.executor.containment`` found (a PID namespace per run
 where the executor may make one; else the session alone). The supervisor
 starts the command; its stdin is a pipe whose write end only the executor
 holds (close-on-exec, so no other child inherits it), which first carries
@@ -53,12 +53,12 @@ import threading
 from dataclasses import dataclass
 from typing import Mapping
 
-from cluster.domain.errors import ValidationError
-from cluster.domain.payloads import parse_shell_payload
-from cluster.executor import run_supervisor
-from cluster.executor.bounded_log import BoundedLog
-from cluster.executor.containment import SESSION, Containment, RunAs, kill_session, resolve
-from cluster.executor.ports import HandlerError, Task, TaskContext
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.payloads import parse_shell_payload
+from raftsched.cluster.executor import run_supervisor
+from raftsched.cluster.executor.bounded_log import BoundedLog
+from raftsched.cluster.executor.containment import SESSION, Containment, RunAs, kill_session, resolve
+from raftsched.cluster.executor.ports import HandlerError, Task, TaskContext
 
 #: taken from the executor's environment when set there
 BASE_ENV = ("PATH", "HOME", "LANG", "TZ")

@@ -17,7 +17,7 @@ acquiring, waits up to ``grace`` for running work, then cancels the rest and
 lets their leases expire.
 
 While a run goes, its new log bytes are shipped to the output store about
-once a second as live parts (``cluster.executor.live_log``: one more
+once a second as live parts (``raftsched.cluster.executor.live_log``: one more
 thread, only with a store that takes parts); once its whole log is stored
 they are removed. A run that writes nothing costs the store nothing.
 
@@ -39,12 +39,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
-from cluster.executor.bounded_log import LogSettings
-from cluster.executor.completer import Completer
-from cluster.executor.handlers import BuiltinSettings, builtin_handlers
-from cluster.executor.live_log import LiveSettings, LiveShipper
-from cluster.executor.ports import (
+from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
+from raftsched.cluster.executor.bounded_log import LogSettings
+from raftsched.cluster.executor.completer import Completer
+from raftsched.cluster.executor.handlers import BuiltinSettings, builtin_handlers
+from raftsched.cluster.executor.live_log import LiveSettings, LiveShipper
+from raftsched.cluster.executor.ports import (
     Finished,
     HandlerError,
     LeaseApi,
@@ -172,7 +172,7 @@ class Executor:
 
     def run(self) -> None:
         """Run in the foreground until ``stop`` is called from another thread (or a signal handler:
-        the wait is sliced so that a handler of the main thread gets to run, see cluster.app.stop_signal)."""
+        the wait is sliced so that a handler of the main thread gets to run, see raftsched.cluster.app.stop_signal)."""
         self.start()
         while not self._stopping.wait(0.2):
             pass

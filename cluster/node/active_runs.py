@@ -15,8 +15,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Iterator, Protocol, TypeVar
 
-from cluster.domain.model import ACTIVE_RUN_STATUSES, Run
-from cluster.domain.records import RecordReader
+from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Run
+from raftsched.cluster.domain.records import RecordReader
 
 Accept = Callable[[Run], bool]
 T = TypeVar("T")

@@ -7,7 +7,7 @@ on a gRPC thread), waits until the snapshot file covers the barrier, and
 opens it. The file is read through that descriptor: a later snapshot replaces
 the file whole (a rename), never the bytes being read. What is streamed is
 the snapshot file exactly as Raft wrote it: its marker, metadata and checksum
-(``raft.snapshot_file``) let ``raftsched node restore`` check it.
+(``raftsched.raft.snapshot_file``) let ``raftsched node restore`` check it.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import os
 import threading
 from typing import BinaryIO
 
-from cluster.domain import commands as c
-from cluster.domain.errors import Unavailable
-from cluster.node.clock import Clock
-from cluster.node.ports import Snapshots
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import Unavailable
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.ports import Snapshots
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 POLL_S = 0.05
 

@@ -8,7 +8,7 @@ would make every replica fire early and expire leases that are being renewed
 that at the source, as CockroachDB's ``--max-offset`` does:
 
 * **Offsets.** Every node measures every peer's wall clock against its own
-  over their Raft link at least once a second (``raft.peer_probe``:
+  over their Raft link at least once a second (``raftsched.raft.peer_probe``:
   NTP-style, the error half the round trip). A reading older than
   ``FRESH_S`` counts for nothing.
 * **Agreement.** This node's clock is ok while it agrees within
@@ -23,13 +23,13 @@ that at the source, as CockroachDB's ``--max-offset`` does:
   readings taken after the jump show a majority agreeing again.
 * **While not ok**, ``Fitness`` holds a ``CLOCK`` problem (health
   NOT_SERVING with the reason, no campaigning, leadership handed away:
-  ``cluster.node.fitness``) and this node proposes nothing stamped with its
+  ``raftsched.cluster.node.fitness``) and this node proposes nothing stamped with its
   clock: ``stamp_refusal`` says why, and writes sent to it are
   ``UNAVAILABLE`` (clients go to another node). It recovers by itself when
   its clock does.
 
 ``stamp_refusal`` and ``offsets`` may be called from any thread; ``update``
-runs on the fitness loop (``cluster.node.fitness.FitnessLoop``).
+runs on the fitness loop (``raftsched.cluster.node.fitness.FitnessLoop``).
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol
 
-from cluster.node.clock import Clock
-from cluster.node.fitness import CLOCK, Fitness
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.fitness import CLOCK, Fitness
 
 #: a reading older than this (seconds) says nothing about a peer's clock any more
 FRESH_S = 3.0
 
 
 class Reading(Protocol):
-    """One measurement of a peer's clock (``raft.peer_probe.PeerReading``)."""
+    """One measurement of a peer's clock (``raftsched.raft.peer_probe.PeerReading``)."""
 
     @property
     def offset_ms(self) -> float: ...

@@ -10,7 +10,7 @@ optional ``http``) and, optionally, where it listens (``raft_listen``,
 ``grpc_listen``, ``http_listen``; each defaults to the advertised address).
 gRPC off loopback needs both ``[tls]`` and ``[auth]`` unless ``[cluster]
 allow_insecure_grpc = true``, and the web view likewise unless ``[cluster]
-allow_insecure_http = true`` (``cluster.node.exposure``); secrets, keys and
+allow_insecure_http = true`` (``raftsched.cluster.node.exposure``); secrets, keys and
 token files must be readable by their owner only (``check_private_file``).
 """
 
@@ -24,11 +24,11 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from cluster.domain.errors import ConfigError  # re-exported: the error of this module
-from cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
+from raftsched.cluster.domain.errors import ConfigError  # re-exported: the error of this module
+from raftsched.cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
 
 if TYPE_CHECKING:
-    from cluster.node.exposure import HttpExposure
+    from raftsched.cluster.node.exposure import HttpExposure
 
 #: ``[cluster] max_clock_offset`` when the config does not say (CockroachDB's default too)
 DEFAULT_MAX_CLOCK_OFFSET_MS = 500
@@ -173,7 +173,7 @@ class ClusterConfig:
     #: serve the web view off loopback without [tls] or [auth] (logged as a warning at every start)
     allow_insecure_http: bool = False
     #: ``[cluster] max_clock_offset``: the most a node's wall clock may differ from a majority of the members'
-    #: before it stops firing, granting and expiring leases and gives up leadership (``cluster.node.clock_guard``)
+    #: before it stops firing, granting and expiring leases and gives up leadership (``raftsched.cluster.node.clock_guard``)
     max_clock_offset_ms: int = DEFAULT_MAX_CLOCK_OFFSET_MS
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     state: StateConfig = field(default_factory=StateConfig)
@@ -222,14 +222,14 @@ class ClusterConfig:
         return secret
 
     def check_grpc_exposure(self, node_id: str) -> str | None:
-        """``cluster.node.exposure.grpc_exposure``: refuses gRPC off loopback without [tls] and [auth]."""
-        from cluster.node.exposure import grpc_exposure
+        """``raftsched.cluster.node.exposure.grpc_exposure``: refuses gRPC off loopback without [tls] and [auth]."""
+        from raftsched.cluster.node.exposure import grpc_exposure
 
         return grpc_exposure(self, node_id)
 
     def check_http_exposure(self, node_id: str) -> "HttpExposure":
-        """``cluster.node.exposure.http_exposure``: off loopback without [tls] and [auth], no web view."""
-        from cluster.node.exposure import http_exposure
+        """``raftsched.cluster.node.exposure.http_exposure``: off loopback without [tls] and [auth], no web view."""
+        from raftsched.cluster.node.exposure import http_exposure
 
         return http_exposure(self, node_id)
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, TypeVar
 
-from cluster.domain.lease_rules import Grant
-from cluster.domain.model import Job, Run
+from raftsched.cluster.domain.lease_rules import Grant
+from raftsched.cluster.domain.model import Job, Run
 
 T = TypeVar("T")
 

@@ -5,10 +5,10 @@ write can commit: the contract answers such writes ``RESOURCE_EXHAUSTED``,
 naming the nodes and their paths, rather than ``UNAVAILABLE`` (retry
 elsewhere), which would not help. ``DiskMajority.exhausted()`` says so, from
 this node's own ``Fitness`` and what each peer last said of itself in its
-Raft probes (``raft.peer_probe``; only fresh reports that say ``storage_ok``
+Raft probes (``raftsched.raft.peer_probe``; only fresh reports that say ``storage_ok``
 is false count: a peer not heard from is down, not full).
 
-Who calls: ``cluster.node.replicated_state`` when a write could not be proposed
+Who calls: ``raftsched.cluster.node.replicated_state`` when a write could not be proposed
 or did not commit, on the caller's thread. Any thread may call it.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from cluster.node.fitness import REPORT_FRESH_S, REPORT_STORAGE_OK, REPORT_UNFIT, STORAGE, Fitness
+from raftsched.cluster.node.fitness import REPORT_FRESH_S, REPORT_STORAGE_OK, REPORT_UNFIT, STORAGE, Fitness
 
 Reports = Callable[[], dict[str, tuple[float, dict[str, Any]]]]
 

@@ -32,9 +32,9 @@ import queue
 import threading
 from typing import Callable, NamedTuple
 
-from cluster.domain.errors import OutOfRange, Unavailable
-from cluster.domain.limits import WATCH_HISTORY, WATCH_HISTORY_BYTES
-from cluster.domain.model import Run
+from raftsched.cluster.domain.errors import OutOfRange, Unavailable
+from raftsched.cluster.domain.limits import WATCH_HISTORY, WATCH_HISTORY_BYTES
+from raftsched.cluster.domain.model import Run
 
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
@@ -95,7 +95,7 @@ class Subscription:
 
 #: what a change costs the history besides its run's result and error (counted roughly)
 _CHANGE_COST = 256
-#: the rough weight of one step or attempt a run carries (issue 16: at most 64 and 32 of them)
+#: the rough weight of one step or attempt a run carries (at most 64 and 32 of them)
 _HISTORY_COST = 160
 
 

@@ -1,7 +1,7 @@
 """ExplainRun in domain terms: a run's recorded steps, in order, ready to show.
 
 The steps are what the state machine recorded as it applied each command
-(``cluster.domain.run_history``): nothing here is inferred from the log or a
+(``raftsched.cluster.domain.run_history``): nothing here is inferred from the log or a
 clock. What an attempt already records is not stored twice; it is shown
 here, in its place:
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cluster.domain import limits as lim
-from cluster.domain.model import Attempt, AttemptOutcome, Run, Step
-from cluster.domain.run_history import steps as steps_of
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.model import Attempt, AttemptOutcome, Run, Step
+from raftsched.cluster.domain.run_history import steps as steps_of
 
 
 @dataclass(frozen=True, slots=True)

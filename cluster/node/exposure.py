@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cluster.domain.errors import ConfigError
-from cluster.node.config import ClusterConfig, is_loopback
+from raftsched.cluster.domain.errors import ConfigError
+from raftsched.cluster.node.config import ClusterConfig, is_loopback
 
 
 @dataclass(frozen=True)

@@ -3,16 +3,16 @@
 ``Fitness`` holds the problems that keep this node from firing, granting or
 expiring leases and from leading, by kind: ``CLOCK`` (its wall clock is off
 from a majority of the members, or stepped and is not confirmed yet:
-``cluster.node.clock_guard``) and ``STORAGE`` (its disk refuses writes).
+``raftsched.cluster.node.clock_guard``) and ``STORAGE`` (its disk refuses writes).
 Whoever finds a problem sets it, and clears it when it is gone; everyone
 else reads:
 
-* the health check (``cluster.node.health``): NOT_SERVING, ``/healthz`` 503,
+* the health check (``raftsched.cluster.node.health``): NOT_SERVING, ``/healthz`` 503,
   with the problem's words;
 * the leader loop and the lease service: nothing is fired, granted or
   expired while unfit;
 * ``report()``: what this node tells its peers of itself in every Raft probe
-  (``raft.peer_probe``), so that ``GetClusterStatus`` on any node shows
+  (``raftsched.raft.peer_probe``), so that ``GetClusterStatus`` on any node shows
   each member's ``clock_ok`` and ``storage_ok``, and a leader that must step
   aside picks a fit successor;
 * ``StepAside``: while unfit this node never campaigns, and as leader it
@@ -91,7 +91,7 @@ class Fitness:
 
 
 class LeadershipControl(Protocol):
-    """What stepping aside needs from Raft (``raft.membership.RaftMembership``)."""
+    """What stepping aside needs from Raft (``raftsched.raft.membership.RaftMembership``)."""
 
     def hold_elections(self, hold: bool, reason: str = ...) -> None: ...
 
@@ -224,7 +224,7 @@ class FitnessView:
         return self._fitness
 
     def offsets(self) -> dict[str, Any]:
-        """The peers' clock offsets by Raft address (``cluster.node.clock_guard.PeerOffset``)."""
+        """The peers' clock offsets by Raft address (``raftsched.cluster.node.clock_guard.PeerOffset``)."""
         return self._offsets()
 
     def of(self, address: str) -> MemberFitness:

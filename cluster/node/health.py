@@ -10,7 +10,7 @@ machine: a poll costs a few attribute reads and takes no lock.
 A node cut off from the others loses its quorum as soon as its connections
 drop (a second or two after the others die), and its leader once the election
 timeout passes; either makes it unfit. So does a problem ``Fitness`` holds
-(``cluster.node.fitness``: a clock off from the others, a disk that refuses
+(``raftsched.cluster.node.fitness``: a clock off from the others, a disk that refuses
 writes): the reason then names it.
 """
 
@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from cluster.node.fitness import Fitness
+from raftsched.cluster.node.fitness import Fitness
 
 log = logging.getLogger("raftsched.health")
 

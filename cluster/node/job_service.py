@@ -1,16 +1,16 @@
 """The scheduler's use cases in domain terms: what JobService does, without protobuf.
 
 Each write validates its input, stamps ``now`` and proposes one command
-(with the caller's ``request_id``, if any: ``cluster.domain.request_rules``;
+(with the caller's ``request_id``, if any: ``raftsched.cluster.domain.request_rules``;
 while the cluster is below command format 3 the id is not sent, and a
 retried call is then not deduplicated);
 a create's idempotency key is stored under its spec's queue
-(``cluster.domain.idempotency_scope``: ``_keys_to_send``);
+(``raftsched.cluster.domain.idempotency_scope``: ``_keys_to_send``);
 each read runs after a read barrier, lists and lookups of records in a read
 transaction of the store (``ReplicatedState.read_records``: no lock that Raft
 needs). Results come back as copies of the records, so callers never hold
 live state. Refusals raise
-``RejectedError``/``ValidationError``/``Unavailable``; ``rpc.server.errors`` maps
+``RejectedError``/``ValidationError``/``Unavailable``; ``raftsched.rpc.server.errors`` maps
 them to gRPC status codes.
 """
 
@@ -20,27 +20,27 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, TypeVar
 
-from cluster.domain import commands as c
-from cluster.domain import limits as lim
-from cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
-from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.idempotency_scope import readable, scoped
-from cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
-from cluster.domain.records import RecordReader
-from cluster.domain.results import AlreadyExists, NotFound, ResourceExhausted
-from cluster.domain.run_history import HISTORY_FORMAT
-from cluster.domain.schedule import explain_instant, upcoming
-from cluster.domain.spec_codec import spec_fingerprint
-from cluster.domain.state import JobStateMachine
-from cluster.domain.unsafe_text import check_text, first_unsafe
-from cluster.domain.validation import Limits, check_schedule, validate_spec
-from cluster.node.active_runs import iter_active_runs
-from cluster.node.clock import Clock
-from cluster.node.explain import Explanation, explain
-from cluster.node.page_tokens import PageTokens
-from cluster.node.ports import OutputReader
-from cluster.node.replicated_state import ReplicatedState
-from cluster.node.run_output import RunOutput, read_run_output
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
+from raftsched.cluster.domain.errors import RejectedError, ValidationError
+from raftsched.cluster.domain.idempotency_scope import readable, scoped
+from raftsched.cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
+from raftsched.cluster.domain.records import RecordReader
+from raftsched.cluster.domain.results import AlreadyExists, NotFound, ResourceExhausted
+from raftsched.cluster.domain.run_history import HISTORY_FORMAT
+from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.domain.spec_codec import spec_fingerprint
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
+from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec
+from raftsched.cluster.node.active_runs import iter_active_runs
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.explain import Explanation, explain
+from raftsched.cluster.node.page_tokens import PageTokens
+from raftsched.cluster.node.ports import OutputReader
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.run_output import RunOutput, read_run_output
 
 DEFAULT_PAGE = 100
 MAX_PAGE = lim.MAX_PAGE_SIZE
@@ -106,7 +106,7 @@ class JobService:
     # -------------------------------------------------------------- writes
 
     def _check_rules(self, schedule: Schedule) -> None:
-        """While the cluster is on command format 1 (a rolling upgrade from the release before issue 17
+        """While the cluster is on command format 1 (a rolling upgrade from the release before command format 2
         is not finished), every node applies the old cron rules: refuse what only the new ones can read."""
         if not isinstance(schedule, Cron) or self._store.read(lambda m: m.cluster_format, barrier=False) >= NEW_RULES_FORMAT:
             return

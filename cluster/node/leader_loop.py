@@ -11,9 +11,9 @@ losing leadership the loop stops proposing.
 
 Nothing is fired, expired or pruned while ``may_act()`` names a reason
 (this node's clock is not confirmed by a majority, or stepped; its disk
-refuses writes: ``cluster.node.fitness``), and a lease is expired only when
+refuses writes: ``raftsched.cluster.node.fitness``), and a lease is expired only when
 its deadline has passed **and** its holder has been silent for its TTL on
-this leader's monotonic clock (``cluster.node.lease_watch``).
+this leader's monotonic clock (``raftsched.cluster.node.lease_watch``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import random
 import threading
 from typing import Any, Callable, NamedTuple
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError, Unavailable
-from cluster.domain.state import JobStateMachine, due_item
-from cluster.node.clock import Clock
-from cluster.node.config import SchedulerConfig
-from cluster.node.lease_watch import LeaseWatch
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError, Unavailable
+from raftsched.cluster.domain.state import JobStateMachine, due_item
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.config import SchedulerConfig
+from raftsched.cluster.node.lease_watch import LeaseWatch
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 log = logging.getLogger("raftsched.leader")
 

@@ -10,7 +10,7 @@ completions carry the caller's executor id; the state machine refuses them
 from anyone but the lease's holder.
 
 Before anything is proposed, every field is checked against its limit
-(``cluster.domain.limits``), a completion's ``log_uri`` against the node's own
+(``raftsched.cluster.domain.limits``), a completion's ``log_uri`` against the node's own
 output store (``OutputLocation``), and each named lease against what this
 node already knows for certain (``final_refusal``): a lease that cannot be
 held is refused here, and only one that may still be held reaches the log.
@@ -23,20 +23,20 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from cluster.domain import commands as c
-from cluster.domain import limits as lim
-from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
-from cluster.domain.model import Run
-from cluster.domain.output import OutputKey
-from cluster.domain.output_location import OutputLocation
-from cluster.domain.results import FailedPrecondition
-from cluster.domain.state import JobStateMachine
-from cluster.domain.unsafe_text import check_text
-from cluster.domain.validation import validate_queue, validate_type_name
-from cluster.node.clock import Clock
-from cluster.node.replicated_state import ReplicatedState
-from cluster.node.slots import Slots
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import RejectedError, ValidationError
+from raftsched.cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
+from raftsched.cluster.domain.model import Run
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.cluster.domain.results import FailedPrecondition
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.unsafe_text import check_text
+from raftsched.cluster.domain.validation import validate_queue, validate_type_name
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.slots import Slots
 
 MAX_WAIT_MS = lim.MAX_WAIT_MS
 #: queues and job types one AcquireLease may name (a grant reads one index per queue and type)

@@ -1,11 +1,11 @@
 """Membership as the node serves it: what GetClusterStatus lists, and AddNode / RemoveNode.
 
 ``MembershipView`` is one consistent read of the replicated membership
-(``cluster.domain.membership_rules``): the members with their addresses,
+(``raftsched.cluster.domain.membership_rules``): the members with their addresses,
 the change in flight, the command format, and what each node reported of
 its version. ``MembershipService`` begins a change with a committed command
 (one at a time: another while one is in flight is FAILED_PRECONDITION) and
-waits until the leader has finished it (``cluster.node.membership_keeper``
+waits until the leader has finished it (``raftsched.cluster.node.membership_keeper``
 does pysyncobj's part on whichever node leads), so AddNode answers once the
 member is committed. A retried call is the same change, never a second one.
 """
@@ -16,14 +16,14 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError, Unavailable
-from cluster.domain.model import Member, MemberChange
-from cluster.domain.results import FailedPrecondition
-from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import validate_member, validate_node_id
-from cluster.node.clock import Clock
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError, Unavailable
+from raftsched.cluster.domain.model import Member, MemberChange
+from raftsched.cluster.domain.results import FailedPrecondition
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.validation import validate_member, validate_node_id
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 #: how often a waiting AddNode / RemoveNode looks at the state
 POLL_S = 0.1

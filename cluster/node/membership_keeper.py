@@ -40,14 +40,14 @@ import logging
 import threading
 from typing import Callable
 
-from cluster.domain import command_registry
-from cluster.domain import commands as c
-from cluster.domain.errors import RaftschedError
-from cluster.domain.model import Member, MemberChange
-from cluster.node.clock import Clock
-from cluster.node.membership import MembershipView, read_view
-from cluster.node.ports import RaftMembership, RaftStatus
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.model import Member, MemberChange
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.membership import MembershipView, read_view
+from raftsched.cluster.node.ports import RaftMembership, RaftStatus
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 log = logging.getLogger("raftsched.membership")
 

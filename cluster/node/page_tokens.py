@@ -22,8 +22,8 @@ import binascii
 import hashlib
 import hmac
 
-from cluster.domain.errors import ValidationError
-from cluster.domain.limits import MAX_PAGE_TOKEN_CHARS
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.limits import MAX_PAGE_TOKEN_CHARS
 
 VERSION = "p1"
 _MAC_BYTES = 12

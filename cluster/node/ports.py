@@ -9,7 +9,7 @@
   (``storage.OutputReader``), from a byte offset, and a running attempt's
   live output by its key; raises ``OutputMissing`` and nothing else.
 * ``RaftMembership`` — pysyncobj's configuration and its changes, leadership
-  transfer and a hold on elections (``raft.membership.RaftMembership``).
+  transfer and a hold on elections (``raftsched.raft.membership.RaftMembership``).
 * ``Snapshots`` — this replica's snapshot file, and a way to ask for a new
   one (``raft.RaftNode``): what a backup streams.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from cluster.domain.live_output import LogSlice
-from cluster.domain.output import OutputKey
+from raftsched.cluster.domain.live_output import LogSlice
+from raftsched.cluster.domain.output import OutputKey
 
 #: ``callback(result, fail_reason)``: 0 is success; runs on the Raft thread (keep it short)
 ProposalCallback = Callable[[Any, int], None]

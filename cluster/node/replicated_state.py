@@ -28,10 +28,10 @@ servicers (nobody else touches the machine, its lock or the replicator):
   transaction of the store and **without** the lock: a scan of a million
   jobs never holds up Raft. It sees whole entries only (every entry's store
   commit happens before its proposer, or a barrier, hears of it).
-* Records in the answers come back detached (``cluster.node.detach``).
+* Records in the answers come back detached (``raftsched.cluster.node.detach``).
 * Every command carries the proposer's wall-clock time, and the state
   machine keeps the greatest it saw as its "now": nothing is proposed while
-  ``stamp_refusal()`` (the clock guard: ``cluster.node.clock_guard``) says
+  ``stamp_refusal()`` (the clock guard: ``raftsched.cluster.node.clock_guard``) says
   this node's clock must not be trusted — the call is ``Unavailable`` with
   its reason, and a read barrier carries no time at all.
 * While ``disk_refusal()`` says this node cannot write its disk (``Fitness``'
@@ -40,7 +40,7 @@ servicers (nobody else touches the machine, its lock or the replicator):
   node), and reads skip the barrier, which this node could not apply: they
   serve the state as of the last entry it stored. While
   ``disks_exhausted()`` says a majority of the members cannot write
-  (``cluster.node.disk_majority``), no write can commit: one is
+  (``raftsched.cluster.node.disk_majority``), no write can commit: one is
   ``Overloaded`` (RESOURCE_EXHAUSTED) naming them, whether it was not
   proposed or did not commit.
 """
@@ -50,15 +50,15 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, TypeVar
 
-from cluster.domain import commands as c
-from cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
-from cluster.domain.records import RecordReader
-from cluster.domain.results import Ok, Rejected, Result
-from cluster.domain.state import JobStateMachine, RunEvent
-from cluster.node.clock import Clock
-from cluster.node.detach import detach
-from cluster.node.event_hub import EventHub
-from cluster.node.ports import ProposalCallback, Replicator
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
+from raftsched.cluster.domain.records import RecordReader
+from raftsched.cluster.domain.results import Ok, Rejected, Result
+from raftsched.cluster.domain.state import JobStateMachine, RunEvent
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.detach import detach
+from raftsched.cluster.node.event_hub import EventHub
+from raftsched.cluster.node.ports import ProposalCallback, Replicator
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ class ReadBarrier:
 
 #: the error a given-up barrier counts as (pysyncobj's FAIL_REASON values are >= 0)
 GAVE_UP = -2
-#: the error of a proposal this node did not send (``raft.adapter`` names it NOT_SENT)
+#: the error of a proposal this node did not send (``raftsched.raft.adapter`` names it NOT_SENT)
 NOT_SENT = -1
 
 
@@ -267,7 +267,7 @@ class ReplicatedState:
             return [unwritten for _ in cmds]
         refused = [self._too_new(cmd) for cmd in cmds]
         send = [cmd for cmd, no in zip(cmds, refused) if no is None]
-        # a grant's weight keeps one entry's fencing tokens in range (see cluster.domain.lease_rules)
+        # a grant's weight keeps one entry's fencing tokens in range (see raftsched.cluster.domain.lease_rules)
         proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in send]
         answers = iter(self._replicator().propose_many(proposals, timeout or self.request_timeout_s) if proposals else [])
         out: list[Result | Unavailable | Overloaded] = []

@@ -8,7 +8,7 @@ for the caller, never an error of the call.
 Which log, for the latest attempt of a run:
 
 * **LEASED** — the attempt runs: its live output, what its executor has
-  shipped so far (``cluster.domain.live_output``), found from the run's
+  shipped so far (``raftsched.cluster.domain.live_output``), found from the run's
   lease alone (job, run, attempt, fencing token → the key, under the node's
   own store) with nothing going through Raft. ``live`` is set; the stored
   log replaces it when the attempt ends, and since the live bytes are that
@@ -21,7 +21,7 @@ Which log, for the latest attempt of a run:
   ``missing_reason`` says why the whole log is missing.
 
 An earlier attempt (``attempt = N`` below the latest) is read from its own
-``log_uri`` as ``Run.attempts`` keeps it (issue 16); an attempt the run does
+``log_uri`` as ``Run.attempts`` keeps it (format 3); an attempt the run does
 not keep (recorded before command format 3, or dropped beyond the cap) is a
 ``missing_reason`` naming the attempts it keeps.
 
@@ -34,11 +34,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from cluster.domain.live_output import LogSlice
-from cluster.domain.model import Run, RunStatus
-from cluster.domain.output import EMPTY_OUTPUT_URI, MISSING_OUTPUT_MARK, OutputKey, OutputMissing
-from cluster.domain.run_history import attempt_of
-from cluster.node.ports import OutputReader
+from raftsched.cluster.domain.live_output import LogSlice
+from raftsched.cluster.domain.model import Run, RunStatus
+from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, MISSING_OUTPUT_MARK, OutputKey, OutputMissing
+from raftsched.cluster.domain.run_history import attempt_of
+from raftsched.cluster.node.ports import OutputReader
 
 
 @dataclass(frozen=True, slots=True)

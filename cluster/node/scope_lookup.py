@@ -1,6 +1,6 @@
 """The queue and job type of what a call names by id: the facts a restricted token is checked against.
 
-Used by the gRPC auth layer (``rpc.server.auth.ScopeLookup``) only for tokens
+Used by the gRPC auth layer (``raftsched.rpc.server.auth.ScopeLookup``) only for tokens
 limited to some queues or types, on calls that name a job, run or lease by id.
 Each answer is one read after a read barrier, so it sees every write the
 cluster acknowledged before the call; an unknown id is None (or left out),
@@ -9,9 +9,9 @@ and the call itself then answers NOT_FOUND or FAILED_PRECONDITION.
 
 from __future__ import annotations
 
-from cluster.domain.records import RecordReader
-from cluster.domain.state import JobStateMachine
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain.records import RecordReader
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 
 class ScopeReader:

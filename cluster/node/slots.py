@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from cluster.domain.errors import Overloaded
+from raftsched.cluster.domain.errors import Overloaded
 
 
 class Slots:

@@ -4,7 +4,7 @@ Each node proposes one ``NodeInfo`` command once it runs (retrying until it
 commits), so every replica knows every member's version, command format and
 Raft address: ``GetClusterStatus`` shows them, and the leader switches the
 cluster to a newer command format only once every member of the Raft
-configuration reported it (``cluster.node.membership_keeper``).
+configuration reported it (``raftsched.cluster.node.membership_keeper``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import importlib.metadata
 import logging
 import threading
 
-from cluster.domain import command_registry
-from cluster.domain import commands as c
-from cluster.domain.errors import RaftschedError
-from cluster.node.clock import Clock
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.node.clock import Clock
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 log = logging.getLogger("raftsched.node")
 

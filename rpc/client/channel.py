@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import grpc
 
-from cluster.domain.errors import ConfigError
+from raftsched.cluster.domain.errors import ConfigError
 
 
 @dataclass(frozen=True)

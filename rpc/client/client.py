@@ -34,10 +34,10 @@ from typing import Any, Iterator
 
 import grpc
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, connects, open_channel
-from rpc.client.errors import ClusterUnreachable, unreachable
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.channel import ChannelSecurity, connects, open_channel
+from raftsched.rpc.client.errors import ClusterUnreachable, unreachable
 
 log = logging.getLogger("raftsched.client")
 
@@ -310,7 +310,7 @@ class Client:
         bookmarks: bool = False,
     ) -> Iterator[pb.RunEvent]:
         """One WatchRuns stream from a node that answers (a ``grpc`` call: ``cancel()`` ends it). To follow
-        the runs across node failures, resuming where the stream broke: ``rpc.client.watch.RunFollower``."""
+        the runs across node failures, resuming where the stream broke: ``raftsched.rpc.client.watch.RunFollower``."""
         stub = self._jobs[self._reachable()]
         req = pb.WatchRunsRequest(
             job_id=job_id, queue=queue, include_existing=include_existing, kinds=kinds or [], bookmarks=bookmarks

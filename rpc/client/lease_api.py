@@ -2,7 +2,7 @@
 
 A failed call leaves as ``LeaseLost`` (a stale lease or token:
 FAILED_PRECONDITION) or as ``RpcFailure``, whose text is one readable line
-(``rpc.client.errors.describe``): the executor logs it as it is.
+(``raftsched.rpc.client.errors.describe``): the executor logs it as it is.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import time
 
 import grpc
 
-from cluster.domain.lease_rules import Renewal
-from cluster.executor.ports import Finished, LeaseLost, Task
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
-from rpc.client.errors import RpcFailure
+from raftsched.cluster.domain.lease_rules import Renewal
+from raftsched.cluster.executor.ports import Finished, LeaseLost, Task
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
+from raftsched.rpc.client.errors import RpcFailure
 
 
 class GrpcLeaseApi:
-    """Implements ``cluster.executor.ports.LeaseApi`` over gRPC, following the leader through any node."""
+    """Implements ``raftsched.cluster.executor.ports.LeaseApi`` over gRPC, following the leader through any node."""
 
     def __init__(self, client: Client, executor_id: str) -> None:
         self.client = client

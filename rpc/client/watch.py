@@ -27,9 +27,9 @@ from typing import Callable, Iterator
 
 import grpc
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
-from rpc.client.errors import ClusterUnreachable, describe, unreachable
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
+from raftsched.rpc.client.errors import ClusterUnreachable, describe, unreachable
 
 #: a stream that broke with one of these is taken up on the next node
 _FAILOVER = {

@@ -3,14 +3,14 @@
 ``METRICS`` lists every ``raftsched_*`` metric once: name, kind, labels,
 help. ``NodeMetrics`` builds them on a registry of its own (never the
 process-global one, so that tests can build several), together with the
-gauges read at scrape time (``rpc.http.state_collector``) and the process's
+gauges read at scrape time (``raftsched.rpc.http.state_collector``) and the process's
 CPU and memory (``process_*``, prometheus_client's collector). Who feeds what:
 
-* the run events a node applies (``rpc.http.run_metrics``): the two delay
+* the run events a node applies (``raftsched.rpc.http.run_metrics``): the two delay
   histograms, the finished, granted and expired counters — on the leader;
 * the health monitor: ``raftsched_leader_changes_total``;
 * the Raft adapter's hooks: ``raftsched_snapshot_seconds`` and ``raftsched_raft_log_commit_seconds``;
-* the gRPC interceptor (``rpc.server.metrics_interceptor``): the request
+* the gRPC interceptor (``raftsched.rpc.server.metrics_interceptor``): the request
   counter and histogram.
 
 Nothing here runs on the Raft thread but those few counter and histogram
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
-from cluster.domain.model import RunStatus
+from raftsched.cluster.domain.model import RunStatus
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class NodeMetrics:
         ProcessCollector(registry=r)
 
     def observe_grpc(self, method: str, code: str, seconds: float) -> None:
-        """A ``rpc.server.metrics_interceptor.RequestObserver``."""
+        """A ``raftsched.rpc.server.metrics_interceptor.RequestObserver``."""
         children = self._request_children.get((method, code))
         if children is None:  # label lookups cost a lock and a dict each: keep the children
             children = self._request_children[(method, code)] = (

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cluster.node.health import Health
-from rpc.http.router import Request, Response, Router
+from raftsched.cluster.node.health import Health
+from raftsched.rpc.http.router import Request, Response, Router
 
 #: ``exposition(accept_header) -> (body, content type)``
 Exposition = Callable[[str], tuple[bytes, str]]

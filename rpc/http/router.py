@@ -1,8 +1,8 @@
 """A small WSGI application: routes by method and path to handlers of ``Request`` -> ``Response``.
 
-The node's HTTP endpoint is this app (``rpc.http.server`` serves it): the
-operations routes (``/metrics``, ``/healthz``: ``rpc.http.ops``) and the
-read-only web view at ``/`` (``rpc.http.web``) are added as routes. A path is matched
+The node's HTTP endpoint is this app (``raftsched.rpc.http.server`` serves it): the
+operations routes (``/metrics``, ``/healthz``: ``raftsched.rpc.http.ops``) and the
+read-only web view at ``/`` (``raftsched.rpc.http.web``) are added as routes. A path is matched
 segment by segment; a segment ``{name}`` matches any one segment and lands in
 ``Request.params`` (``/jobs/{job_id}``).
 

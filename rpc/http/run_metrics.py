@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cluster.domain.model import RunStatus
-from cluster.domain.state_base import RunEvent
-from cluster.node.health import Health
-from rpc.http.metrics import NodeMetrics
+from raftsched.cluster.domain.model import RunStatus
+from raftsched.cluster.domain.state_base import RunEvent
+from raftsched.cluster.node.health import Health
+from raftsched.rpc.http.metrics import NodeMetrics
 
 
 class RunEventMetrics:

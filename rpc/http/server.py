@@ -22,9 +22,9 @@ No number of connections adds a thread:
   most for that byte and serves ``KEEPALIVE_REQUESTS`` requests at most; a
   client has ``WRITE_DEADLINE_S`` to take an answer. Past one, the
   connection is dropped.
-* **Sizes.** Request heads and bodies as ``rpc.http.wire`` bounds them.
+* **Sizes.** Request heads and bodies as ``raftsched.rpc.http.wire`` bounds them.
 
-The app is plain WSGI (``rpc.http.router.Router``), called on a worker
+The app is plain WSGI (``raftsched.rpc.http.router.Router``), called on a worker
 thread once the whole request has been read; its answer is gathered there
 and written by the loop, so a client that reads slowly holds no thread.
 
@@ -44,7 +44,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from rpc.http import wire
+from raftsched.rpc.http import wire
 
 log = logging.getLogger("raftsched.http")
 

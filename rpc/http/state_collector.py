@@ -15,11 +15,11 @@ from typing import Iterator, Protocol
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cluster.domain.model import JobStatus, RunStatus
-from cluster.domain.state import JobStateMachine
-from cluster.node.fitness import CLOCK, STORAGE, FitnessView
-from cluster.node.replicated_state import ReplicatedState
-from rpc.http.metrics import BY_NAME
+from raftsched.cluster.domain.model import JobStatus, RunStatus
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.fitness import CLOCK, STORAGE, FitnessView
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.rpc.http.metrics import BY_NAME
 
 StateTables = tuple[dict[RunStatus, int], dict[str, int], dict[JobStatus, int]]
 
@@ -85,7 +85,7 @@ class StateCollector(Collector):
 
 class FitnessCollector(Collector):
     """``raftsched_clock_offset_seconds{peer}`` (each peer measured lately: its clock minus this node's),
-    ``raftsched_clock_ok`` and ``raftsched_storage_ok`` (1/0: this node's own, ``cluster.node.fitness``)."""
+    ``raftsched_clock_ok`` and ``raftsched_storage_ok`` (1/0: this node's own, ``raftsched.cluster.node.fitness``)."""
 
     def __init__(self, view: FitnessView, names: dict[str, str]) -> None:
         self._view = view

@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterable, Protocol
 
 import grpc
 
-from cluster.domain.model import JobSpec
-from rpc.server.errors import status_of
-from rpc.server.tokens import Token, TokenTable
+from raftsched.cluster.domain.model import JobSpec
+from raftsched.rpc.server.errors import status_of
+from raftsched.rpc.server.tokens import Token, TokenTable
 
 log = logging.getLogger("raftsched.auth")
 
@@ -122,7 +122,7 @@ def is_restricted(token: Token, method: str) -> bool:
 
 
 class ScopeLookup(Protocol):
-    """Reads the node's state for the decision (implemented by ``cluster.node.scope_lookup``)."""
+    """Reads the node's state for the decision (implemented by ``raftsched.cluster.node.scope_lookup``)."""
 
     def job(self, job_id: str) -> tuple[str, str] | None:
         """(queue, type) of a job, None if unknown."""

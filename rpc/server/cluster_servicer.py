@@ -1,5 +1,5 @@
 """ClusterService: who leads, who is a member (and reachable), how far the log is, how many jobs and runs;
-AddNode and RemoveNode (``cluster.node.membership``); Backup (``cluster.node.backup``)."""
+AddNode and RemoveNode (``raftsched.cluster.node.membership``); Backup (``raftsched.cluster.node.backup``)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ from typing import BinaryIO, Callable, Iterator, Sequence
 
 import grpc
 
-from cluster.domain.model import Member, RunStatus
-from cluster.node.config import NodeAddress
-from cluster.node.fitness import FitnessView
-from cluster.node.job_service import Counts
-from cluster.node.membership import MembershipService, MembershipView
-from cluster.node.ports import RaftStatus
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.server.errors import guarded, guarded_stream
+from raftsched.cluster.domain.model import Member, RunStatus
+from raftsched.cluster.node.config import NodeAddress
+from raftsched.cluster.node.fitness import FitnessView
+from raftsched.cluster.node.job_service import Counts
+from raftsched.cluster.node.membership import MembershipService, MembershipView
+from raftsched.cluster.node.ports import RaftStatus
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.server.errors import guarded, guarded_stream
 
 #: jobs and runs of the answering node's state
 CountsFn = Callable[[], Counts]
-#: ``(index, file)`` of a snapshot covering what is committed now (``cluster.node.backup.open_backup``)
+#: ``(index, file)`` of a snapshot covering what is committed now (``raftsched.cluster.node.backup.open_backup``)
 BackupFn = Callable[[float], tuple[int, BinaryIO]]
 #: how long AddNode/RemoveNode wait for the change to finish when the caller set no deadline
 DEFAULT_CHANGE_WAIT_S = 30.0

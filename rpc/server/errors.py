@@ -8,8 +8,8 @@ from typing import Any, Callable, TypeVar
 
 import grpc
 
-from cluster.domain.errors import OutOfRange, Overloaded, RejectedError, Unavailable, ValidationError
-from cluster.domain.results import (
+from raftsched.cluster.domain.errors import OutOfRange, Overloaded, RejectedError, Unavailable, ValidationError
+from raftsched.cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
     Internal,
@@ -18,7 +18,7 @@ from cluster.domain.results import (
     Rejected,
     ResourceExhausted,
 )
-from cluster.node.config import ConfigError
+from raftsched.cluster.node.config import ConfigError
 
 log = logging.getLogger("raftsched.rpc")
 

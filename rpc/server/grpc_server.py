@@ -9,8 +9,8 @@ from typing import Sequence
 import grpc
 from grpc_reflection.v1alpha import reflection
 
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.server.health import GrpcHealth, reflected_services
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.server.health import GrpcHealth, reflected_services
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 

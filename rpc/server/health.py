@@ -2,10 +2,10 @@
 
 ``GrpcHealth`` answers ``SERVING`` for ``""`` (the whole server) and for each
 of our services while the node sees a leader and a quorum, ``NOT_SERVING``
-otherwise; ``on_health`` is a ``cluster.node.health.HealthMonitor`` listener
+otherwise; ``on_health`` is a ``raftsched.cluster.node.health.HealthMonitor`` listener
 that flips them (both ways) as that changes. ``Watch`` streams are
 non-blocking (grpcio-health-checking's default): an open watch holds no
-worker thread. Health and reflection need no token (``rpc.server.auth``
+worker thread. Health and reflection need no token (``raftsched.rpc.server.auth``
 leaves ``grpc.health.v1.*`` and ``grpc.reflection.*`` open), so probes and
 generic tools (grpcurl, grpc_health_probe) work against a secured node.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from cluster.node.health import Health
-from protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.cluster.node.health import Health
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 #: our services, by full name (what health answers for, besides "", and what reflection lists)
 SERVICES = tuple(s.full_name for s in pb.DESCRIPTOR.services_by_name.values())

@@ -1,4 +1,4 @@
-"""JobService over gRPC: conversion around ``cluster.node.job_service.JobService``.
+"""JobService over gRPC: conversion around ``raftsched.cluster.node.job_service.JobService``.
 
 Any node serves every RPC: writes are proposed through Raft (pysyncobj
 forwards a follower's proposal to the leader), reads run after a read
@@ -13,17 +13,17 @@ from typing import Any, Iterator
 
 import grpc
 
-from cluster.domain import limits as lim
-from cluster.domain.errors import Overloaded, ValidationError
-from cluster.domain.model import Run
-from cluster.node.event_hub import RUN_EVENT_KINDS, EventHub, RunChange
-from cluster.node.job_service import JobService
-from cluster.node.slots import Slots
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
-from rpc.server.auth import caller_name
-from rpc.server.errors import convert_each, fill_results, guarded, guarded_stream
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import Overloaded, ValidationError
+from raftsched.cluster.domain.model import Run
+from raftsched.cluster.node.event_hub import RUN_EVENT_KINDS, EventHub, RunChange
+from raftsched.cluster.node.job_service import JobService
+from raftsched.cluster.node.slots import Slots
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
+from raftsched.rpc.server.auth import caller_name
+from raftsched.rpc.server.errors import convert_each, fill_results, guarded, guarded_stream
 
 WATCH_POLL_S = 0.5
 #: at most this many existing runs open a WatchRuns stream with include_existing

@@ -1,4 +1,4 @@
-"""LeaseService over gRPC: conversion around ``cluster.node.lease_service.LeaseService``.
+"""LeaseService over gRPC: conversion around ``raftsched.cluster.node.lease_service.LeaseService``.
 
 Who the caller is, as an executor, is decided in one place: ``_executor_id``
 (today the request's ``executor_id``; with tokens, the token's). The state
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import grpc
 
-from cluster.domain import limits as lim
-from cluster.domain.errors import ValidationError
-from cluster.node.lease_service import Completion, LeaseService
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
-from rpc.server.errors import convert_each, fill_results, guarded
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.node.lease_service import Completion, LeaseService
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
+from raftsched.rpc.server.errors import convert_each, fill_results, guarded
 
 _OUTCOMES = {pb.OUTCOME_SUCCEEDED: True, pb.OUTCOME_FAILED: False}
 

@@ -17,7 +17,7 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from cluster.node.config import ConfigError, TlsConfig, check_private_file
+from raftsched.cluster.node.config import ConfigError, TlsConfig, check_private_file
 
 
 def _read(path: str, what: str) -> bytes:

@@ -13,7 +13,7 @@ The file holds one ``[[token]]`` table per caller::
 entry's hash in constant time (``hmac.compare_digest``, no early exit), so
 neither the answer's timing nor a partial match tells an attacker anything.
 A name holds no ``/``: an executor token acts as executor ``<name>`` or
-``<name>/<anything>`` (``rpc.server.auth.may_act_as``), so a token named
+``<name>/<anything>`` (``raftsched.rpc.server.auth.may_act_as``), so a token named
 ``ci`` would otherwise act as ``ci/prod``, another token's own name. A file
 that names one token ``ci/prod`` beside ``ci`` is refused naming both.
 
@@ -30,7 +30,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Sequence
 
-from cluster.node.config import ConfigError, check_private_file
+from raftsched.cluster.node.config import ConfigError, check_private_file
 
 ROLES = ("reader", "submitter", "executor", "admin")
 _KEYS = ("name", "sha256", "roles", "queues", "types")

@@ -27,9 +27,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
-from cluster.domain.output_location import OutputLocation
-from storage import LocalOutputStore, MemoryOutputStore, OutputReader, OutputStore, OutputStoreError
-from storage.output_s3 import MIN_PART_SIZE, S3OutputReader, S3OutputStore
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.storage import LocalOutputStore, MemoryOutputStore, OutputReader, OutputStore, OutputStoreError
+from raftsched.storage.output_s3 import MIN_PART_SIZE, S3OutputReader, S3OutputStore
 from tests.moto_server import BUCKET, REGION, MotoServer
 
 #: no single read of a log source may ask for more than this (S3's default part size): logs stream
@@ -218,7 +218,7 @@ def _check_error(store: OutputStore) -> OutputStoreError | None:
 
 _CHILD_CHECK = """
 import json, sys
-from storage import LocalOutputStore, OutputStoreError
+from raftsched.storage import LocalOutputStore, OutputStoreError
 try:
     LocalOutputStore(sys.argv[1]).check()
     print(json.dumps(None))

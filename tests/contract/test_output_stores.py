@@ -1,4 +1,4 @@
-"""The output-store contract (``cluster.executor.ports.OutputStore``), one suite for every store: memory, local disk, S3.
+"""The output-store contract (``raftsched.cluster.executor.ports.OutputStore``), one suite for every store: memory, local disk, S3.
 
 Each test runs once per store (the ``case`` fixture, ``tests/contract/conftest.py``)
 and makes the same assertions of each; a store that is known to miss a point
@@ -8,7 +8,7 @@ a moto server on loopback. Executor- and node-level behaviour around the
 stores stays in ``tests/unit/test_executor_output.py`` and
 ``tests/integration/test_output_s3.py``.
 
-Live output (``cluster.domain.live_output``) is part of the contract: each
+Live output (``raftsched.cluster.domain.live_output``) is part of the contract: each
 store takes a running attempt's parts beside where its log will be, the
 node's reader finds them from the attempt's key alone and reads them from any
 offset, and the executor removes them once the whole log is stored.
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.domain.live_output import LogSlice, part_name
-from cluster.executor.handlers import BoundedLog
-from cluster.executor.ports import TaskContext
-from cluster.executor.worker import _Held
-from storage import EMPTY_OUTPUT_URI, OutputKey, OutputMissing, OutputReader, OutputStoreError
+from raftsched.cluster.domain.live_output import LogSlice, part_name
+from raftsched.cluster.executor.handlers import BoundedLog
+from raftsched.cluster.executor.ports import TaskContext
+from raftsched.cluster.executor.worker import _Held
+from raftsched.storage import EMPTY_OUTPUT_URI, OutputKey, OutputMissing, OutputReader, OutputStoreError
 from tests.contract.stores import MAX_READ_BYTES, FailingLogSource, MemoryCase, ReadRecorder, StoreCase
 from tests.executor_fakes import TASK, TASK_KEY, executor, held
 

@@ -15,10 +15,10 @@ import time
 import pytest
 
 from bench.backlog.seed import seed
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.conftest import running_cluster
 from tests.fault.test_durability import Writer
 from tests.helpers import every_spec, wait_for

@@ -34,11 +34,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.channel import open_channel
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.channel import open_channel
+from raftsched.rpc.client.client import Client
 from tests.elections import EventClock, Seen, named_leader, now_ms, wait_agreed
 from tests.helpers import every_spec, shell_spec, start_executor, wait_for
 from tests.history import Expected, IntervalJob, OneOffJob

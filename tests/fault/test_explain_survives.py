@@ -1,4 +1,4 @@
-"""Issue 16: a run's attempts and explanation survive a leader SIGKILL and a node rebuilt from a snapshot.
+"""A run's attempts and explanation survive a leader SIGKILL and a node rebuilt from a snapshot.
 
 Runs are explained while the leader is killed and a follower is wiped (it installs the leader's snapshot):
 afterwards every node answers ExplainRun and GetRun with the same steps and attempts, and the history
@@ -15,10 +15,10 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.conftest import running_cluster
 from tests.helpers import every_spec, shell_spec, start_executor, wait_for
 from tests.history import Expected, IntervalJob

@@ -7,11 +7,11 @@ import time
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import at_spec, every_spec, now_ms, wait_for
 from tests.history import Expected, IntervalJob, OneOffJob
 from tests.history_read import check_cluster

@@ -21,11 +21,11 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.domain.state import JobStateMachine
-from raft.lmdb_journal import LmdbJournal
-from rpc.client.client import Client
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.raft.lmdb_journal import LmdbJournal
+from raftsched.rpc.client.client import Client
+from raftsched.storage.lmdb_state import LmdbStateStore
 from tests import tmpfs
 from tests.conftest import _dump_logs
 from tests.fault.test_durability import Writer
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.fault
 DISK = 40 << 20
 HOUR_MS = 3_600_000
 #: snapshots every 150 entries: the others compact their logs past what the full node applied (which does not
-#: hold them back: ``raft.adapter``) and it catches up from the log it kept in memory, or from a snapshot
+#: hold them back: ``raftsched.raft.adapter``) and it catches up from the log it kept in memory, or from a snapshot
 SMALL_SNAPSHOTS = "\n[raft]\nsnapshot_min_entries = 150\n"
 
 

@@ -30,10 +30,10 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.elections import attempt_leases, wait_agreed
 from tests.helpers import at_spec, every_spec, now_ms, shell_spec, start_executor, wait_for
 from tests.history import Expected, IntervalJob, OneOffJob

@@ -43,8 +43,8 @@ from typing import Iterator
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.rpc.client.client import Client
 from tests.conftest import _dump_logs
 from tests.helpers import every_spec
 

@@ -30,8 +30,8 @@ import pytest
 from google.protobuf import json_format
 from prometheus_client.parser import text_string_to_metric_families
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 from tests.deployment import Deployment
 from tests.helpers import now_ms, wait_for
 from tests.history import Expected, IntervalJob, check_history

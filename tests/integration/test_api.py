@@ -10,11 +10,11 @@ import time
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.domain import commands as c
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.domain import commands as c
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import at_spec, cron_spec, every_spec, now_ms, shell_spec, wait_for
 from tests.history import Expected, IntervalJob, OneOffJob
 from tests.history_read import check_cluster
@@ -311,7 +311,7 @@ def test_cluster_status_counts_jobs_and_runs_on_every_node(fresh_cluster: LocalC
 
 def _cli_status(addresses: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", "cluster", "status", "--cluster", addresses],
+        [sys.executable, "-m", "raftsched.cluster.app.main", "cluster", "status", "--cluster", addresses],
         capture_output=True,
         text=True,
         timeout=60,

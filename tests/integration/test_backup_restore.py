@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.conftest import running_cluster
 from tests.helpers import cron_spec, every_spec, now_ms, wait_for
 
@@ -21,7 +21,9 @@ pytestmark = pytest.mark.integration
 
 
 def raftsched(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_backup_then_restore_into_a_new_cluster(fresh_cluster: LocalCluster, tmp_path) -> None:  # type: ignore[no-untyped-def]

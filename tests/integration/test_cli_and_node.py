@@ -9,13 +9,15 @@ import sys
 import lmdb
 import pytest
 
-from cluster.app.local_cluster import LocalCluster, write_config
+from raftsched.cluster.app.local_cluster import LocalCluster, write_config
 
 pytestmark = pytest.mark.integration
 
 
 def raftsched(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_cli_job_lifecycle(cluster: LocalCluster) -> None:
@@ -81,7 +83,7 @@ def _node_dir(tmp_path, owner: str = "n1", members: list[str] | None = None):  #
 
 def _node(config: str, node_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", "node", "--config", config, "--node-id", node_id],
+        [sys.executable, "-m", "raftsched.cluster.app.main", "node", "--config", config, "--node-id", node_id],
         capture_output=True,
         text=True,
         timeout=30,
@@ -175,7 +177,7 @@ def test_node_refuses_a_data_dir_of_another_cluster(tmp_path) -> None:
 
 
 def test_node_refuses_a_truncated_raft_log(tmp_path) -> None:
-    from raft.lmdb_journal import LmdbJournal
+    from raftsched.raft.lmdb_journal import LmdbJournal
 
     config = write_config(str(tmp_path), 3)
     node_dir = _node_dir(tmp_path)
@@ -194,7 +196,7 @@ def test_node_refuses_a_truncated_raft_log(tmp_path) -> None:
 
 
 def test_node_refuses_a_truncated_lmdb_snapshot(tmp_path) -> None:
-    from raft.snapshot_file import write_snapshot
+    from raftsched.raft.snapshot_file import write_snapshot
 
     config = write_config(str(tmp_path), 3)
     node_dir = _node_dir(tmp_path)

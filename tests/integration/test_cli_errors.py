@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from cluster.app.client_config import client_config_text
-from cluster.app.local_cluster import LocalCluster, free_ports
+from raftsched.cluster.app.client_config import client_config_text
+from raftsched.cluster.app.local_cluster import LocalCluster, free_ports
 from tests.helpers import wait_for
 
 # each answer is timed (within 2 s): run in the suite's serial pass, with nothing beside it
@@ -26,7 +26,7 @@ def raftsched(*args: str, cwd: str | None = None, home: str = "/nonexistent") ->
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": home}
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=30, env=env, cwd=cwd
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args], capture_output=True, text=True, timeout=30, env=env, cwd=cwd
     )
     return out, time.monotonic() - started
 
@@ -96,7 +96,7 @@ def test_an_executor_that_reaches_no_node_logs_one_readable_line(tmp_path) -> No
     log_path = tmp_path / "executor.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster.app.main", "executor", "--cluster", dead, "--queue", "q",
+            [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--cluster", dead, "--queue", "q",
              "--output-dir", str(tmp_path / "out")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip

@@ -9,9 +9,9 @@ from typing import Iterator
 import grpc
 import pytest
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.client import Client
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.client import Client
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,12 @@ from typing import Iterator
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.app.local_security import Grant
-from cluster.executor import containment
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_security import Grant
+from raftsched.cluster.executor import containment
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import at_spec, now_ms, shell_spec, start_executor, wait_for
 from tests.procs import marker, processes_with, stubborn_command
 
@@ -260,7 +260,7 @@ def test_a_run_cannot_read_the_executors_environment(cluster: LocalCluster, clie
 
 _UNDUMPABLE_CHILD = """
 import json, os, subprocess, sys
-from cluster.executor.containment import PR_SET_DUMPABLE, make_undumpable
+from raftsched.cluster.executor.containment import PR_SET_DUMPABLE, make_undumpable
 import ctypes
 if os.geteuid() == 0:  # a user whom the kernel's checks bind (root may read any process)
     os.setgroups([])

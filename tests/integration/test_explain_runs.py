@@ -1,4 +1,4 @@
-"""Issue 16 end to end: every attempt kept and readable, runs explained, RetryRun, request ids (one cluster).
+"""Run histories end to end: every attempt kept and readable, runs explained, RetryRun, request ids (one cluster).
 
 Real node processes and a real executor on loopback: a shell job that fails twice and succeeds the third
 time, a lease that expires, a FIRE_ONCE catch-up, a FORBID skip, a dead letter retried, and a TriggerJob
@@ -19,11 +19,11 @@ from typing import Any, Callable, Iterator
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import at_spec, every_spec, now_ms, shell_spec, start_executor, wait_for
 
 pytestmark = pytest.mark.integration
@@ -198,7 +198,7 @@ def test_every_node_explains_a_run_alike(client: Client, cluster: LocalCluster, 
 
 
 def _raftsched(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "raftsched.cluster.app.main", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_the_cli_explains_a_run_and_retries_a_jobs_dead_letters(client: Client, cluster: LocalCluster) -> None:

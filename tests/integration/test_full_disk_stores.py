@@ -13,10 +13,10 @@ from typing import Iterator
 
 import pytest
 
-from cluster.domain.state_store import StoreFailure, Table
-from raft import disk_trouble
-from raft.lmdb_journal import LmdbJournal
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.domain.state_store import StoreFailure, Table
+from raftsched.raft import disk_trouble
+from raftsched.raft.lmdb_journal import LmdbJournal
+from raftsched.storage.lmdb_state import LmdbStateStore
 from tests import tmpfs
 
 pytestmark = pytest.mark.integration

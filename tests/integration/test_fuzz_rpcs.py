@@ -1,5 +1,5 @@
 """Random and extreme messages to every RPC of a running 3-node cluster (hypothesis): never INTERNAL (nor
-UNKNOWN), never a crashed node, and every node still serves afterwards. Plus the two requests of issue 12
+UNKNOWN), never a crashed node, and every node still serves afterwards. Plus two requests once found to crash a node
 that broke a cluster: ``after = 2**63-1 s`` and a page token of 5,000 nines are INVALID_ARGUMENT, and
 ListJobs still answers OK on every node afterwards.
 
@@ -19,10 +19,10 @@ from google.protobuf.descriptor import FieldDescriptor as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
 
 pytestmark = pytest.mark.integration
 

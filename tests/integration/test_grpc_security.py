@@ -15,15 +15,15 @@ from typing import Any, Iterator
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.app.local_security import Grant
-from cluster.app.pki import make_ca
-from cluster.executor.ports import Task, TaskContext
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
-from rpc.client.channel import ChannelSecurity, open_channel
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_security import Grant
+from raftsched.cluster.app.pki import make_ca
+from raftsched.cluster.executor.ports import Task, TaskContext
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.channel import ChannelSecurity, open_channel
+from raftsched.rpc.client.client import Client
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -251,7 +251,7 @@ def raftsched(c: LocalCluster, *args: str, token: str = "admin") -> subprocess.C
     flags = ["--cluster", ",".join(c.addresses), "--ca-file", c.security.ca_file, "--token-file", c.security.token_file(token)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")}
     return subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", *args, *flags], capture_output=True, text=True, timeout=60, env=env
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args, *flags], capture_output=True, text=True, timeout=60, env=env
     )
 
 
@@ -264,7 +264,7 @@ def test_the_cli_walkthrough_with_ca_and_token_files(secure: LocalCluster) -> No
     assert secure.security is not None
     log = open(os.path.join(secure.root, "walker.log"), "ab")
     executor = subprocess.Popen(
-        [sys.executable, "-m", "cluster.app.main", "executor", "--config", secure.config_path, "--queue", "walk"]
+        [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--config", secure.config_path, "--queue", "walk"]
         + ["--executor-id", "walker/1", "--token-file", secure.security.token_file("walker")]
         + [
             "--handler",
@@ -317,7 +317,7 @@ def test_a_node_refuses_to_serve_grpc_off_loopback_without_tls_and_tokens(tmp_pa
     config = tmp_path / "cluster.toml"
     config.write_text('[cluster]\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7999"\ngrpc = "192.0.2.1:50051"\n')
     out = subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", "node", "--config", str(config), "--node-id", "n1"],
+        [sys.executable, "-m", "raftsched.cluster.app.main", "node", "--config", str(config), "--node-id", "n1"],
         capture_output=True,
         text=True,
         timeout=60,

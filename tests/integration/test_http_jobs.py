@@ -23,10 +23,10 @@ from typing import Iterator
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import start_executor, wait_for
 
 pytestmark = pytest.mark.integration

@@ -16,11 +16,11 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import open_channel
-from rpc.http.server import FAST_WORKERS, REQUEST_DEADLINE_S, WORKERS
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.channel import open_channel
+from raftsched.rpc.http.server import FAST_WORKERS, REQUEST_DEADLINE_S, WORKERS
 
 # GetClusterStatus's answer is timed (under 1 s): run in the suite's serial pass, with nothing beside it
 pytestmark = [pytest.mark.integration, pytest.mark.alone]

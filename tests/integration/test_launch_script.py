@@ -32,7 +32,7 @@ def launch(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
 def cli(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": cwd}
     return subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
 
 
@@ -112,7 +112,7 @@ def _as_nobody(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProce
 def test_another_local_user_cannot_run_commands_on_the_quick_start_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Loopback separates machines, not users: any local user can connect to the cluster's ports. The quick start
     requires tokens, and only their owner can read them."""
-    from protos.raftsched.v1 import scheduler_pb2 as pb
+    from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
     cwd, root = str(tmp_path), str(tmp_path / "local-cluster")
     marker = tmp_path / "pwned"

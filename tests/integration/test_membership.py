@@ -9,17 +9,19 @@ import time
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.client import Client
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
 
 
 def raftsched(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cluster.app.main", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _stub(c: LocalCluster, node_id: str) -> tuple[grpc.Channel, pb_grpc.ClusterServiceStub]:

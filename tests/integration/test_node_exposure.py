@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster, write_config
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster, write_config
+from raftsched.rpc.client.client import Client
 from tests.conftest import running_cluster
 from tests.helpers import every_spec, wait_for
 
@@ -71,7 +71,7 @@ def test_every_listening_socket_is_on_loopback(cluster: LocalCluster) -> None:
 
 
 def test_a_node_process_drops_a_huge_announcement_and_keeps_serving(cluster: LocalCluster) -> None:
-    from raft.cipher import HELLO_SIZE, MAGIC
+    from raftsched.raft.cipher import HELLO_SIZE, MAGIC
 
     node = cluster.nodes[cluster.wait_leader()]
     with socket.create_connection(("127.0.0.1", _port(node.raft)), timeout=5) as sock:
@@ -195,7 +195,7 @@ def test_a_secret_others_can_read_is_refused(tmp_path: Path) -> None:
     secret = tmp_path / "raft.secret"
     secret.chmod(0o644)
     out = subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", "node", "--config", config, "--node-id", "n1"],
+        [sys.executable, "-m", "raftsched.cluster.app.main", "node", "--config", config, "--node-id", "n1"],
         capture_output=True,
         text=True,
         timeout=30,

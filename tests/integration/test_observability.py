@@ -28,11 +28,11 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.app.local_cluster import LocalCluster, free_ports
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster, free_ports
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.channel import ChannelSecurity, open_channel
+from raftsched.rpc.client.client import Client
 from tests.helpers import every_spec, wait_for
 
 pytestmark = pytest.mark.integration

@@ -22,9 +22,9 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
 from tests.follow import Follow
 from tests.helpers import shell_spec, wait_for
 from tests.moto_server import BUCKET, REGION, MotoServer
@@ -53,7 +53,7 @@ def client(s3_cluster: LocalCluster) -> Iterator[Client]:
 def start_executor(root: str, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(os.path.join(root, f"{name}.log"), "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "cluster.app.main", "executor", "--executor-id", name, "--allow-type", "shell"]
+            [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--executor-id", name, "--allow-type", "shell"]
             + ["--allow-unauthenticated-cluster", *args],  # the test's own cluster, without tokens
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -118,7 +118,16 @@ def test_output_lands_under_the_documented_key_and_every_node_reads_it(
                 out = one.job("GetRunOutput", pb.GetRunOutputRequest(run_id=run.run_id))
             assert (out.log, out.result, out.missing_reason) == (b"hello-s3\noops\n", b'{"exit_code": 0}', ""), address
         cli = subprocess.run(
-            [sys.executable, "-m", "cluster.app.main", "run", "logs", run.run_id, "--cluster", ",".join(s3_cluster.addresses)],
+            [
+                sys.executable,
+                "-m",
+                "raftsched.cluster.app.main",
+                "run",
+                "logs",
+                run.run_id,
+                "--cluster",
+                ",".join(s3_cluster.addresses),
+            ],
             capture_output=True,
             timeout=60,
         )
@@ -141,7 +150,7 @@ def test_follow_shows_the_status_then_the_log_once_uploaded(s3: MotoServer, s3_c
         [
             sys.executable,
             "-m",
-            "cluster.app.main",
+            "raftsched.cluster.app.main",
             "run",
             "logs",
             run.run_id,

@@ -12,10 +12,10 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.conftest import running_cluster
 
 pytestmark = pytest.mark.integration

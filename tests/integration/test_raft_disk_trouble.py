@@ -13,10 +13,10 @@ from typing import Any, BinaryIO, Iterator
 
 import pytest
 
-from cluster.app.local_cluster import free_ports
-from raft import disk_trouble
-from raft.adapter import ProposalError, RaftNode, RaftSettings
-from raft.snapshotter import BytesCopy
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.raft import disk_trouble
+from raftsched.raft.adapter import ProposalError, RaftNode, RaftSettings
+from raftsched.raft.snapshotter import BytesCopy
 from tests.integration.test_raft_port import leader_of
 from tests.unit.test_journal_disk_trouble import EIO, FailingEnv
 
@@ -26,7 +26,7 @@ PROBLEM = "disk full: /somewhere/state.mdb (0.0 MiB free): free space on its dis
 
 
 class Refused(Exception):
-    """What a store raises for an entry it cannot take now (``cluster.domain.state_store.StoreFailure``'s shape)."""
+    """What a store raises for an entry it cannot take now (``raftsched.cluster.domain.state_store.StoreFailure``'s shape)."""
 
     def __init__(self, kept: bool) -> None:
         super().__init__(PROBLEM)

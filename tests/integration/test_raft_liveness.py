@@ -14,8 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import free_ports
-from raft.adapter import RaftNode, RaftSettings
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.raft.adapter import RaftNode, RaftSettings
 from tests.integration.test_raft_port import SECRET, Counter
 
 pytestmark = pytest.mark.integration

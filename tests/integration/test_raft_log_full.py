@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.app.local_cluster import free_ports
-from raft.adapter import ProposalError, RaftNode, RaftSettings
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.raft.adapter import ProposalError, RaftNode, RaftSettings
 from tests.integration.test_raft_port import Counter, leader_of
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,7 @@ BIG = 1 << 30
 COMMAND = b"c" * 60_000
 
 
-#: what a proposer is told to retry (``raft.adapter``): a moment without a leader while the log fills is not the
+#: what a proposer is told to retry (``raftsched.raft.adapter``): a moment without a leader while the log fills is not the
 #: refusal these tests wait for
 _RETRY = ("MISSING_LEADER", "LEADER_CHANGED", "DISCARDED")
 

@@ -20,11 +20,11 @@ from typing import Any, BinaryIO, Iterator
 
 import pytest
 
-from cluster.app.local_cluster import free_ports
-from raft.adapter import RaftNode, RaftSettings
-from raft.cipher import HELLO_SIZE, MAGIC, RaftCipher
-from raft.connection import PRE_AUTH_LIMIT
-from raft.snapshotter import BytesCopy
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.raft.adapter import RaftNode, RaftSettings
+from raftsched.raft.cipher import HELLO_SIZE, MAGIC, RaftCipher
+from raftsched.raft.connection import PRE_AUTH_LIMIT
+from raftsched.raft.snapshotter import BytesCopy
 
 pytestmark = pytest.mark.integration
 

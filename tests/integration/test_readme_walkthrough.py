@@ -23,7 +23,7 @@ from typing import Callable
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,11 @@ from typing import Iterator
 import grpc
 import pytest
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.client import Client
-from rpc.client.errors import RpcFailure
-from rpc.client.lease_api import RENEW_MAX_PAUSE_S, GrpcLeaseApi
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.client import Client
+from raftsched.rpc.client.errors import RpcFailure
+from raftsched.rpc.client.lease_api import RENEW_MAX_PAUSE_S, GrpcLeaseApi
 
 pytestmark = pytest.mark.integration
 

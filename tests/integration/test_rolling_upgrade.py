@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.domain import command_registry
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.domain import command_registry
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import every_spec, now_ms, wait_for
 from tests.history import Expected, IntervalJob
 from tests.history_read import check_cluster

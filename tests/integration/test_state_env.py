@@ -22,16 +22,16 @@ import grpc
 import lmdb
 import pytest
 
-from cluster.app.local_cluster import LocalCluster, write_config
-from cluster.domain import commands as cmds
-from cluster.domain.model import Every, JobSpec
-from cluster.domain.state import JobStateMachine
-from cluster.node.config import load_config
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from raft.snapshot_file import read_snapshot, write_snapshot, write_snapshot_file
-from raft.snapshotter import BytesCopy
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster, write_config
+from raftsched.cluster.domain import commands as cmds
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.config import load_config
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.raft.snapshot_file import read_snapshot, write_snapshot, write_snapshot_file
+from raftsched.raft.snapshotter import BytesCopy
+from raftsched.rpc.client.client import Client
 from tests.conftest import running_cluster
 from tests.helpers import every_spec, now_ms, wait_for
 
@@ -85,7 +85,7 @@ def test_a_wiped_node_receives_the_environment_copy_and_serves(tmp_path: Path) -
 
 def _node(config: str, node_id: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", "node", "--config", config, "--node-id", node_id],
+        [sys.executable, "-m", "raftsched.cluster.app.main", "node", "--config", config, "--node-id", node_id],
         capture_output=True,
         text=True,
         timeout=60,

@@ -18,10 +18,10 @@ from typing import IO
 import grpc
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 from tests.helpers import start_executor, wait_for
 
 pytestmark = pytest.mark.integration
@@ -61,7 +61,7 @@ def test_watch_fails_over_and_every_event_arrives_once_in_order(fresh_cluster: L
             job = noop_every(client, "wf-tick", 500, "wf")
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": str(tmp_path)}
         watch = subprocess.Popen(
-            [sys.executable, "-m", "cluster.app.main", "run", "watch", "--job", job.job_id, "-o", "jsonl",
+            [sys.executable, "-m", "raftsched.cluster.app.main", "run", "watch", "--job", job.job_id, "-o", "jsonl",
              "--cluster", ",".join(c.addresses)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True,
         )  # fmt: skip

@@ -23,10 +23,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.app.local_security import Grant
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_security import Grant
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
 from tests.browser import Screenshots, chromium, chromium_missing, click_and_wait, require_chromium
 from tests.helpers import shell_spec, start_executor, wait_for
 
@@ -66,7 +66,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster
         c.wait_leader(30)
         proc = start_executor(c, str(root), "web-ex", "q-web", "--output-dir", c.output_dir, allow=("shell",))
         with Client(c.addresses, deadline_s=10) as client:
-            # runs keep their attempts and steps once the cluster uses command format 3 (issue 16)
+            # runs keep their attempts and steps once the cluster uses command format 3
             wait_for(lambda: client.cluster_status().command_format >= 3, 30, "command format 3")
             job = client.create_job(shell_spec(EVIL, COMMAND, queue="q-web"))
 

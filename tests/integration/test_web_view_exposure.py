@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_cluster import LocalCluster
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration

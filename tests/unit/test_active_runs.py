@@ -6,11 +6,11 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.model import ACTIVE_RUN_STATUSES, Every, JobSpec, Run
-from cluster.domain.records import RecordReader
-from cluster.domain.state import JobStateMachine
-from cluster.node.active_runs import iter_active_runs
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Every, JobSpec, Run
+from raftsched.cluster.domain.records import RecordReader
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.active_runs import iter_active_runs
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """What apply keeps between commands to go faster never changes a result or a stored byte.
 
-The unit of work (``cluster.domain.records``) keeps job specs with the stored fields they
+The unit of work (``raftsched.cluster.domain.records``) keeps job specs with the stored fields they
 came from, writes a fired run without reading what its id held, and the machine encodes
 its membership only when it changed (``StateBase._membership_raw``). Each shortcut is
 checked here against the slow way; the hypothesis model test runs a twin that keeps
@@ -15,13 +15,13 @@ import tracemalloc
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain import record_codec as rc
-from cluster.domain import snapshot_codec
-from cluster.domain.kept import Kept
-from cluster.domain.model import At, Every, JobSpec, Run, RunStatus
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import Table, state_hash
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain import snapshot_codec
+from raftsched.cluster.domain.kept import Kept
+from raftsched.cluster.domain.model import At, Every, JobSpec, Run, RunStatus
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import Table, state_hash
 
 pytestmark = pytest.mark.unit
 

@@ -25,7 +25,7 @@ def test_it_reports_fire_grant_and_complete_for_both_stores(capsys: pytest.Captu
 
 
 def test_it_measures_with_a_nodes_collector_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cluster.app.node_main import GC_THRESHOLDS
+    from raftsched.cluster.app.node_main import GC_THRESHOLDS
 
     seen: list[tuple[int, ...]] = []
     monkeypatch.setattr(apply_cost, "_one_round", lambda *a: seen.append(gc.get_threshold()) or (1.0, 1.0, 1.0))
@@ -58,10 +58,10 @@ def test_the_floor_writes_what_the_state_machine_writes() -> None:
 
     import lmdb
 
-    from cluster.domain import commands as c
-    from cluster.domain.model import At, JobSpec
-    from cluster.domain.state import JobStateMachine
-    from cluster.domain.state_store import MemoryStore, Table
+    from raftsched.cluster.domain import commands as c
+    from raftsched.cluster.domain.model import At, JobSpec
+    from raftsched.cluster.domain.state import JobStateMachine
+    from raftsched.cluster.domain.state_store import MemoryStore, Table
 
     tables = (Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE, Table.EXPIRY, Table.FINISHED, Table.FAILED)
     closed: list[dict[str, dict[bytes, bytes]]] = []

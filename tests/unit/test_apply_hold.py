@@ -1,4 +1,4 @@
-"""Applying committed entries with one held back (``raft.apply_hold``), against a stand-in for pysyncobj's replica:
+"""Applying committed entries with one held back (``raftsched.raft.apply_hold``), against a stand-in for pysyncobj's replica:
 a held entry keeps its callbacks and does not count as applied, nothing after it is applied, it is tried again
 only when due, and then it and the rest are applied in order and answered once. A snapshot from the leader that
 the disk cannot take yet is installed once it can (``RaftNode._install``)."""
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pysyncobj import FAIL_REASON
 
-from raft import adapter
-from raft.apply_hold import ApplyHold, EntryHeld, apply_committed
-from raft.disk_trouble import DiskTrouble
+from raftsched.raft import adapter
+from raftsched.raft.apply_hold import ApplyHold, EntryHeld, apply_committed
+from raftsched.raft.disk_trouble import DiskTrouble
 
 pytestmark = pytest.mark.unit
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,9 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("cluster", "rpc", "raft", "storage", "protos")
+#: the folders installed under the one import package, raftsched (linked as raftsched/<folder>)
+FOLDERS = ("cluster", "rpc", "raft", "storage", "protos")
+PACKAGES = ("raftsched",)
 MAX_LINES = 600
 
 
@@ -73,7 +76,7 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_folder_imports_a_folder_that_imports_it_back() -> None:
     edges = _folder_graph()
-    assert edges.get("cluster.app"), "the graph was not built (no imports found for cluster.app)"
+    assert edges.get("raftsched.cluster.app"), "the graph was not built (no imports found for raftsched.cluster.app)"
     cycle = _cycle(edges)
     assert cycle is None, "folder import cycle: " + " -> ".join(cycle or [])
 
@@ -96,6 +99,26 @@ def test_no_hand_written_source_file_is_over_600_lines() -> None:
         if n > MAX_LINES:
             long.append(f"{rel} ({n} lines)")
     assert long == [], "split these along a seam a reader would see: " + ", ".join(long)
+
+
+def test_every_import_of_our_code_goes_through_the_one_import_root() -> None:
+    """``import cluster...`` would load a second copy of a module beside ``raftsched.cluster...`` in a
+    checkout (where both resolve), and fail outright from the wheel (where only raftsched exists)."""
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    bare = re.compile(rf"^\s*(from|import)\s+({'|'.join(FOLDERS)})(\.|\s|$)", re.M)
+    found = []
+    for rel in tracked:
+        if rel.endswith(("_pb2.py", "_pb2_grpc.py")):
+            continue
+        text = (REPO / rel).read_text(encoding="utf-8")
+        found += [f"{rel}: {m.group(0).strip()}" for m in bare.finditer(text)]
+    assert found == [], "import these as raftsched.<folder>...: " + ", ".join(found[:20])
+
+
+def test_the_folders_are_linked_under_the_import_root() -> None:
+    for folder in FOLDERS:
+        link = REPO / "raftsched" / folder
+        assert link.is_symlink() and os.readlink(link) == f"../{folder}", f"raftsched/{folder} must link to ../{folder}"
 
 
 def test_nothing_cites_a_file_outside_the_repository() -> None:

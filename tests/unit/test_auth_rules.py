@@ -8,10 +8,10 @@ from typing import Any
 import grpc
 import pytest
 
-from cluster.domain.errors import Unavailable
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.server import tokens as tokens_module
-from rpc.server.auth import (
+from raftsched.cluster.domain.errors import Unavailable
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.server import tokens as tokens_module
+from raftsched.rpc.server.auth import (
     Access,
     AuthInterceptor,
     access_of,
@@ -22,7 +22,7 @@ from rpc.server.auth import (
     may_act_as,
     method_kind,
 )
-from rpc.server.tokens import Token, TokenTable, token_digest
+from raftsched.rpc.server.tokens import Token, TokenTable, token_digest
 
 pytestmark = pytest.mark.unit
 

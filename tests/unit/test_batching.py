@@ -1,4 +1,4 @@
-"""Tests for raft.batching: the batch entry format and the group committer.
+"""Tests for raftsched.raft.batching: the batch entry format and the group committer.
 
 The committer is driven by a fake ``propose_async`` that records every
 proposal with its callback and answers only when the test says so (from a
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.domain import commands as c
-from cluster.domain.model import Every, JobSpec
-from raft.batching import MAGIC, BatchFormatError, Callback, GroupCommitter, Timeout, is_batch, pack, unpack
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.raft.batching import MAGIC, BatchFormatError, Callback, GroupCommitter, Timeout, is_batch, pack, unpack
 
 pytestmark = pytest.mark.unit
 

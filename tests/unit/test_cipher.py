@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from cryptography.exceptions import InvalidTag
 
-import raft.cipher
-from raft.cipher import HELLO_SIZE, HandshakeError, RaftCipher, Session
+import raftsched.raft.cipher
+from raftsched.raft.cipher import HELLO_SIZE, HandshakeError, RaftCipher, Session
 
 pytestmark = pytest.mark.unit
 
@@ -77,7 +77,7 @@ class _Spy:
         self.pairs: list[tuple[bytes, bytes]] = []
         spy = self
 
-        real = raft.cipher.AESGCM
+        real = raftsched.raft.cipher.AESGCM
 
         class RecordingAESGCM:
             def __init__(self, key: bytes) -> None:
@@ -100,7 +100,7 @@ def test_no_key_nonce_pair_repeats_even_with_a_constant_random_source(monkeypatc
     spy = _Spy()
     pairs: list[tuple[bytes, bytes]] = []
     for _restart in range(2):
-        cipher_module = importlib.reload(raft.cipher)
+        cipher_module = importlib.reload(raftsched.raft.cipher)
         monkeypatch.setattr(cipher_module, "AESGCM", spy.cls)
         one, two = cipher_module.RaftCipher(SECRET), cipher_module.RaftCipher(SECRET)
         for x, y in ((one, two), (two, one), (one, one), (one, two)):
@@ -111,7 +111,7 @@ def test_no_key_nonce_pair_repeats_even_with_a_constant_random_source(monkeypatc
                     a.open(b.seal(b"r%d" % i))
         pairs += spy.pairs
         spy.pairs = []
-    importlib.reload(raft.cipher)
+    importlib.reload(raftsched.raft.cipher)
     assert len(pairs) == 2 * 4 * 3 * 10
     assert len(set(pairs)) == len(pairs)
     assert len({key for key, _ in pairs}) == 2 * 4 * 3 * 2  # a key per connection and direction

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.app.cli.args import UsageError, parse_from_ms, parse_span_ms, parse_time_ms
-from cluster.app.cli.spec_args import add_spec_args, build_spec, preview_spec, update_spec
-from cluster.app.client_config import client_config_text, resolve
-from cluster.node.config import ConfigError
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
+from raftsched.cluster.app.cli.args import UsageError, parse_from_ms, parse_span_ms, parse_time_ms
+from raftsched.cluster.app.cli.spec_args import add_spec_args, build_spec, preview_spec, update_spec
+from raftsched.cluster.app.client_config import client_config_text, resolve
+from raftsched.cluster.node.config import ConfigError
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 
 pytestmark = pytest.mark.unit
 

@@ -1,11 +1,11 @@
-"""What the command line adds to a gRPC error: a hint that points at the cause (rpc.client.errors.describe)."""
+"""What the command line adds to a gRPC error: a hint that points at the cause (raftsched.rpc.client.errors.describe)."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
 
-from rpc.client.errors import describe
+from raftsched.rpc.client.errors import describe
 
 pytestmark = pytest.mark.unit
 

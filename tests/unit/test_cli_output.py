@@ -12,15 +12,15 @@ from typing import Iterator
 import grpc
 import pytest
 
-from cluster.app.cli.cluster import status_text
-from cluster.app.cli.output import render, render_message, to_plain, to_yaml
-from cluster.app.cli.timefmt import UTC, local, preview_line, span_text
-from cluster.app.cli.views import JOB_VIEW, RUN_VIEW
-from cluster.app.cli.watch import format_event
-from cluster.domain.unsafe_text import UNSAFE, escape, escape_json
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.errors import ClusterUnreachable, describe, unreachable
+from raftsched.cluster.app.cli.cluster import status_text
+from raftsched.cluster.app.cli.output import render, render_message, to_plain, to_yaml
+from raftsched.cluster.app.cli.timefmt import UTC, local, preview_line, span_text
+from raftsched.cluster.app.cli.views import JOB_VIEW, RUN_VIEW
+from raftsched.cluster.app.cli.watch import format_event
+from raftsched.cluster.domain.unsafe_text import UNSAFE, escape, escape_json
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.errors import ClusterUnreachable, describe, unreachable
 
 pytestmark = pytest.mark.unit
 

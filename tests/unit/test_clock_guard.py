@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from cluster.node.clock import FakeClock
-from cluster.node.clock_guard import ClockGuard, span_words
-from cluster.node.fitness import CLOCK, STORAGE, Fitness, FitnessView, StepAside
-from cluster.node.lease_watch import LeaseWatch
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.clock_guard import ClockGuard, span_words
+from raftsched.cluster.node.fitness import CLOCK, STORAGE, Fitness, FitnessView, StepAside
+from raftsched.cluster.node.lease_watch import LeaseWatch
 
 pytestmark = pytest.mark.unit
 
@@ -175,7 +175,7 @@ def test_the_fitness_view_shows_each_member_as_it_reported_itself() -> None:
     fitness = Fitness()
     fitness.set(CLOCK, "clock offset +1.0 s from n2, n3 (max 500 ms)")
     reports = {"127.0.0.1:7002": (clock.monotonic(), {"clock_ok": True, "storage_ok": False, "unfit": "disk full: /d"})}
-    from cluster.node.clock_guard import PeerOffset
+    from raftsched.cluster.node.clock_guard import PeerOffset
 
     offsets = {"127.0.0.1:7002": PeerOffset(-1000.0, True), "127.0.0.1:7003": PeerOffset(0.0, False)}
     view = FitnessView("127.0.0.1:7001", fitness, lambda: offsets, lambda: reports, clock.monotonic)

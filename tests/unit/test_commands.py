@@ -1,4 +1,4 @@
-"""Tests for cluster.domain.commands (and the spec encoding in cluster.domain.spec_codec): the Raft log format."""
+"""Tests for raftsched.cluster.domain.commands (and the spec encoding in raftsched.cluster.domain.spec_codec): the Raft log format."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.domain import command_registry
-from cluster.domain import commands as c
-from cluster.domain.model import (
+from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import (
     After,
     At,
     ConcurrencyPolicy,
@@ -23,7 +23,7 @@ from cluster.domain.model import (
     MisfirePolicy,
     RetryPolicy,
 )
-from cluster.domain.spec_codec import spec_fingerprint, spec_from_plain, spec_to_plain
+from raftsched.cluster.domain.spec_codec import spec_fingerprint, spec_from_plain, spec_to_plain
 
 pytestmark = pytest.mark.unit
 
@@ -406,8 +406,8 @@ def test_a_valid_command_with_one_value_corrupted_decodes_or_is_refused(cmd: c.C
 
 
 def test_every_command_has_exactly_one_state_machine_handler() -> None:
-    from cluster.domain import commands as cmds
-    from cluster.domain.state import JobStateMachine  # noqa: F401 - importing it registers the handlers
+    from raftsched.cluster.domain import commands as cmds
+    from raftsched.cluster.domain.state import JobStateMachine  # noqa: F401 - importing it registers the handlers
 
     missing = [t.__name__ for t in cmds.registered_commands() if t not in cmds.HANDLERS]
     assert missing == []

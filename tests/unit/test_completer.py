@@ -1,4 +1,4 @@
-"""The executor's client-side group commit of completions (``cluster.executor.completer.Completer``)."""
+"""The executor's client-side group commit of completions (``raftsched.cluster.executor.completer.Completer``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from cluster.executor.completer import Completer
-from cluster.executor.ports import Finished, LeaseLost, Task
+from raftsched.cluster.executor.completer import Completer
+from raftsched.cluster.executor.ports import Finished, LeaseLost, Task
 
 pytestmark = pytest.mark.unit
 

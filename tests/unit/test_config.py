@@ -1,4 +1,4 @@
-"""Tests for cluster.node.config: parsing and validating cluster.toml."""
+"""Tests for raftsched.cluster.node.config: parsing and validating cluster.toml."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node.config import (
+from raftsched.cluster.node.config import (
     ClusterConfig,
     ConfigError,
     LogsConfig,

@@ -29,8 +29,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from cronsim import CronSim, CronSimError
 
-from cluster.domain.model import Cron
-from cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
+from raftsched.cluster.domain.model import Cron
+from raftsched.cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
 
 pytestmark = pytest.mark.unit
 

@@ -19,15 +19,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from cluster.domain.cron_calendar import day_matches
-from cluster.domain.cron_fields import parse_cron
-from cluster.domain.errors import ValidationError
-from cluster.domain.model import Cron, Every
-from cluster.domain.schedule import explain_instant, upcoming
-from cluster.domain.validation import Limits
-from cluster.node.clock import FakeClock
-from cluster.node.job_service import JobService
-from storage import OutputReader
+from raftsched.cluster.domain.cron_calendar import day_matches
+from raftsched.cluster.domain.cron_fields import parse_cron
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import Cron, Every
+from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.job_service import JobService
+from raftsched.storage import OutputReader
 
 pytestmark = pytest.mark.unit
 

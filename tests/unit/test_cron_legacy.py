@@ -1,5 +1,5 @@
 """The cron rules follow the cluster's command format, so a rolling upgrade and a replay stay deterministic
-(cluster.domain.cron_legacy)."""
+(raftsched.cluster.domain.cron_legacy)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain import schedule
-from cluster.domain.cron_legacy import LegacyCron, check_legacy, under_rules
-from cluster.domain.model import Cron, Every, JobSpec
-from cluster.domain.results import Ok
-from cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import schedule
+from raftsched.cluster.domain.cron_legacy import LegacyCron, check_legacy, under_rules
+from raftsched.cluster.domain.model import Cron, Every, JobSpec
+from raftsched.cluster.domain.results import Ok
+from raftsched.cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +21,7 @@ def utc(y: int, mo: int, d: int, h: int = 0, mi: int = 0) -> int:
     return int(datetime(y, mo, d, h, mi, tzinfo=timezone.utc).timestamp()) * 1000
 
 
-# What the release before issue 17 answered (its cluster/domain/schedule.py, `upcoming(..., 4)`), for cases
+# What the release before command format 2 answered (its cluster/domain/schedule.py, `upcoming(..., 4)`), for cases
 # where the new rules answer otherwise: the format-1 rules must give exactly these.
 OLD_RELEASE = [
     # a clock-following job went silent in the repeated hour of a fall back
@@ -100,11 +100,11 @@ def test_every_replica_switches_rules_at_the_same_entry_and_a_replay_agrees(swit
 def test_the_proposer_refuses_what_only_the_new_rules_read_until_the_switch() -> None:
     from typing import Any, Callable
 
-    from cluster.domain.errors import ValidationError
-    from cluster.domain.validation import Limits
-    from cluster.node.clock import FakeClock
-    from cluster.node.job_service import JobService
-    from storage import OutputReader
+    from raftsched.cluster.domain.errors import ValidationError
+    from raftsched.cluster.domain.validation import Limits
+    from raftsched.cluster.node.clock import FakeClock
+    from raftsched.cluster.node.job_service import JobService
+    from raftsched.storage import OutputReader
 
     class Store:
         def __init__(self) -> None:

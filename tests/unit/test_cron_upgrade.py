@@ -1,4 +1,4 @@
-"""Existing jobs across the change of DST rule (issue 17): no instant fires twice across the upgrade.
+"""Existing jobs across the change of DST rule (command format 2): no instant fires twice across the upgrade.
 
 Before the upgrade every cron job had the once-rule; now a job whose hour field is ``*`` or ``*/n``
 follows the clock. A job keeps the next instant it computed before the upgrade (``next_fire_ms``, in the
@@ -6,7 +6,7 @@ snapshot); the instants after it follow the new rule, and the job's cursor with 
 expected next instant keep any instant from firing twice.
 
 Before the switch the state machine itself applies the old rules (a cluster on command format 1:
-``cluster.domain.cron_legacy``); the old rule is also reproduced by making the parsed fields say "specific
+``raftsched.cluster.domain.cron_legacy``); the old rule is also reproduced by making the parsed fields say "specific
 hours" for every job, which is what the old evaluator did. State crosses the upgrade the way a node
 carries it: a snapshot restored into a new machine, then the committed switch to command format 2.
 """
@@ -19,12 +19,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain import schedule
-from cluster.domain.cron_fields import CronFields
-from cluster.domain.model import Cron, JobSpec
-from cluster.domain.results import FireReport, Ok
-from cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import schedule
+from raftsched.cluster.domain.cron_fields import CronFields
+from raftsched.cluster.domain.model import Cron, JobSpec
+from raftsched.cluster.domain.results import FireReport, Ok
+from raftsched.cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 
@@ -60,7 +60,7 @@ class Node:
 
     def upgraded(self) -> Node:
         """A node of the new version, restored from this one's snapshot, in a cluster that has switched to
-        command format 2 (whose cron rules are the new ones: ``cluster.domain.cron_legacy``)."""
+        command format 2 (whose cron rules are the new ones: ``raftsched.cluster.domain.cron_legacy``)."""
         m = JobStateMachine()
         m.restore(self.m.snapshot())
         node = Node(m, self.index)

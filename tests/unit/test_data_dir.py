@@ -1,4 +1,4 @@
-"""The data dir's identity and the membership a node starts with (cluster.app.data_dir, cluster.app.node_boot)."""
+"""The data dir's identity and the membership a node starts with (raftsched.cluster.app.data_dir, raftsched.cluster.app.node_boot)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cluster.app import node_boot
-from cluster.app.data_dir import (
+from raftsched.cluster.app import node_boot
+from raftsched.cluster.app.data_dir import (
     Identity,
     ensure_identity,
     mark_removed,
@@ -18,8 +18,8 @@ from cluster.app.data_dir import (
     record_membership,
     write_identity,
 )
-from cluster.domain.model import Member
-from cluster.node.config import ClusterConfig, ConfigError, parse_config
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.node.config import ClusterConfig, ConfigError, parse_config
 
 pytestmark = pytest.mark.unit
 

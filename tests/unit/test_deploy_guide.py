@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node.config import parse_config
+from raftsched.cluster.node.config import parse_config
 
 pytestmark = pytest.mark.unit
 

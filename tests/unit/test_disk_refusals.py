@@ -1,4 +1,4 @@
-"""What a node answers while a disk refuses writes (``cluster.node.replicated_state``, ``cluster.node.disk_majority``):
+"""What a node answers while a disk refuses writes (``raftsched.cluster.node.replicated_state``, ``raftsched.cluster.node.disk_majority``):
 its own disk — writes UNAVAILABLE naming it, nothing proposed, reads served from what it stored without a barrier
 it could not apply; a majority of the members' disks — writes RESOURCE_EXHAUSTED naming the nodes and paths; and
 the Raft adapter's words reach the node's health (``RaftNode.on_storage`` -> ``Fitness``)."""
@@ -10,16 +10,16 @@ from typing import Any, Callable
 import grpc
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import Overloaded, Unavailable
-from cluster.domain.model import Every, JobSpec
-from cluster.domain.state import JobStateMachine
-from cluster.node.clock import FakeClock
-from cluster.node.disk_majority import DiskMajority
-from cluster.node.event_hub import EventHub
-from cluster.node.fitness import REPORT_STORAGE_OK, REPORT_UNFIT, STORAGE, Fitness
-from cluster.node.replicated_state import ReplicatedState
-from rpc.server.errors import status_of
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import Overloaded, Unavailable
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.disk_majority import DiskMajority
+from raftsched.cluster.node.event_hub import EventHub
+from raftsched.cluster.node.fitness import REPORT_STORAGE_OK, REPORT_UNFIT, STORAGE, Fitness
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.rpc.server.errors import status_of
 
 pytestmark = pytest.mark.unit
 

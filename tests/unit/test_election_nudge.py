@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from raft import adapter
-from raft.adapter import RaftNode
-from raft.membership import RaftMembership
+from raftsched.raft import adapter
+from raftsched.raft.adapter import RaftNode
+from raftsched.raft.membership import RaftMembership
 
 pytestmark = pytest.mark.unit
 
@@ -40,7 +40,7 @@ def test_a_follower_applying_a_long_backlog_keeps_its_election_timer_ahead(monke
     node, replica = _node(leader=False)
     clock = [1000.0]
     monkeypatch.setattr(adapter.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr("raft.membership.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("raftsched.raft.membership.time.monotonic", lambda: clock[0])
     replica._SyncObj__raftElectionDeadline = 1000.8  # heard from the leader just now
     for _ in range(3000):  # 3 s of applying, 1 ms an entry: three election timeouts
         clock[0] += 0.001

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.domain.errors import OutOfRange, Unavailable
-from cluster.domain.model import Run, RunStatus
-from cluster.node.event_hub import EventHub
+from raftsched.cluster.domain.errors import OutOfRange, Unavailable
+from raftsched.cluster.domain.model import Run, RunStatus
+from raftsched.cluster.node.event_hub import EventHub
 
 pytestmark = pytest.mark.unit
 

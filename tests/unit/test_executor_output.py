@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.executor.bounded_log import BoundedLog, LogSettings
-from cluster.executor.ports import TaskContext
-from storage import MemoryOutputStore
+from raftsched.cluster.executor.bounded_log import BoundedLog, LogSettings
+from raftsched.cluster.executor.ports import TaskContext
+from raftsched.storage import MemoryOutputStore
 from tests.executor_fakes import executor, held
 
 pytestmark = pytest.mark.unit

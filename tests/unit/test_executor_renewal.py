@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from cluster.domain.lease_rules import Renewal
-from cluster.executor import Executor, Task, TaskContext
+from raftsched.cluster.domain.lease_rules import Renewal
+from raftsched.cluster.executor import Executor, Task, TaskContext
 from tests.executor_fakes import FakeApi
 
 pytestmark = pytest.mark.unit

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from cluster.executor import BuiltinSettings, Executor, ShellSettings, Task, containment
-from cluster.executor.handlers import builtin_handlers
-from cluster.executor.http_handler import HttpHandler
-from cluster.executor.shell import ShellHandler, run_environment
+from raftsched.cluster.executor import BuiltinSettings, Executor, ShellSettings, Task, containment
+from raftsched.cluster.executor.handlers import builtin_handlers
+from raftsched.cluster.executor.http_handler import HttpHandler
+from raftsched.cluster.executor.shell import ShellHandler, run_environment
 from tests.executor_fakes import FakeApi
 
 pytestmark = pytest.mark.unit

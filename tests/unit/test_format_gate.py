@@ -9,16 +9,16 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError
-from cluster.domain.model import Member
-from cluster.domain.results import FailedPrecondition, Ok
-from cluster.domain.state import JobStateMachine
-from cluster.node.clock import FakeClock
-from cluster.node.event_hub import EventHub
-from cluster.node.membership import read_view
-from cluster.node.membership_keeper import next_cluster_format
-from cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.domain.results import FailedPrecondition, Ok
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.event_hub import EventHub
+from raftsched.cluster.node.membership import read_view
+from raftsched.cluster.node.membership_keeper import next_cluster_format
+from raftsched.cluster.node.replicated_state import ReplicatedState
 
 pytestmark = pytest.mark.unit
 
@@ -105,7 +105,7 @@ def test_the_leader_switches_only_when_every_member_of_the_raft_configuration_re
 def test_the_raft_adapter_stops_on_a_command_it_does_not_understand(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from raft import adapter
+    from raftsched.raft import adapter
 
     class Exited(Exception):
         pass

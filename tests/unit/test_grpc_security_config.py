@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.app.client_security import security_from_args
-from cluster.app.node_main import grpc_security
-from cluster.app.pki import issue, make_ca
-from cluster.node.config import ClusterConfig, ConfigError, TlsConfig, parse_config
-from rpc.client.channel import ChannelSecurity, PlaintextToken, open_channel
-from rpc.server.tls import host_warnings, server_credentials
+from raftsched.cluster.app.client_security import security_from_args
+from raftsched.cluster.app.node_main import grpc_security
+from raftsched.cluster.app.pki import issue, make_ca
+from raftsched.cluster.node.config import ClusterConfig, ConfigError, TlsConfig, parse_config
+from raftsched.rpc.client.channel import ChannelSecurity, PlaintextToken, open_channel
+from raftsched.rpc.server.tls import host_warnings, server_credentials
 
 pytestmark = pytest.mark.unit
 
@@ -215,7 +215,7 @@ def test_every_channel_refuses_a_plaintext_token_off_loopback() -> None:
 def test_the_command_line_stops_before_sending_a_token_in_the_clear(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cluster.app.main import main
+    from raftsched.cluster.app.main import main
 
     monkeypatch.setenv("RAFTSCHED_TOKEN", "s3cret")
     monkeypatch.delenv("RAFTSCHED_CA_FILE", raising=False)
@@ -229,7 +229,7 @@ def test_an_executor_stops_before_sending_a_token_in_the_clear(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """The executor names the address and the fix, as the other commands do, rather than failing later."""
-    from cluster.app.main import main
+    from raftsched.cluster.app.main import main
 
     monkeypatch.setenv("RAFTSCHED_TOKEN", "s3cret")
     monkeypatch.delenv("RAFTSCHED_CA_FILE", raising=False)
@@ -241,7 +241,7 @@ def test_an_executor_stops_before_sending_a_token_in_the_clear(
 
 
 def test_raftsched_tls_makes_a_ca_and_certificates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from cluster.app.main import main
+    from raftsched.cluster.app.main import main
 
     pki = str(tmp_path / "pki")
     assert main(["tls", "ca", "--dir", pki]) == 0

@@ -10,15 +10,15 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 from grpc_health.v1 import health_pb2
 
-from cluster.app.observability import Observability, reader_authorizer
-from cluster.domain.model import Member
-from cluster.node.config import parse_config
-from cluster.node.health import Health, HealthMonitor, check_health
-from rpc.http.metrics import NodeMetrics
-from rpc.http.ops import add_ops_routes
-from rpc.http.router import Request, Response, Router, allowed_hosts
-from rpc.server.health import SERVICES, GrpcHealth
-from rpc.server.tokens import Token, TokenTable, token_digest
+from raftsched.cluster.app.observability import Observability, reader_authorizer
+from raftsched.cluster.domain.model import Member
+from raftsched.cluster.node.config import parse_config
+from raftsched.cluster.node.health import Health, HealthMonitor, check_health
+from raftsched.rpc.http.metrics import NodeMetrics
+from raftsched.rpc.http.ops import add_ops_routes
+from raftsched.rpc.http.router import Request, Response, Router, allowed_hosts
+from raftsched.rpc.server.health import SERVICES, GrpcHealth
+from raftsched.rpc.server.tokens import Token, TokenTable, token_digest
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The web view off loopback (``cluster.node.exposure.http_exposure``): without [tls] and [auth] a node serves
+"""The web view off loopback (``raftsched.cluster.node.exposure.http_exposure``): without [tls] and [auth] a node serves
 only /metrics and /healthz on an HTTP address that is not loopback, and says so; ``[cluster]
 allow_insecure_http = true`` serves the web view there anyway, with a warning at every start. No traffic:
 every address here is only parsed."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node.config import ClusterConfig, ConfigError, parse_config
-from cluster.node.exposure import HttpExposure
+from raftsched.cluster.node.config import ClusterConfig, ConfigError, parse_config
+from raftsched.cluster.node.exposure import HttpExposure
 
 pytestmark = pytest.mark.unit
 

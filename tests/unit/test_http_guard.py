@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cluster.executor import http_guard
-from cluster.executor.http_guard import AddressPolicy, HttpRefused, address_forms, parse_deny
+from raftsched.cluster.executor import http_guard
+from raftsched.cluster.executor.http_guard import AddressPolicy, HttpRefused, address_forms, parse_deny
 
 pytestmark = pytest.mark.unit
 

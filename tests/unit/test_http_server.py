@@ -1,4 +1,4 @@
-"""The node's HTTP server (``rpc.http.server``) in this process, on loopback, with its limits shortened: slow
+"""The node's HTTP server (``raftsched.rpc.http.server``) in this process, on loopback, with its limits shortened: slow
 and silent clients hold no thread, a request's deadline is absolute, connections are capped (the longest
 waiting one makes room; 503 when all are being answered), keep-alive is bounded, TLS works, and what the
 wire refuses is answered and closed."""
@@ -15,10 +15,10 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.pki import issue, make_ca
-from rpc.http import server as server_mod
-from rpc.http.router import Request, Response, Router
-from rpc.http.server import HttpServer
+from raftsched.cluster.app.pki import issue, make_ca
+from raftsched.rpc.http import server as server_mod
+from raftsched.rpc.http.router import Request, Response, Router
+from raftsched.rpc.http.server import HttpServer
 
 pytestmark = pytest.mark.unit
 

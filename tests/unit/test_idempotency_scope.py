@@ -1,4 +1,4 @@
-"""Idempotency keys belong to a queue (``cluster.domain.idempotency_scope``): the proposer stores a key under its
+"""Idempotency keys belong to a queue (``raftsched.cluster.domain.idempotency_scope``): the proposer stores a key under its
 spec's queue, so one queue's submitter cannot take another queue's key; keys stored before (plain) still find
 their job in their own queue; the state machine and the log entries from before are untouched."""
 
@@ -8,17 +8,17 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError
-from cluster.domain.idempotency_scope import SEPARATOR, readable, scoped, user_key
-from cluster.domain.model import Every, JobSpec
-from cluster.domain.results import AlreadyExists, Ok, Rejected
-from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import Limits
-from cluster.node.clock import FakeClock
-from cluster.node.job_service import JobService
-from rpc import convert as cv
-from storage import OutputReader
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError
+from raftsched.cluster.domain.idempotency_scope import SEPARATOR, readable, scoped, user_key
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.cluster.domain.results import AlreadyExists, Ok, Rejected
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.job_service import JobService
+from raftsched.rpc import convert as cv
+from raftsched.storage import OutputReader
 
 pytestmark = pytest.mark.unit
 

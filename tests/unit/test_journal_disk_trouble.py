@@ -13,8 +13,8 @@ from typing import Any
 import lmdb
 import pytest
 
-from raft import disk_trouble, pysyncobj_patches
-from raft.lmdb_journal import LmdbJournal
+from raftsched.raft import disk_trouble, pysyncobj_patches
+from raftsched.raft.lmdb_journal import LmdbJournal
 
 pytestmark = pytest.mark.unit
 
@@ -157,7 +157,7 @@ def test_a_full_map_at_commit_refuses_proposals_until_compaction_frees_room(tmp_
 
 
 def test_a_log_that_is_not_the_one_committed_after_a_failed_write_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from raft.lmdb_journal import JournalError
+    from raftsched.raft.lmdb_journal import JournalError
 
     journal, _ = _journal(tmp_path)
     journal.add(b"a", 1, 1)
@@ -171,7 +171,7 @@ def test_a_log_that_is_not_the_one_committed_after_a_failed_write_is_refused(tmp
 
 
 def test_a_failed_commit_while_the_log_is_opened_refuses_to_start(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from raft.lmdb_journal import JournalError
+    from raftsched.raft.lmdb_journal import JournalError
 
     real = lmdb.open
 
@@ -233,7 +233,7 @@ def test_nothing_that_depends_on_the_log_leaves_while_it_is_not_durable(tmp_path
 
 
 def test_a_map_too_full_for_the_leaders_entries_is_a_problem_until_compaction(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from raft.lmdb_journal import LogFullError
+    from raftsched.raft.lmdb_journal import LogFullError
 
     journal = LmdbJournal(str(tmp_path / "raft.lmdb"), map_size=2 << 20)
     journal.bind_thread()

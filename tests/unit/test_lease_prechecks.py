@@ -7,13 +7,13 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError
-from cluster.domain.model import Every, JobSpec
-from cluster.domain.results import FailedPrecondition, Ok
-from cluster.domain.state import JobStateMachine
-from cluster.node.clock import FakeClock
-from cluster.node.lease_service import Completion, LeaseService, final_refusal
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.cluster.domain.results import FailedPrecondition, Ok
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.lease_service import Completion, LeaseService, final_refusal
 
 pytestmark = pytest.mark.unit
 

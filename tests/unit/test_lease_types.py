@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.model import Every, JobSpec, RunStatus
-from cluster.domain.results import FailedPrecondition, Ok, Result
-from cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
+from raftsched.cluster.domain.results import FailedPrecondition, Ok, Result
+from raftsched.cluster.domain.state import JobStateMachine
 from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.lease_rules import TOKENS_PER_ENTRY, backoff_ms
-from cluster.domain.model import Every, JobSpec, RetryPolicy, RunStatus
-from cluster.domain.results import FailedPrecondition, Ok
-from cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.lease_rules import TOKENS_PER_ENTRY, backoff_ms
+from raftsched.cluster.domain.model import Every, JobSpec, RetryPolicy, RunStatus
+from raftsched.cluster.domain.results import FailedPrecondition, Ok
+from raftsched.cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

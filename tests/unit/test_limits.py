@@ -1,4 +1,4 @@
-"""Every limit of ``cluster.domain.limits``, one row each: over it the call is INVALID_ARGUMENT naming the field
+"""Every limit of ``raftsched.cluster.domain.limits``, one row each: over it the call is INVALID_ARGUMENT naming the field
 (and the limit), and nothing is proposed to Raft. Plus the spans and instants that would overflow a Timestamp,
 and the README's table kept in step with the code's."""
 
@@ -9,17 +9,17 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain import limits as lim
-from cluster.domain.errors import ValidationError
-from cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy
-from cluster.domain.output_location import OutputLocation
-from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import Limits
-from cluster.node.clock import FakeClock
-from cluster.node.job_service import JobService
-from cluster.node.lease_service import Completion, LeaseService
-from storage import OutputReader
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.job_service import JobService
+from raftsched.cluster.node.lease_service import Completion, LeaseService
+from raftsched.storage import OutputReader
 
 pytestmark = pytest.mark.unit
 
@@ -149,7 +149,7 @@ def test_lease_service_limits(store: NoRaft, what: str, call: Callable[[LeaseSer
 
 
 def test_spans_and_instants_at_the_limit_pass_validation() -> None:
-    from cluster.domain.validation import validate_spec
+    from raftsched.cluster.domain.validation import validate_spec
 
     validate_spec(spec(schedule=At(lim.MAX_INSTANT_MS)))
     validate_spec(spec(schedule=After(lim.MAX_SPAN_MS)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.domain.live_output import (
+from raftsched.cluster.domain.live_output import (
     LogSlice,
     Part,
     is_output_name,
@@ -18,12 +18,12 @@ from cluster.domain.live_output import (
     plan_live,
     plan_window,
 )
-from cluster.domain.model import Run, RunStatus
-from cluster.domain.output import OutputKey, OutputMissing
-from cluster.domain.output_location import OutputLocation
-from cluster.node.run_output import read_run_output
-from storage import LocalOutputStore, OutputReader
-from storage.janitor import OutputJanitor
+from raftsched.cluster.domain.model import Run, RunStatus
+from raftsched.cluster.domain.output import OutputKey, OutputMissing
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.cluster.node.run_output import read_run_output
+from raftsched.storage import LocalOutputStore, OutputReader
+from raftsched.storage.janitor import OutputJanitor
 
 pytestmark = pytest.mark.unit
 

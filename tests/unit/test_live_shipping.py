@@ -1,4 +1,4 @@
-"""Shipping live output (``cluster.executor.live_log``): the cadence and the bounds, with a fake store and a
+"""Shipping live output (``raftsched.cluster.executor.live_log``): the cadence and the bounds, with a fake store and a
 fake clock, and the executor around it — above all, that an attempt with no output makes no store call."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import threading
 
 import pytest
 
-from cluster.domain.live_output import part_name
-from cluster.domain.output import OutputKey
-from cluster.domain.output_location import OutputLocation
-from cluster.executor.bounded_log import BoundedLog
-from cluster.executor.live_log import LiveSettings, LiveShipper
-from cluster.executor.ports import Task, TaskContext
-from cluster.executor.worker import Executor, _Held
-from storage import EMPTY_OUTPUT_URI, MemoryOutputStore, OutputReader
+from raftsched.cluster.domain.live_output import part_name
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.cluster.executor.bounded_log import BoundedLog
+from raftsched.cluster.executor.live_log import LiveSettings, LiveShipper
+from raftsched.cluster.executor.ports import Task, TaskContext
+from raftsched.cluster.executor.worker import Executor, _Held
+from raftsched.storage import EMPTY_OUTPUT_URI, MemoryOutputStore, OutputReader
 from tests.executor_fakes import TASK, TASK_KEY, FakeApi
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pysyncobj.journal import MemoryJournal
 
-from raft.lmdb_journal import JournalError, LmdbJournal
+from raftsched.raft.lmdb_journal import JournalError, LmdbJournal
 
 pytestmark = pytest.mark.unit
 
@@ -180,7 +180,7 @@ def test_other_threads_changes_commit_at_once(tmp_path) -> None:  # type: ignore
 
 
 def test_a_full_map_is_refused_before_lmdb_hits_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from raft.lmdb_journal import LogFullError
+    from raftsched.raft.lmdb_journal import LogFullError
 
     j = LmdbJournal(str(tmp_path / "j"), map_size=4 << 20)
     j.bind_thread()
@@ -208,7 +208,7 @@ def test_a_full_map_is_refused_before_lmdb_hits_it(tmp_path) -> None:  # type: i
 def test_lmdb_map_full_keeps_what_was_written(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """If the estimate is wrong and LMDB itself reports MAP_FULL, its transaction is lost: the journal redoes
     the changes it held, so the entries pysyncobj already added stay, and refuses the one that did not fit."""
-    from raft.lmdb_journal import LogFullError
+    from raftsched.raft.lmdb_journal import LogFullError
 
     j = LmdbJournal(str(tmp_path / "j"), map_size=2 << 20)
     j.bind_thread()

@@ -1,4 +1,4 @@
-"""The state environment (``storage.lmdb_state``): read transactions, trust after a crash, full maps,
+"""The state environment (``raftsched.storage.lmdb_state``): read transactions, trust after a crash, full maps,
 installs, and the refusal of files that are not a raftsched state (each message names the file)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.domain.state_store import MemoryStore, StoreFailure, Table
-from raft import paced_io
-from raft.durable_files import OLD_MARK, removals_done
-from storage import state_trust
-from storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
+from raftsched.cluster.domain.state_store import MemoryStore, StoreFailure, Table
+from raftsched.raft import paced_io
+from raftsched.raft.durable_files import OLD_MARK, removals_done
+from raftsched.storage import state_trust
+from raftsched.storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
 
 pytestmark = pytest.mark.unit
 
@@ -204,10 +204,10 @@ def test_a_short_copy_replaces_nothing(tmp_path: Path) -> None:
 
 def test_a_restart_replays_only_the_log_after_the_stored_index(tmp_path: Path) -> None:
     """Each entry commits with its index; reopened, the machine skips every entry the store already holds."""
-    from cluster.domain import commands as c
-    from cluster.domain.model import Every, JobSpec
-    from cluster.domain.state import JobStateMachine
-    from cluster.domain.state_store import state_hash
+    from raftsched.cluster.domain import commands as c
+    from raftsched.cluster.domain.model import Every, JobSpec
+    from raftsched.cluster.domain.state import JobStateMachine
+    from raftsched.cluster.domain.state_store import state_hash
 
     t0 = 1_767_225_600_000
     log = [c.encode(c.CreateJob(t0, f"j{i}", JobSpec(f"n{i}", Every(1000), type="noop"))) for i in range(1, 4)]
@@ -262,7 +262,7 @@ def test_both_stores_scan_either_way_as_a_sorted_list_does(
 
 
 def test_an_install_writes_the_copy_in_synced_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A burst of gigabytes would stall every other fsync on the disk (``raft.paced_io``)."""
+    """A burst of gigabytes would stall every other fsync on the disk (``raftsched.raft.paced_io``)."""
     source = _store(tmp_path, "source.mdb")
     for i in range(5000):
         source.put(Table.JOBS, b"j%05d" % i, os.urandom(4000))

@@ -10,10 +10,10 @@ from typing import Iterator
 
 import pytest
 
-from cluster.domain.output import OutputKey
-from cluster.domain.output_location import OutputLocation
-from storage.local_store import LocalOutputStore
-from storage.reader import OutputReader
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.storage.local_store import LocalOutputStore
+from raftsched.storage.reader import OutputReader
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ from typing import Iterator
 
 import pytest
 
-from cluster.app.log_setup import configure_logging
-from cluster.app.main import build_parser
+from raftsched.cluster.app.log_setup import configure_logging
+from raftsched.cluster.app.main import build_parser
 
 pytestmark = pytest.mark.unit
 
@@ -67,7 +67,18 @@ def test_node_and_executor_take_the_flags() -> None:
 def test_a_node_that_cannot_start_says_why_in_json(tmp_path: object) -> None:
     missing = f"{tmp_path}/missing.toml"
     proc = subprocess.run(
-        [sys.executable, "-m", "cluster.app.main", "node", "--config", missing, "--node-id", "n1", "--log-format", "json"],
+        [
+            sys.executable,
+            "-m",
+            "raftsched.cluster.app.main",
+            "node",
+            "--config",
+            missing,
+            "--node-id",
+            "n1",
+            "--log-format",
+            "json",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

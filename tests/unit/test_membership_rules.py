@@ -1,4 +1,4 @@
-"""The membership and command format in the replicated state (cluster.domain.membership_rules)."""
+"""The membership and command format in the replicated state (raftsched.cluster.domain.membership_rules)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.model import Member, MemberChange
-from cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Result
-from cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import Member, MemberChange
+from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Result
+from raftsched.cluster.domain.state import JobStateMachine
 
 pytestmark = pytest.mark.unit
 
@@ -154,7 +154,7 @@ def test_membership_survives_a_snapshot() -> None:
 
 
 def test_a_snapshot_of_a_newer_format_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cluster.domain import command_registry
+    from raftsched.cluster.domain import command_registry
 
     log = seeded()
     monkeypatch.setattr(command_registry, "FORMAT_VERSION", 3)

@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.domain import commands as c
-from cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, RetryPolicy
-from cluster.domain.state import JobStateMachine
-from cluster.node.clock import FakeClock
-from cluster.node.clock_guard import PeerOffset
-from cluster.node.event_hub import EventHub
-from cluster.node.fitness import Fitness, FitnessView
-from cluster.node.health import Health
-from cluster.node.replicated_state import ReplicatedState
-from rpc.http.metrics import METRICS, NodeMetrics
-from rpc.http.run_metrics import LeaderChanges, RunEventMetrics
-from rpc.http.state_collector import FitnessCollector, StateCollector
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, RetryPolicy
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.clock_guard import PeerOffset
+from raftsched.cluster.node.event_hub import EventHub
+from raftsched.cluster.node.fitness import Fitness, FitnessView
+from raftsched.cluster.node.health import Health
+from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.rpc.http.metrics import METRICS, NodeMetrics
+from raftsched.rpc.http.run_metrics import LeaderChanges, RunEventMetrics
+from raftsched.rpc.http.state_collector import FitnessCollector, StateCollector
 
 pytestmark = pytest.mark.unit
 

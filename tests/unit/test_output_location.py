@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.domain.errors import ValidationError
-from cluster.domain.output import OutputMissing
-from cluster.domain.output_location import OutputLocation
-from storage import OutputReader
-from storage.janitor import OutputJanitor
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.output import OutputMissing
+from raftsched.cluster.domain.output_location import OutputLocation
+from raftsched.storage import OutputReader
+from raftsched.storage.janitor import OutputJanitor
 
 pytestmark = pytest.mark.unit
 
@@ -111,7 +111,7 @@ def test_the_janitor_deletes_only_inside_the_store(tmp_path: Path) -> None:
 
 
 def test_a_completion_names_exactly_its_own_attempts_place() -> None:
-    from cluster.domain.output import OutputKey
+    from raftsched.cluster.domain.output import OutputKey
 
     key = OutputKey("J", "R", 1, 1001)
     LOCAL.check_attempt(f"file:///srv/rs/outputs/{NAME}", key)

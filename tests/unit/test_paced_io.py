@@ -1,5 +1,5 @@
 """Big files beside a Raft log: written in synced pieces (never gigabytes dirty at once), read ahead of the
-tick thread that sends them (``raft.paced_io``, and where pysyncobj's snapshot transfer uses it)."""
+tick thread that sends them (``raftsched.raft.paced_io``, and where pysyncobj's snapshot transfer uses it)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any, Callable
 import pytest
 from pysyncobj.serializer import Serializer
 
-from raft import paced_io, pysyncobj_patches
-from raft.paced_io import PacedWrites, ReadAhead
-from raft.snapshot_file import write_snapshot_file
-from raft.snapshotter import BytesCopy
+from raftsched.raft import paced_io, pysyncobj_patches
+from raftsched.raft.paced_io import PacedWrites, ReadAhead
+from raftsched.raft.snapshot_file import write_snapshot_file
+from raftsched.raft.snapshotter import BytesCopy
 
 pytestmark = pytest.mark.unit
 
@@ -168,7 +168,7 @@ def test_a_received_snapshot_is_written_in_synced_pieces(tmp_path: Path, monkeyp
 
 
 def test_a_state_file_written_without_syncs_is_written_back_as_it_goes(tmp_path: Path) -> None:
-    """``storage.lmdb_state`` commits without fsync: its pages are handed to the disk every ``period_s``
+    """``raftsched.storage.lmdb_state`` commits without fsync: its pages are handed to the disk every ``period_s``
     instead of gathering for a burst. The thread follows the path (an install renames a new file over it)."""
     path = tmp_path / "state.mdb"
     path.write_bytes(b"x" * MiB)
@@ -186,7 +186,7 @@ def test_a_state_file_written_without_syncs_is_written_back_as_it_goes(tmp_path:
 
 
 def test_the_state_store_writes_back_while_open_and_stops_when_closed(tmp_path: Path) -> None:
-    from storage.lmdb_state import LmdbStateStore
+    from raftsched.storage.lmdb_state import LmdbStateStore
 
     store = LmdbStateStore(str(tmp_path / "state.mdb"), 1 << 30)
     writeback = store._writeback

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import ValidationError
-from cluster.domain.model import Every, JobSpec
-from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import Limits
-from cluster.node.clock import FakeClock
-from cluster.node.job_service import JobService
-from cluster.node.page_tokens import PageTokens, derive_key
-from storage import OutputReader
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.job_service import JobService
+from raftsched.cluster.node.page_tokens import PageTokens, derive_key
+from raftsched.storage import OutputReader
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +32,7 @@ def test_round_trip_and_any_node_of_the_cluster_accepts_it() -> None:
 @pytest.mark.parametrize(
     "forged",
     [
-        "9" * 5000,  # the giant token of issue 12
+        "9" * 5000,  # a giant token
         "9" * 1024,
         "j-000000000001abcd",  # a bare cursor, as tokens were before
         "1800000000000|j-1@1800000000000",

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from cluster.domain.errors import ValidationError
-from cluster.domain.model import Every, JobSpec
-from cluster.domain.payloads import (
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import Every, JobSpec
+from raftsched.cluster.domain.payloads import (
     HTTP_SHAPE,
     SHELL_SHAPE,
     HttpPayload,
@@ -17,7 +17,7 @@ from cluster.domain.payloads import (
     parse_shell_payload,
     validate_payload,
 )
-from cluster.domain.validation import validate_spec
+from raftsched.cluster.domain.validation import validate_spec
 
 pytestmark = pytest.mark.unit
 

@@ -66,7 +66,7 @@ def test_generated_code_is_fresh() -> None:
 
 
 def test_services_have_exactly_the_contract_rpcs() -> None:
-    from protos.raftsched.v1 import scheduler_pb2
+    from raftsched.protos.raftsched.v1 import scheduler_pb2
 
     services = scheduler_pb2.DESCRIPTOR.services_by_name
     assert set(services) == set(EXPECTED_SERVICES)

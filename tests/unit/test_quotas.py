@@ -8,16 +8,16 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError
-from cluster.domain.model import After, Every, JobSpec, RunStatus
-from cluster.domain.results import Ok, ResourceExhausted
-from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import Limits
-from cluster.node.clock import FakeClock
-from cluster.node.config import ConfigError, LimitsConfig, parse_config
-from cluster.node.job_service import JobService
-from storage import OutputReader
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError
+from raftsched.cluster.domain.model import After, Every, JobSpec, RunStatus
+from raftsched.cluster.domain.results import Ok, ResourceExhausted
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.config import ConfigError, LimitsConfig, parse_config
+from raftsched.cluster.node.job_service import JobService
+from raftsched.storage import OutputReader
 
 pytestmark = pytest.mark.unit
 

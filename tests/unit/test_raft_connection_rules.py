@@ -1,4 +1,4 @@
-"""The rules ``raft.connection`` and ``raft.peer_probe`` keep for pysyncobj's transport (written down in
+"""The rules ``raftsched.raft.connection`` and ``raftsched.raft.peer_probe`` keep for pysyncobj's transport (written down in
 ``raft/connection.py``'s docstring), one test each, on real loopback sockets and a poller that records what
 each connection asks to be told of."""
 
@@ -12,9 +12,9 @@ import pytest
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
-import raft.connection
-from raft.connection import RaftConnection
-from raft.peer_probe import ANSWER, PROBE, PeerProbes
+import raftsched.raft.connection
+from raftsched.raft.connection import RaftConnection
+from raftsched.raft.peer_probe import ANSWER, PROBE, PeerProbes
 
 pytestmark = pytest.mark.unit
 
@@ -94,7 +94,7 @@ def _established(listener: socket.socket, timeout: float) -> tuple[RaftConnectio
 
 
 def _swept_after(conn: RaftConnection, seconds: float, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(raft.connection, "_last_log", [0.0])
+    monkeypatch.setattr(raftsched.raft.connection, "_last_log", [0.0])
     time.sleep(seconds)
     conn.sweep()
 
@@ -125,7 +125,7 @@ def _deliver(conn: RaftConnection, poller: Poller, peer: socket.socket, message:
     """Have ``peer`` send ``message`` framed as ``sender`` would, and deliver it to ``conn``."""
     got: list = []
     conn.setOnMessageReceivedCallback(got.append)
-    sender._queue_frame(raft.connection.zlib.compress(raft.connection.pickle.dumps(message), 3))
+    sender._queue_frame(raftsched.raft.connection.zlib.compress(raftsched.raft.connection.pickle.dumps(message), 3))
     peer.sendall(bytes(sender._wbuf))
     sender._wbuf.clear()
     time.sleep(0.05)
@@ -144,7 +144,7 @@ def test_an_idle_link_is_dropped_after_its_timeout_unless_bytes_wait(
         assert _deliver(conn, poller, peer, "127.0.0.1:1", framer) == ["127.0.0.1:1"]
         # nothing read for longer than the timeout, but the peer's next message waits unread: not idle
         time.sleep(0.25)
-        framer._queue_frame(raft.connection.zlib.compress(raft.connection.pickle.dumps("more"), 3))
+        framer._queue_frame(raftsched.raft.connection.zlib.compress(raftsched.raft.connection.pickle.dumps("more"), 3))
         peer.sendall(bytes(framer._wbuf))
         time.sleep(0.05)
         conn.sweep()
@@ -196,7 +196,7 @@ def test_probes_go_to_connected_peers_at_their_interval_and_answers_measure_the_
 def test_the_raft_port_keeps_listening_after_a_connection_fails_while_accepted() -> None:
     import pysyncobj.tcp_server as tcp_server
 
-    from raft import pysyncobj_patches
+    from raftsched.raft import pysyncobj_patches
 
     pysyncobj_patches.install()
     poller = Poller()

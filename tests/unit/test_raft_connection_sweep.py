@@ -11,9 +11,9 @@ from typing import Callable
 
 import pytest
 
-import raft.connection
-from raft.cipher import RaftCipher
-from raft.connection import RaftConnection
+import raftsched.raft.connection
+from raftsched.raft.cipher import RaftCipher
+from raftsched.raft.connection import RaftConnection
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ class _Poller:
 
 
 def _swept(conn: RaftConnection, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> str:
-    monkeypatch.setattr(raft.connection, "_last_log", [0.0])  # one warning a second at most: this one is shown
+    monkeypatch.setattr(raftsched.raft.connection, "_last_log", [0.0])  # one warning a second at most: this one is shown
     conn.encryptor = RaftCipher("a long shared secret")
     time.sleep(0.05)
     with caplog.at_level(logging.WARNING, logger="raftsched.raft.connection"):

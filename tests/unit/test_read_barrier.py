@@ -1,4 +1,4 @@
-"""Read barriers (``cluster.node.replicated_state.ReadBarrier``): readers share one barrier in flight, and a
+"""Read barriers (``raftsched.cluster.node.replicated_state.ReadBarrier``): readers share one barrier in flight, and a
 barrier that never answers is given up, so it cannot leave every later read of the node waiting."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain.errors import Unavailable
-from cluster.node.clock import SystemClock
-from cluster.node.replicated_state import ReadBarrier
+from raftsched.cluster.domain.errors import Unavailable
+from raftsched.cluster.node.clock import SystemClock
+from raftsched.cluster.node.replicated_state import ReadBarrier
 
 pytestmark = pytest.mark.unit
 

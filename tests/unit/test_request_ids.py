@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import MUTATING, with_request_id
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import MUTATING, with_request_id
 
 pytestmark = pytest.mark.unit
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain import record_codec as rc
-from cluster.domain.model import At, Every, JobSpec, JobStatus, RunStatus
-from cluster.domain.results import Ok
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import Table, iter_table
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain.model import At, Every, JobSpec, JobStatus, RunStatus
+from raftsched.cluster.domain.results import Ok
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import Table, iter_table
 
 pytestmark = pytest.mark.unit
 

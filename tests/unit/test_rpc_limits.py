@@ -13,15 +13,15 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cluster.domain import limits as lim
-from cluster.domain.errors import ValidationError
-from cluster.domain.model import Every, Job, JobSpec, JobStatus, Run
-from cluster.node.event_hub import EventHub
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.server import job_servicer, lease_servicer
-from rpc.server.job_servicer import JobServicer
-from rpc.server.lease_servicer import LeaseServicer
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import Every, Job, JobSpec, JobStatus, Run
+from raftsched.cluster.node.event_hub import EventHub
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.server import job_servicer, lease_servicer
+from raftsched.rpc.server.job_servicer import JobServicer
+from raftsched.rpc.server.lease_servicer import LeaseServicer
 
 pytestmark = pytest.mark.unit
 

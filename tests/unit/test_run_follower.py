@@ -8,9 +8,9 @@ from typing import Any, Iterator
 import grpc
 import pytest
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.errors import ClusterUnreachable
-from rpc.client.watch import RunFollower
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.errors import ClusterUnreachable
+from raftsched.rpc.client.watch import RunFollower
 
 pytestmark = pytest.mark.unit
 

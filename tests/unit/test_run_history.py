@@ -1,4 +1,4 @@
-"""A run's history (issue 16): attempts and steps recorded by apply, request ids, RetryRun, both stores."""
+"""A run's history: attempts and steps recorded by apply, request ids, RetryRun, both stores."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import Callable, Iterator
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain import limits as lim
-from cluster.domain.live_output import LogSlice
-from cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, MisfirePolicy, RetryPolicy, Run, RunStatus
-from cluster.domain.output import OutputKey, OutputMissing
-from cluster.domain.results import FailedPrecondition, InvalidArgument, Ok, Result
-from cluster.domain.run_history import steps as steps_of
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import MemoryStore, state_hash
-from cluster.domain.words import iso
-from cluster.node.explain import explain
-from cluster.node.run_output import read_run_output
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain.live_output import LogSlice
+from raftsched.cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, MisfirePolicy, RetryPolicy, Run, RunStatus
+from raftsched.cluster.domain.output import OutputKey, OutputMissing
+from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument, Ok, Result
+from raftsched.cluster.domain.run_history import steps as steps_of
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import MemoryStore, state_hash
+from raftsched.cluster.domain.words import iso
+from raftsched.cluster.node.explain import explain
+from raftsched.cluster.node.run_output import read_run_output
+from raftsched.storage.lmdb_state import LmdbStateStore
 
 pytestmark = pytest.mark.unit
 

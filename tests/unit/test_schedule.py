@@ -1,4 +1,4 @@
-"""Tests for cluster.domain.schedule: next-instant arithmetic, validation, cron under DST."""
+"""Tests for raftsched.cluster.domain.schedule: next-instant arithmetic, validation, cron under DST."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.domain.model import After, At, Cron, Every, Schedule
-from cluster.domain.schedule import (
+from raftsched.cluster.domain.model import After, At, Cron, Every, Schedule
+from raftsched.cluster.domain.schedule import (
     MIN_EVERY_MS,
     ScheduleError,
     first_fire,

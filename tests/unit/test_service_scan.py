@@ -7,17 +7,17 @@ from typing import Any, Callable
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.errors import RejectedError, ValidationError
-from cluster.domain.model import Every, JobSpec, RunStatus
-from cluster.domain.records import RecordReader
-from cluster.domain.results import Ok
-from cluster.domain.state import JobStateMachine
-from cluster.domain.validation import Limits
-from cluster.node import job_service as service_mod
-from cluster.node.clock import FakeClock
-from cluster.node.job_service import JobService
-from storage import OutputReader
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.errors import RejectedError, ValidationError
+from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
+from raftsched.cluster.domain.records import RecordReader
+from raftsched.cluster.domain.results import Ok
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.node import job_service as service_mod
+from raftsched.cluster.node.clock import FakeClock
+from raftsched.cluster.node.job_service import JobService
+from raftsched.storage import OutputReader
 
 pytestmark = pytest.mark.unit
 

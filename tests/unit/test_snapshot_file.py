@@ -1,4 +1,4 @@
-"""The snapshot file (``raft.snapshot_file``): format 3 is a header and a copy of the state; every damaged, foreign
+"""The snapshot file (``raftsched.raft.snapshot_file``): format 3 is a header and a copy of the state; every damaged, foreign
 or newer file is refused naming it, and a format-2 file (the state as one blob, from older versions) still reads."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raft.snapshot_file import (
+from raftsched.raft.snapshot_file import (
     FORMAT_VERSION,
     SnapshotError,
     check_body,
@@ -18,7 +18,7 @@ from raft.snapshot_file import (
     write_snapshot,
     write_snapshot_file,
 )
-from raft.snapshotter import BytesCopy
+from raftsched.raft.snapshotter import BytesCopy
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The background snapshot writer (``raft.snapshotter``): a pinned copy of the state, written by a thread while
+"""The background snapshot writer (``raftsched.raft.snapshotter``): a pinned copy of the state, written by a thread while
 the tick thread goes on; the dump is replaced only once the file is whole; the hook
 (``raftsched_snapshot_seconds``) is called with the index and the seconds it took."""
 
@@ -14,10 +14,10 @@ import pytest
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.serializer import Serializer
 
-from raft import io_priority, pysyncobj_patches
-from raft.durable_files import OLD_MARK, removals_done
-from raft.snapshot_file import SnapshotError, check_body, open_body, read_snapshot, write_snapshot_file
-from raft.snapshotter import BytesCopy, Snapshotter
+from raftsched.raft import io_priority, pysyncobj_patches
+from raftsched.raft.durable_files import OLD_MARK, removals_done
+from raftsched.raft.snapshot_file import SnapshotError, check_body, open_body, read_snapshot, write_snapshot_file
+from raftsched.raft.snapshotter import BytesCopy, Snapshotter
 
 pytestmark = pytest.mark.unit
 
@@ -119,7 +119,7 @@ def test_after_a_failed_snapshot_the_next_one_waits_instead_of_failing_every_tic
 ) -> None:
     """pysyncobj asks for a snapshot again at the next tick after a failure: a full disk must not make every tick
     pin the state, start a writer, fail and log (``RETRY_AFTER_FAILURE_S``)."""
-    from raft import snapshotter
+    from raftsched.raft import snapshotter
 
     monkeypatch.setattr(snapshotter, "RETRY_AFTER_FAILURE_S", 0.5)
     dump = tmp_path / "raft.snapshot"
@@ -266,7 +266,7 @@ def test_a_dropped_connection_starts_the_transfer_over(tmp_path: Path) -> None:
 def test_a_follower_sent_the_dump_is_waited_for_until_it_answers_past_it(tmp_path: Path) -> None:
     """A follower installing a large snapshot answers nothing for seconds and the leader drops its connection:
     the leader still keeps the log after the dump it sent, until the follower's log matches past it."""
-    from raft.adapter import INSTALL_GRACE_S, RaftNode
+    from raftsched.raft.adapter import INSTALL_GRACE_S, RaftNode
 
     pysyncobj_patches.install()
     dump = str(tmp_path / "raft.snapshot")
@@ -298,8 +298,8 @@ def test_a_follower_sent_the_dump_is_waited_for_until_it_answers_past_it(tmp_pat
 
 def test_a_follower_that_cannot_write_its_disk_is_not_waited_for() -> None:
     """It takes nothing until room returns: holding the leader's compaction for it would only grow the leader's log."""
-    from raft.adapter import RaftNode
-    from raft.peer_probe import DISK, PeerProbes
+    from raftsched.raft.adapter import RaftNode
+    from raftsched.raft.peer_probe import DISK, PeerProbes
 
     replica = type(
         "Replica",

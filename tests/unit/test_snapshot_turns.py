@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pysyncobj.config import SERIALIZER_STATE
 
-from raft import snapshot_turns
-from raft.snapshot_file import read_snapshot
-from raft.snapshot_turns import Cancelled, turn
-from raft.snapshotter import Snapshotter
+from raftsched.raft import snapshot_turns
+from raftsched.raft.snapshot_file import read_snapshot
+from raftsched.raft.snapshot_turns import Cancelled, turn
+from raftsched.raft.snapshotter import Snapshotter
 from tests.unit.test_snapshot_hook import RAFT_DATA, SlowCopy, _until_done
 
 pytestmark = pytest.mark.unit

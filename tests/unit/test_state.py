@@ -1,4 +1,4 @@
-"""Tests for cluster.domain.state: the pure replicated job state machine.
+"""Tests for raftsched.cluster.domain.state: the pure replicated job state machine.
 
 Every command goes through ``encode`` and ``JobStateMachine.apply`` (the
 path a Raft entry takes) with an explicit ``now_ms``. No network, no clock,
@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.model import (
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import (
     After,
     At,
     ConcurrencyPolicy,
@@ -30,7 +30,7 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
-from cluster.domain.results import (
+from raftsched.cluster.domain.results import (
     AlreadyExists,
     FailedPrecondition,
     FireReport,
@@ -41,10 +41,10 @@ from cluster.domain.results import (
     Rejected,
     Result,
 )
-from cluster.domain.spec_codec import job_to_plain, run_to_plain
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
+from raftsched.storage.lmdb_state import LmdbStateStore
 
 pytestmark = pytest.mark.unit
 
@@ -248,7 +248,7 @@ def test_idempotency_key_still_returns_the_job_after_it_changed() -> None:
 
 
 def test_the_proposers_fingerprint_matches_the_replicas() -> None:
-    from cluster.domain.spec_codec import spec_fingerprint
+    from raftsched.cluster.domain.spec_codec import spec_fingerprint
 
     h = Harness()
     s1 = spec(Every(SEC), retry=RetryPolicy(multiplier=3.0))
@@ -480,7 +480,7 @@ def test_a_long_outage_is_one_record_counted_arithmetically() -> None:
 
 
 def test_a_fire_decides_at_most_the_budget_and_the_rest_stays_due() -> None:
-    from cluster.domain.firing import DECISION_BUDGET
+    from raftsched.cluster.domain.firing import DECISION_BUDGET
 
     h = Harness()
     h.create("j1", Every(100))

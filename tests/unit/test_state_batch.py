@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from cluster.domain import commands as c
-from cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY
-from cluster.domain.model import Every, JobSpec, RunStatus
-from cluster.domain.results import Ok, Result
-from cluster.domain.state import JobStateMachine
-from raft.batching import pack, unpack
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY
+from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
+from raftsched.cluster.domain.results import Ok, Result
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.raft.batching import pack, unpack
 
 pytestmark = pytest.mark.unit
 

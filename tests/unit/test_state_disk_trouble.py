@@ -12,12 +12,12 @@ from typing import Any
 import lmdb
 import pytest
 
-from cluster.app.replica_state import ReplicaState
-from cluster.domain import commands as c
-from cluster.domain.model import Every, JobSpec, JobStatus
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import MemoryStore, StoreFailure, Table, state_hash
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.app.replica_state import ReplicaState
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import Every, JobSpec, JobStatus
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import MemoryStore, StoreFailure, Table, state_hash
+from raftsched.storage.lmdb_state import LmdbStateStore
 from tests.unit.test_journal_disk_trouble import EIO, FailingEnv
 
 pytestmark = pytest.mark.unit

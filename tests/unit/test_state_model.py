@@ -45,10 +45,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from cluster.domain import commands as c
-from cluster.domain import limits as lim
-from cluster.domain import record_codec as rc
-from cluster.domain.model import (
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain import limits as lim
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
     After,
@@ -61,13 +61,13 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
-from cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
-from cluster.domain.retention_rules import kept_apart
-from cluster.domain.run_history import steps as steps_of
-from cluster.domain.spec_codec import job_to_plain, run_to_plain
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
+from raftsched.cluster.domain.retention_rules import kept_apart
+from raftsched.cluster.domain.run_history import steps as steps_of
+from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
+from raftsched.storage.lmdb_state import LmdbStateStore
 from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit

@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = textwrap.dedent(
     """
     import signal, sys, threading, time
-    from cluster.app.stop_signal import StopSignal
+    from raftsched.cluster.app.stop_signal import StopSignal
 
     stop = StopSignal()
     threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # SIGTERM unblocked here

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.app.main import build_parser
-from cluster.app.node_main import UNARY_WORKERS
-from cluster.executor.shell import DEFAULT_KILL_GRACE_S
-from cluster.node.config import LimitsConfig
-from raft.adapter import EXIT_BAD_SNAPSHOT, EXIT_UNSUPPORTED_COMMAND
-from raft.pysyncobj_patches import EXIT_LOG_WRITE_FAILED
+from raftsched.cluster.app.main import build_parser
+from raftsched.cluster.app.node_main import UNARY_WORKERS
+from raftsched.cluster.executor.shell import DEFAULT_KILL_GRACE_S
+from raftsched.cluster.node.config import LimitsConfig
+from raftsched.raft.adapter import EXIT_BAD_SNAPSHOT, EXIT_UNSUPPORTED_COMMAND
+from raftsched.raft.pysyncobj_patches import EXIT_LOG_WRITE_FAILED
 from tests.systemd_units import UNIT_DIR, Unit, read_unit, seconds
 
 pytestmark = pytest.mark.unit

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.app.main import main
-from cluster.node.config import ConfigError
-from rpc.server.tokens import load_tokens, new_token, parse_tokens, token_digest, token_entry
+from raftsched.cluster.app.main import main
+from raftsched.cluster.node.config import ConfigError
+from raftsched.rpc.server.tokens import load_tokens, new_token, parse_tokens, token_digest, token_entry
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.domain import tz
-from cluster.domain.model import Cron
-from cluster.domain.schedule import ScheduleError, next_fire, validate_schedule
+from raftsched.cluster.domain import tz
+from raftsched.cluster.domain.model import Cron
+from raftsched.cluster.domain.schedule import ScheduleError, next_fire, validate_schedule
 
 pytestmark = pytest.mark.unit
 

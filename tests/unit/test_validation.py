@@ -1,4 +1,4 @@
-"""Tests for cluster.domain.validation: every refused spec names the field and the bad value."""
+"""Tests for raftsched.cluster.domain.validation: every refused spec names the field and the bad value."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from cluster.domain.errors import RaftschedError, ValidationError
-from cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy
-from cluster.domain.validation import (
+from raftsched.cluster.domain.errors import RaftschedError, ValidationError
+from raftsched.cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy
+from raftsched.cluster.domain.validation import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     MAX_ATTEMPTS,
     MAX_NAME_LEN,
@@ -142,7 +142,7 @@ def test_invalid_specs_name_the_field_and_value(bad: JobSpec, match: str) -> Non
 
 
 def test_schedule_errors_become_validation_errors_with_their_cause() -> None:
-    from cluster.domain.schedule import ScheduleError
+    from raftsched.cluster.domain.schedule import ScheduleError
 
     with pytest.raises(ValidationError) as info:
         validate_spec(spec(schedule=Cron("0 * * * *", "Nowhere/City")))

@@ -14,8 +14,8 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from cluster.domain.errors import RejectedError, Unavailable
-from cluster.domain.model import (
+from raftsched.cluster.domain.errors import RejectedError, Unavailable
+from raftsched.cluster.domain.model import (
     Cron,
     Every,
     Job,
@@ -25,15 +25,15 @@ from cluster.domain.model import (
     RunStatus,
     Schedule,
 )
-from cluster.domain.results import NotFound
-from cluster.domain.schedule import explain_instant, upcoming
-from cluster.node.job_service import Counts, Page
-from cluster.node.run_output import RunOutput
-from rpc.http.ops import add_ops_routes
-from rpc.http.router import Router
-from rpc.http.web import ClusterOverview, MemberView, Sessions, TokenVerdict, WebAuth, WebView, add_web_routes
-from rpc.http.web.run_sections import LOG_SHOWN_BYTES
-from rpc.http.web.signin import safe_next
+from raftsched.cluster.domain.results import NotFound
+from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.node.job_service import Counts, Page
+from raftsched.cluster.node.run_output import RunOutput
+from raftsched.rpc.http.ops import add_ops_routes
+from raftsched.rpc.http.router import Router
+from raftsched.rpc.http.web import ClusterOverview, MemberView, Sessions, TokenVerdict, WebAuth, WebView, add_web_routes
+from raftsched.rpc.http.web.run_sections import LOG_SHOWN_BYTES
+from raftsched.rpc.http.web.signin import safe_next
 
 pytestmark = pytest.mark.unit
 
@@ -122,7 +122,7 @@ class FakeJobs:
 
     def get_run_output(self, run_id: str, attempt: int = 0, offset: int = 0) -> RunOutput:
         run = self.get_run(run_id)
-        if attempt and attempt != run.attempt:  # as cluster.node.run_output says it
+        if attempt and attempt != run.attempt:  # as raftsched.cluster.node.run_output says it
             why = f"only the latest attempt ({run.attempt}) of run {run.run_id} is recorded"
             return RunOutput(run_id, attempt, b"", run.result, run.log_uri, why)
         if run.run_id not in self.logs:
@@ -469,10 +469,10 @@ def test_a_large_body_is_a_413_before_any_handler(world: FakeJobs) -> None:
 
 
 def test_the_cluster_status_as_plain_data_and_the_app_token_check() -> None:
-    from cluster.app.observability import token_check
-    from protos.raftsched.v1 import scheduler_pb2 as pb
-    from rpc.http.web import overview_of
-    from rpc.server.tokens import Token, TokenTable, token_digest
+    from raftsched.cluster.app.observability import token_check
+    from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+    from raftsched.rpc.http.web import overview_of
+    from raftsched.rpc.server.tokens import Token, TokenTable, token_digest
 
     status = pb.ClusterStatus(self_id="n2", leader_id="n1", term=4, commit_index=9, applied_index=8, has_quorum=True)
     status.members.add(id="n1", role=pb.MEMBER_ROLE_LEADER, reachable=True, http_address="127.0.0.1:8081", version="v")
@@ -500,7 +500,7 @@ def test_the_cluster_status_as_plain_data_and_the_app_token_check() -> None:
 
 
 def test_words_for_times_spans_and_cron_fields() -> None:
-    from rpc.http.web import words
+    from raftsched.rpc.http.web import words
 
     assert words.utc(None) == words.utc(0) == "-"
     assert words.utc(NOW) == "2026-10-24 00:00:00 UTC" and words.utc(NOW + 250) == "2026-10-24 00:00:00.250 UTC"

@@ -8,6 +8,6 @@ holds the flags that describe a job, ``views`` the table columns,
 and runs a command, turning every failure into one line on stderr.
 """
 
-from cluster.app.cli.main import add_client_commands, run
+from raftsched.cluster.app.cli.main import add_client_commands, run
 
 __all__ = ["add_client_commands", "run"]

@@ -15,8 +15,8 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cluster.app.client_security import add_security_args
-from cluster.domain.errors import RaftschedError
+from raftsched.cluster.app.client_security import add_security_args
+from raftsched.cluster.domain.errors import RaftschedError
 
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -1,6 +1,6 @@
 """``raftsched cluster ...``: the cluster as its nodes see it.
 
-Subcommands are the entries of ``COMMANDS`` (``cluster.app.cli.args.Command``):
+Subcommands are the entries of ``COMMANDS`` (``raftsched.cluster.app.cli.args.Command``):
 add one to add a subcommand (its flags, its handler, an example for --help).
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from cluster.app.cli.args import Command, CommandFailed, parse_span_ms
-from cluster.app.cli.output import render_message, table
-from cluster.domain.unsafe_text import escape
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
+from raftsched.cluster.app.cli.args import Command, CommandFailed, parse_span_ms
+from raftsched.cluster.app.cli.output import render_message, table
+from raftsched.cluster.domain.unsafe_text import escape
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
 
 #: membership changes and backups may take a while (a leadership hand-over, a snapshot of a large state)
 ADMIN_TIMEOUT_S = 120.0
@@ -75,7 +75,7 @@ def remove_node(a: argparse.Namespace, client: Client) -> None:
 
 
 def backup(a: argparse.Namespace, client: Client) -> None:
-    from cluster.app.backup_restore import save_backup
+    from raftsched.cluster.app.backup_restore import save_backup
 
     index, size = save_backup(client.backup(ADMIN_TIMEOUT_S), a.file)
     print(f"backup of the state at index {index} ({size} bytes) written to {a.file}")

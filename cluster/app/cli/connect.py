@@ -1,5 +1,5 @@
-"""The client a command talks through: the cluster's addresses (``cluster.app.client_config``), TLS
-and token (``cluster.app.client_security``), and the command line's patience.
+"""The client a command talks through: the cluster's addresses (``raftsched.cluster.app.client_config``), TLS
+and token (``raftsched.cluster.app.client_security``), and the command line's patience.
 
 Every call rotates over all known nodes; a node that does not complete a
 connection within ``CONNECT_TIMEOUT_S`` counts as down, and when no node
@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from cluster.app.client_config import resolve
-from cluster.app.client_security import security_from_args
-from rpc.client.client import Client
+from raftsched.cluster.app.client_config import resolve
+from raftsched.cluster.app.client_security import security_from_args
+from raftsched.rpc.client.client import Client
 
 CONNECT_TIMEOUT_S = 1.0
 UNREACHABLE_AFTER_S = 0.6

@@ -15,11 +15,11 @@ import argparse
 import sys
 import time
 
-from cluster.app.cli.output import render_message
-from cluster.app.cli.views import run_status
-from cluster.domain.unsafe_text import escape
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
+from raftsched.cluster.app.cli.output import render_message
+from raftsched.cluster.app.cli.views import run_status
+from raftsched.cluster.domain.unsafe_text import escape
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
 
 TERMINAL = {
     pb.RUN_STATUS_SUCCEEDED,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from cluster.app.cli.args import Command, parse_from_ms
-from cluster.app.cli.output import render, render_message
-from cluster.app.cli.spec_args import add_spec_args, build_spec, preview_spec, update_spec
-from cluster.app.cli.timefmt import preview_line, zone_or_utc
-from cluster.app.cli.views import JOB_VIEW, RUN_VIEW
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.cli.args import Command, parse_from_ms
+from raftsched.cluster.app.cli.output import render, render_message
+from raftsched.cluster.app.cli.spec_args import add_spec_args, build_spec, preview_spec, update_spec
+from raftsched.cluster.app.cli.timefmt import preview_line, zone_or_utc
+from raftsched.cluster.app.cli.views import JOB_VIEW, RUN_VIEW
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 
 
 def _show_job(a: argparse.Namespace, job: pb.Job) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import grpc
 
-from cluster.app.cli import cluster, jobs, runs
-from cluster.app.cli.args import CommandFailed, UsageError, add_noun, common_parser
-from cluster.app.cli.connect import connect
-from cluster.domain.unsafe_text import escape
-from cluster.node.config import ConfigError
-from rpc.client.errors import describe
+from raftsched.cluster.app.cli import cluster, jobs, runs
+from raftsched.cluster.app.cli.args import CommandFailed, UsageError, add_noun, common_parser
+from raftsched.cluster.app.cli.connect import connect
+from raftsched.cluster.domain.unsafe_text import escape
+from raftsched.cluster.node.config import ConfigError
+from raftsched.rpc.client.errors import describe
 
 NOUNS = (
     ("job", "create, list, change and preview jobs", jobs.COMMANDS),
@@ -31,7 +31,7 @@ def add_client_commands(sub: Any) -> None:
 
 
 def _say(text: str) -> None:
-    """One error on stderr, with what a node sent escaped (``cluster.domain.unsafe_text``)."""
+    """One error on stderr, with what a node sent escaped (``raftsched.cluster.domain.unsafe_text``)."""
     print(f"raftsched: {escape(text, keep_newlines=True)}", file=sys.stderr)
 
 

@@ -12,7 +12,7 @@ for bytes: a payload, log or result that is UTF-8 is shown as text
 (``"payload": "{\\"command\\": \\"date\\"}"``); one that is not is shown as
 base64 under the field's name plus ``_base64`` (``"payload_base64": "..."``).
 
-Nothing a node sends reaches the terminal raw (``cluster.domain.unsafe_text``):
+Nothing a node sends reaches the terminal raw (``raftsched.cluster.domain.unsafe_text``):
 in ``table`` and ``wide`` every control and bidirectional character of a cell
 is shown as an escape (``\\x1b``, ``\\n``, ``\\u202e``), and so is any in the
 text of a record shown as lines (``render_message``; its own line breaks
@@ -34,7 +34,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from cluster.domain.unsafe_text import escape, escape_json
+from raftsched.cluster.domain.unsafe_text import escape, escape_json
 
 # ---------------------------------------------------------------- protobuf -> plain values
 

@@ -7,14 +7,14 @@ import sys
 
 import grpc
 
-from cluster.app.cli.args import Command, CommandFailed, UsageError
-from cluster.app.cli.follow import follow_logs, output_notes
-from cluster.app.cli.output import render, render_message, table
-from cluster.app.cli.timefmt import local, ts_ms
-from cluster.app.cli.views import RUN_VIEW
-from cluster.app.cli.watch import add_watch_args, watch
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client, new_request_id
+from raftsched.cluster.app.cli.args import Command, CommandFailed, UsageError
+from raftsched.cluster.app.cli.follow import follow_logs, output_notes
+from raftsched.cluster.app.cli.output import render, render_message, table
+from raftsched.cluster.app.cli.timefmt import local, ts_ms
+from raftsched.cluster.app.cli.views import RUN_VIEW
+from raftsched.cluster.app.cli.watch import add_watch_args, watch
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client, new_request_id
 
 RUN_STATUSES = ["pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from cluster.app.cli.args import UsageError, parse_span_ms, parse_time_ms
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
+from raftsched.cluster.app.cli.args import UsageError, parse_span_ms, parse_time_ms
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 
 SCHEDULES = ("at", "after", "every", "cron")
 _SPANS = (("lease_ttl", "--lease-ttl"), ("timeout", "--timeout"), ("catchup_window", "--catchup-window"),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cluster.app.cli.output import Column, View, payload_text
-from cluster.app.cli.timefmt import local, span_text, ts_ms, utc_iso
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
+from raftsched.cluster.app.cli.output import Column, View, payload_text
+from raftsched.cluster.app.cli.timefmt import local, span_text, ts_ms, utc_iso
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 
 
 def schedule_text(spec: pb.JobSpec) -> str:

@@ -1,6 +1,6 @@
 """``raftsched run watch``: run changes as they are applied, across node failures.
 
-The stream comes from ``rpc.client.watch.RunFollower``: when its node dies it
+The stream comes from ``raftsched.rpc.client.watch.RunFollower``: when its node dies it
 resumes on another node after the last change it showed, so nothing is shown
 twice or skipped (within the nodes' history of recent changes; beyond it, it
 says so on stderr and goes on from the runs that exist then). Where it
@@ -22,14 +22,14 @@ import sys
 import threading
 from typing import Any, Iterator
 
-from cluster.app.cli.connect import UNREACHABLE_AFTER_S
-from cluster.app.cli.output import to_json, to_plain, to_yaml
-from cluster.app.cli.timefmt import local, local_zone_text, ts_ms
-from cluster.app.cli.views import run_note, run_status
-from cluster.domain.unsafe_text import escape
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client.client import Client
-from rpc.client.watch import RunFollower
+from raftsched.cluster.app.cli.connect import UNREACHABLE_AFTER_S
+from raftsched.cluster.app.cli.output import to_json, to_plain, to_yaml
+from raftsched.cluster.app.cli.timefmt import local, local_zone_text, ts_ms
+from raftsched.cluster.app.cli.views import run_note, run_status
+from raftsched.cluster.domain.unsafe_text import escape
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client
+from raftsched.rpc.client.watch import RunFollower
 
 _WIDTHS = (12, 16, 37, 11, 12, 12, 7)
 _HEADERS = ("TIME", "EVENT", "RUN ID", "STATUS", "SCHEDULED", "FIRED", "ATTEMPT", "NOTE")

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from protos.raftsched.v1 import scheduler_pb2 as protos_dot_raftsched_dot_v1_dot_scheduler__pb2
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in protos/raftsched/v1/scheduler_pb2_grpc.py depends on'
+        + ' but the generated code in raftsched/protos/raftsched/v1/scheduler_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,88 +37,88 @@ class JobServiceStub:
         """
         self.CreateJob = channel.unary_unary(
                 '/raftsched.v1.JobService/CreateJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.CreateJobs = channel.unary_unary(
                 '/raftsched.v1.JobService/CreateJobs',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.FromString,
                 _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/raftsched.v1.JobService/GetJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/raftsched.v1.JobService/ListJobs',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
         self.UpdateJob = channel.unary_unary(
                 '/raftsched.v1.JobService/UpdateJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.UpdateJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.PauseJob = channel.unary_unary(
                 '/raftsched.v1.JobService/PauseJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PauseJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PauseJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.ResumeJob = channel.unary_unary(
                 '/raftsched.v1.JobService/ResumeJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ResumeJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ResumeJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.DeleteJob = channel.unary_unary(
                 '/raftsched.v1.JobService/DeleteJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
                 _registered_method=True)
         self.TriggerJob = channel.unary_unary(
                 '/raftsched.v1.JobService/TriggerJob',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
                 _registered_method=True)
         self.GetRun = channel.unary_unary(
                 '/raftsched.v1.JobService/GetRun',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
                 _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/raftsched.v1.JobService/ListRuns',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsResponse.FromString,
                 _registered_method=True)
         self.CancelRun = channel.unary_unary(
                 '/raftsched.v1.JobService/CancelRun',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
                 _registered_method=True)
         self.RetryRun = channel.unary_unary(
                 '/raftsched.v1.JobService/RetryRun',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
                 _registered_method=True)
         self.ExplainRun = channel.unary_unary(
                 '/raftsched.v1.JobService/ExplainRun',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.FromString,
                 _registered_method=True)
         self.GetRunOutput = channel.unary_unary(
                 '/raftsched.v1.JobService/GetRunOutput',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunOutput.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunOutput.FromString,
                 _registered_method=True)
         self.WatchRuns = channel.unary_stream(
                 '/raftsched.v1.JobService/WatchRuns',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WatchRunsRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunEvent.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WatchRunsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunEvent.FromString,
                 _registered_method=True)
         self.PreviewSchedule = channel.unary_unary(
                 '/raftsched.v1.JobService/PreviewSchedule',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
                 _registered_method=True)
 
 
@@ -268,88 +268,88 @@ def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'CreateJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateJobs,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsResponse.SerializeToString,
             ),
             'UpdateJob': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.UpdateJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.UpdateJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'PauseJob': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PauseJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PauseJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'ResumeJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ResumeJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ResumeJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'DeleteJob': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.DeleteJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.DeleteJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.SerializeToString,
             ),
             'TriggerJob': grpc.unary_unary_rpc_method_handler(
                     servicer.TriggerJob,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
             ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsResponse.SerializeToString,
             ),
             'CancelRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelRun,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
             ),
             'RetryRun': grpc.unary_unary_rpc_method_handler(
                     servicer.RetryRun,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
             ),
             'ExplainRun': grpc.unary_unary_rpc_method_handler(
                     servicer.ExplainRun,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.SerializeToString,
             ),
             'GetRunOutput': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRunOutput,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunOutput.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunOutput.SerializeToString,
             ),
             'WatchRuns': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchRuns,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WatchRunsRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunEvent.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WatchRunsRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunEvent.SerializeToString,
             ),
             'PreviewSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.PreviewSchedule,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -378,8 +378,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/CreateJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -405,8 +405,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/CreateJobs',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CreateJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -432,8 +432,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/GetJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -459,8 +459,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/ListJobs',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -486,8 +486,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/UpdateJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.UpdateJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.UpdateJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -513,8 +513,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/PauseJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PauseJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PauseJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -540,8 +540,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/ResumeJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ResumeJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ResumeJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -567,8 +567,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/DeleteJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
@@ -594,8 +594,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/TriggerJob',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
             options,
             channel_credentials,
             insecure,
@@ -621,8 +621,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/GetRun',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
             options,
             channel_credentials,
             insecure,
@@ -648,8 +648,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/ListRuns',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ListRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -675,8 +675,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/CancelRun',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CancelRunRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
             options,
             channel_credentials,
             insecure,
@@ -702,8 +702,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/RetryRun',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RetryRunRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
             options,
             channel_credentials,
             insecure,
@@ -729,8 +729,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/ExplainRun',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ExplainRunRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunExplanation.FromString,
             options,
             channel_credentials,
             insecure,
@@ -756,8 +756,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/GetRunOutput',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunOutput.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunOutputRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunOutput.FromString,
             options,
             channel_credentials,
             insecure,
@@ -783,8 +783,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/WatchRuns',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WatchRunsRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunEvent.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WatchRunsRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RunEvent.FromString,
             options,
             channel_credentials,
             insecure,
@@ -810,8 +810,8 @@ class JobService:
             request,
             target,
             '/raftsched.v1.JobService/PreviewSchedule',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.PreviewScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -835,23 +835,23 @@ class LeaseServiceStub:
         """
         self.AcquireLease = channel.unary_unary(
                 '/raftsched.v1.LeaseService/AcquireLease',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseResponse.FromString,
                 _registered_method=True)
         self.RenewLease = channel.unary_unary(
                 '/raftsched.v1.LeaseService/RenewLease',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseResponse.FromString,
                 _registered_method=True)
         self.CompleteRun = channel.unary_unary(
                 '/raftsched.v1.LeaseService/CompleteRun',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.FromString,
                 _registered_method=True)
         self.CompleteRuns = channel.unary_unary(
                 '/raftsched.v1.LeaseService/CompleteRuns',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.FromString,
                 _registered_method=True)
 
 
@@ -899,23 +899,23 @@ def add_LeaseServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'AcquireLease': grpc.unary_unary_rpc_method_handler(
                     servicer.AcquireLease,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseResponse.SerializeToString,
             ),
             'RenewLease': grpc.unary_unary_rpc_method_handler(
                     servicer.RenewLease,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseResponse.SerializeToString,
             ),
             'CompleteRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CompleteRun,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.SerializeToString,
             ),
             'CompleteRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.CompleteRuns,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -944,8 +944,8 @@ class LeaseService:
             request,
             target,
             '/raftsched.v1.LeaseService/AcquireLease',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AcquireLeaseResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -971,8 +971,8 @@ class LeaseService:
             request,
             target,
             '/raftsched.v1.LeaseService/RenewLease',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RenewLeaseResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -998,8 +998,8 @@ class LeaseService:
             request,
             target,
             '/raftsched.v1.LeaseService/CompleteRun',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1025,8 +1025,8 @@ class LeaseService:
             request,
             target,
             '/raftsched.v1.LeaseService/CompleteRuns',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.CompleteRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1050,23 +1050,23 @@ class ClusterServiceStub:
         """
         self.GetClusterStatus = channel.unary_unary(
                 '/raftsched.v1.ClusterService/GetClusterStatus',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetClusterStatusRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetClusterStatusRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
                 _registered_method=True)
         self.AddNode = channel.unary_unary(
                 '/raftsched.v1.ClusterService/AddNode',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AddNodeRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AddNodeRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
                 _registered_method=True)
         self.RemoveNode = channel.unary_unary(
                 '/raftsched.v1.ClusterService/RemoveNode',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
                 _registered_method=True)
         self.Backup = channel.unary_stream(
                 '/raftsched.v1.ClusterService/Backup',
-                request_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
-                response_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
                 _registered_method=True)
 
 
@@ -1110,23 +1110,23 @@ def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetClusterStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClusterStatus,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetClusterStatusRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetClusterStatusRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
             ),
             'AddNode': grpc.unary_unary_rpc_method_handler(
                     servicer.AddNode,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AddNodeRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AddNodeRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
             ),
             'RemoveNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RemoveNode,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.SerializeToString,
             ),
             'Backup': grpc.unary_stream_rpc_method_handler(
                     servicer.Backup,
-                    request_deserializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.FromString,
-                    response_serializer=protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.SerializeToString,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1155,8 +1155,8 @@ class ClusterService:
             request,
             target,
             '/raftsched.v1.ClusterService/GetClusterStatus',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetClusterStatusRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetClusterStatusRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1182,8 +1182,8 @@ class ClusterService:
             request,
             target,
             '/raftsched.v1.ClusterService/AddNode',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AddNodeRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.AddNodeRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1209,8 +1209,8 @@ class ClusterService:
             request,
             target,
             '/raftsched.v1.ClusterService/RemoveNode',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.RemoveNodeRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.ClusterStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1236,8 +1236,8 @@ class ClusterService:
             request,
             target,
             '/raftsched.v1.ClusterService/Backup',
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
-            protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import quote
 
-from cluster.domain.model import After, At, Cron, Every, Job, JobStatus, Run, Schedule
-from rpc.http.web import words
+from raftsched.cluster.domain.model import After, At, Cron, Every, Job, JobStatus, Run, Schedule
+from raftsched.rpc.http.web import words
 
 #: ``preview(schedule, after_ms, count)`` -> [(instant ms, DST note)]
 Preview = Callable[[Schedule, "int | None", int], list[tuple[int, str]]]

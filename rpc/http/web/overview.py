@@ -1,10 +1,10 @@
 """The cluster as the web view shows it: Raft's view from the answering node and its members.
 
 ``ClusterOverview`` is plain data; the node's cluster status function
-(``rpc.server.cluster_servicer.cluster_status``, the one GetClusterStatus
+(``raftsched.rpc.server.cluster_servicer.cluster_status``, the one GetClusterStatus
 answers with) is turned into it by ``overview_of``, so the page and the RPC
 can never disagree on who leads or who is reachable. The app wires the two
-(``rpc.http`` and ``rpc.server`` do not import each other).
+(``raftsched.rpc.http`` and ``raftsched.rpc.server`` do not import each other).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 
 @dataclass(frozen=True)

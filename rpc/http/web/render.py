@@ -22,8 +22,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from rpc.http.router import Response
-from rpc.http.web import words
+from raftsched.rpc.http.router import Response
+from raftsched.rpc.http.web import words
 
 HTML = "text/html; charset=utf-8"
 CSS = "text/css; charset=utf-8"
@@ -40,7 +40,7 @@ STYLE_PATH = "/static/web.css"
 
 def _environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("rpc.http.web", "templates"),
+        loader=PackageLoader("raftsched.rpc.http.web", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -71,4 +71,4 @@ def page(status: int, template: str, headers: tuple[tuple[str, str], ...] = (), 
 
 def style_sheet() -> bytes:
     """The style sheet (``static/web.css``), read from the package."""
-    return resources.files("rpc.http.web").joinpath("static", "web.css").read_bytes()
+    return resources.files("raftsched.rpc.http.web").joinpath("static", "web.css").read_bytes()

@@ -1,6 +1,6 @@
 """The sections of a run's page: its fields, its output (log and result), its attempts, its explanation.
 
-Each section is built on its own, so that what issue 16 adds plugs in
+Each section is built on its own, so that what a newer command format adds plugs in
 beside what exists:
 
 * **fields** — the run's record as it is (status, attempt, executor, lease,
@@ -8,14 +8,14 @@ beside what exists:
 * **output** — ``GetRunOutput`` of the latest attempt (live while the run is
   LEASED: the page then reloads itself; no script), cut to ``LOG_SHOWN_BYTES``
   (head and tail) for the page; the note when it is missing, and why.
-* **attempts** — every attempt (``Run.attempts``, issue 16 point 1) when the
+* **attempts** — every attempt (``Run.attempts``) when the
   record carries them; until then ``None``, and the page says that the run
   keeps its latest attempt only. The field names read are the API's (docs/api.md)
   (``attempt``, ``executor_id``, ``lease_id``, ``fencing_token``,
   ``leased_at``/``_ms``, ``finished_at``/``_ms``, ``outcome``, ``error``,
   ``log_uri``): check them here when the record lands.
 * **explanation** — ``ExplainRun``'s steps (``explain_run(run_id)`` on the
-  job service, issue 16 point 2) when the service has it; until then
+  job service) when the service has it; until then
   ``None``, and the page says so. Each step: ``at``/``at_ms``, ``kind``,
   ``detail``, ``node_id``.
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cluster.domain.model import Job, Run
-from cluster.node.run_output import RunOutput
-from rpc.http.web import words
+from raftsched.cluster.domain.model import Job, Run
+from raftsched.cluster.node.run_output import RunOutput
+from raftsched.rpc.http.web import words
 
 #: bytes of a log a page shows: the head and the tail, with a note between, beyond this
 LOG_SHOWN_BYTES = 256 * 1024

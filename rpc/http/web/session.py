@@ -1,6 +1,6 @@
 """Sign-in sessions of the web view (``[auth]`` on): a bounded in-memory table and the cookie that names one.
 
-A person pastes a token once (``rpc.http.web.signin``); the node checks it
+A person pastes a token once (``raftsched.rpc.http.web.signin``); the node checks it
 and opens a **server-side session**: a random id (256 bits) handed to the
 browser in an HttpOnly cookie, mapped here to the token's *name* and an
 expiry. The token itself is never stored, in the cookie or here, and never

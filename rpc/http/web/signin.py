@@ -6,7 +6,7 @@ with the session cookie a sign-in set (browsers, which cannot send that
 header from a link). Anything else gets ``refusal_page``: a 401 with a small
 form to paste a token into (a password field: the token is not shown while
 typed), posted to ``/signin``. A token that may read opens a session
-(``rpc.http.web.session``) and the browser is sent on to the page it asked
+(``raftsched.rpc.http.web.session``) and the browser is sent on to the page it asked
 for; a refused one gets the form again with why (unknown token, or one whose
 roles do not read) and never the token back. ``/signout`` ends the session
 and clears the cookie. ``/signin`` and ``/signout`` are public routes (one
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlencode, urlsplit
 
-from rpc.http.router import Request, Response, Router
-from rpc.http.web.render import HTML, PAGE_HEADERS, page
-from rpc.http.web.session import Sessions, clear_cookie, cookie_name, set_cookie
+from raftsched.rpc.http.router import Request, Response, Router
+from raftsched.rpc.http.web.render import HTML, PAGE_HEADERS, page
+from raftsched.rpc.http.web.session import Sessions, clear_cookie, cookie_name, set_cookie
 
 log = logging.getLogger("raftsched.http")
 

@@ -1,16 +1,16 @@
 """The web view's pages: the cluster (``/``), the jobs (``/jobs``), a job (``/jobs/{job_id}``), a run
 (``/runs/{run_id}``), and the style sheet (``/static/web.css``).
 
-Read-only, server-rendered (``rpc.http.web.render``), no script. Everything
+Read-only, server-rendered (``raftsched.rpc.http.web.render``), no script. Everything
 is read through the node's services, never the state machine: the job
-service (``JobReader``: ``cluster.node.job_service.JobService`` fits it; its
+service (``JobReader``: ``raftsched.cluster.node.job_service.JobService`` fits it; its
 reads run after a read barrier, so a page shows what is committed), and the
 cluster status function (``ClusterOverview``, the one GetClusterStatus
 answers with; no barrier, so the cluster page answers also without a
 leader). A domain error becomes a page with its message and status: not
 found 404, bad input 400, no leader 503, a limit 429.
 
-Who may look is the router's business (``rpc.http.web.signin`` under
+Who may look is the router's business (``raftsched.rpc.http.web.signin`` under
 ``[auth]``); ``add_web_routes`` adds the pages as routes that need it, and
 the style sheet as a public one (the sign-in form uses it).
 """
@@ -20,18 +20,18 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 from urllib.parse import urlencode
 
-from cluster.domain.errors import OutOfRange, Overloaded, RejectedError, Unavailable, ValidationError
-from cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobStatus, Run, RunStatus, Schedule
-from cluster.domain.results import NotFound
-from cluster.node.job_service import Counts, Page
-from cluster.node.run_output import RunOutput
-from rpc.http.router import Request, Response, Router
-from rpc.http.web import words
-from rpc.http.web.job_sections import job_href, job_row, next_instants, run_href, run_row
-from rpc.http.web.overview import ClusterOverview
-from rpc.http.web.render import CSS, STYLE_PATH, page, style_sheet
-from rpc.http.web.run_sections import attempt_rows, explanation_rows, output_view, run_fields
-from rpc.http.web.signin import WebAuth
+from raftsched.cluster.domain.errors import OutOfRange, Overloaded, RejectedError, Unavailable, ValidationError
+from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobStatus, Run, RunStatus, Schedule
+from raftsched.cluster.domain.results import NotFound
+from raftsched.cluster.node.job_service import Counts, Page
+from raftsched.cluster.node.run_output import RunOutput
+from raftsched.rpc.http.router import Request, Response, Router
+from raftsched.rpc.http.web import words
+from raftsched.rpc.http.web.job_sections import job_href, job_row, next_instants, run_href, run_row
+from raftsched.rpc.http.web.overview import ClusterOverview
+from raftsched.rpc.http.web.render import CSS, STYLE_PATH, page, style_sheet
+from raftsched.rpc.http.web.run_sections import attempt_rows, explanation_rows, output_view, run_fields
+from raftsched.rpc.http.web.signin import WebAuth
 
 JOBS_PAGE = 50
 RUNS_PAGE = 25

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import zoneinfo
 
-from cluster.domain.model import After, At, ConcurrencyPolicy, Cron, Every, JobSpec, MisfirePolicy, Schedule
+from raftsched.cluster.domain.model import After, At, ConcurrencyPolicy, Cron, Every, JobSpec, MisfirePolicy, Schedule
 
 UTC = dt.timezone.utc
 NONE = "-"

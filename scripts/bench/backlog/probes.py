@@ -10,10 +10,10 @@ from typing import Any
 
 import grpc
 
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc import convert as cv
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc import convert as cv
 
 #: the node log line of a finished snapshot (raft/snapshotter.py; "waited" since snapshots take turns)
 SNAPSHOT_LINE = re.compile(

@@ -36,10 +36,10 @@ from typing import Any
 from bench import stats as st
 from bench.backlog.probes import disk_mb, memory_mb, snapshot_windows, wait_no_snapshot_written, wait_serving, watch_lag
 from bench.backlog.seed import KINDS, seed
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc import convert as cv
-from rpc.client.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
+from raftsched.rpc.client.client import Client
 
 LAG_JOBS = 200
 #: snapshots the fire-lag phase waits for (one per node), at most this long (a 10M-job copy takes a while)

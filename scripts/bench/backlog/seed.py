@@ -3,7 +3,7 @@
 Creating millions of jobs through the API would take longer than the
 measurement (the create rate is measured by ``scripts/bench.py``), so the
 jobs are written straight into one state environment — the records and keys
-of the domain's encoding (``cluster.domain.record_codec``), byte for byte
+of the domain's encoding (``raftsched.cluster.domain.record_codec``), byte for byte
 what the state machine writes for a ``CreateJob``, appended in key order —
 and every node's data dir gets a copy of it, a snapshot file of it at Raft
 index 2 (pysyncobj's two no-op entries) and its ``NODE`` file, as if the
@@ -24,16 +24,16 @@ import sys
 import time
 from typing import Any, Iterator
 
-from cluster.app.local_cluster import LocalCluster
-from cluster.domain import record_codec as rc
-from cluster.domain.cron_legacy import under_rules
-from cluster.domain.model import At, Cron, Every, Job, JobSpec, JobStatus, Schedule
-from cluster.domain.schedule import first_fire
-from cluster.domain.state import JobStateMachine
-from cluster.domain.state_store import Table
-from cluster.node.config import load_config
-from raft.snapshot_file import write_snapshot_file
-from storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.domain import record_codec as rc
+from raftsched.cluster.domain.cron_legacy import under_rules
+from raftsched.cluster.domain.model import At, Cron, Every, Job, JobSpec, JobStatus, Schedule
+from raftsched.cluster.domain.schedule import first_fire
+from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.domain.state_store import Table
+from raftsched.cluster.node.config import load_config
+from raftsched.raft.snapshot_file import write_snapshot_file
+from raftsched.storage.lmdb_state import LmdbStateStore
 
 NO_OP = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP entry
 SEEDED_INDEX = 2

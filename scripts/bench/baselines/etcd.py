@@ -13,7 +13,7 @@ import time
 import uuid
 
 from bench.harness.processes import stop_popen
-from cluster.app.local_cluster import free_ports
+from raftsched.cluster.app.local_cluster import free_ports
 
 
 class EtcdCluster:

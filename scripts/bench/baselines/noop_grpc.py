@@ -15,9 +15,9 @@ from typing import Any
 import grpc
 
 from bench.harness.processes import stop_mp
-from cluster.app.local_cluster import free_ports
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 #: seconds a server process may take to start listening
 START_TIMEOUT_S = 30

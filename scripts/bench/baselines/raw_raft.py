@@ -1,8 +1,8 @@
 """The raw Raft ceiling: a bare 3-process pysyncobj cluster committing 200-byte commands.
 
 Each process (``raw_raft_node``, spawned) runs a ``SyncObj`` counter with the
-conf our nodes use (``raft.adapter.build_conf`` of ``RaftSettings``) and, with
-``node_journal``, their journal (``raft.lmdb_journal.LmdbJournal``), else
+conf our nodes use (``raftsched.raft.adapter.build_conf`` of ``RaftSettings``) and, with
+``node_journal``, their journal (``raftsched.raft.lmdb_journal.LmdbJournal``), else
 pysyncobj's own file journal at the same path. The leader proposes
 asynchronously (at most ``IN_FLIGHT`` at once) and reports commits per second;
 followers report how often pysyncobj warned about truncating applied entries.
@@ -26,13 +26,13 @@ from pysyncobj import FAIL_REASON, SyncObj, replicated
 from bench import stats as st
 from bench.harness.processes import stop_mp
 from bench.profile import Profile
-from cluster.app.local_cluster import free_ports
-from raft.adapter import RaftSettings, build_conf
-from raft.lmdb_journal import LmdbJournal
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.raft.adapter import RaftSettings, build_conf
+from raftsched.raft.lmdb_journal import LmdbJournal
 
 #: proposals in flight at most on the leader
 IN_FLIGHT = 20_000
-NODE_JOURNAL = "raft.lmdb_journal.LmdbJournal, as the nodes"
+NODE_JOURNAL = "raftsched.raft.lmdb_journal.LmdbJournal, as the nodes"
 FILE_JOURNAL = "pysyncobj file journal"
 
 

@@ -9,9 +9,9 @@ import grpc
 
 from bench.harness.common import every_spec
 from bench.harness.context import Bench
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 #: seconds each node may take to answer a read and a linearizable ListJobs after the election
 SERVING_TIMEOUT_S = 30

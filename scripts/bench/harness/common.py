@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 #: the repository root (scripts/bench/harness/common.py -> three folders up): executors and git run here
 REPO_ROOT = str(Path(__file__).resolve().parents[3])

@@ -23,7 +23,7 @@ from bench.harness.pool import WorkerPool
 from bench.harness.processes import cpu_s
 from bench.harness.watch import Watcher
 from bench.profile import Profile
-from cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_cluster import LocalCluster
 
 #: a scenario's share of CPU taken by processes outside the benchmark above which it is flagged
 FOREIGN_CORES_WARNING = 0.2

@@ -59,12 +59,12 @@ def spawn_executors(
 ) -> list[subprocess.Popen]:
     """``count`` `raftsched executor` processes serving ``queues``; their logs go in ``root`` (the cluster's
     directory), their run outputs under the nodes' output directory (the only place nodes take logs from)."""
-    from cluster.node.config import load_config
+    from raftsched.cluster.node.config import load_config
 
     outputs = load_config(os.path.join(root, "cluster.toml")).output_dir()
     procs = []
     for i in range(count):
-        args = [sys.executable, "-m", "cluster.app.main", "executor", "--cluster", ",".join(addresses),
+        args = [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--cluster", ",".join(addresses),
                 "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
                 "--output-dir", os.path.join(outputs, f"{prefix}-{i}")]  # fmt: skip
         for q in queues:

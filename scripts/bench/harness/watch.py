@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 
 from bench.harness.common import now_ms, ts_ms
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 
 @dataclass

@@ -25,8 +25,8 @@ from bench.harness.context import Bench
 from bench.harness.processes import spawn_executors, stop_popen
 from bench.harness.watch import RunWatch, StatusPoller
 from bench.scenarios.burst import BURST_QUEUES
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 E2E_QUEUES = BURST_QUEUES[2:]  # the executors run these; the grant scenario leases the others
 E2E_EXECUTORS = 4

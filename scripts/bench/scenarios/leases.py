@@ -19,8 +19,8 @@ from bench.harness.context import Bench
 from bench.harness.pool import merge_errors
 from bench.scenarios.burst import BURST_QUEUES
 from bench.scenarios.executors import due_to_leased, e2e_with_executors
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 GRANT_BATCH = 50
 GRANT_QUEUES = BURST_QUEUES[:2]  # the grant scenario leases these (and completes them afterwards)

@@ -33,9 +33,9 @@ from bench.harness.common import r1
 from bench.harness.context import Bench
 from bench.harness.processes import spawn_executors, stop_popen
 from bench.harness.watch import StatusPoller
-from cluster.app.local_cluster import LocalCluster
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 ROUNDS = ("off", "on", "on", "off")
 QUEUE = "bench-metrics"

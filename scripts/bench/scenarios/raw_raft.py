@@ -27,7 +27,7 @@ def scenario_raw_raft(b: Bench) -> None:
     b.series["raw_raft_per_second"] = res["per_second"]
     b.notes["raw_raft_commits_per_s"] = (
         "async @replicated counter increments with a 200-byte argument and callbacks, at most 20000 in flight, "
-        f"proposed on the leader; conf from raft.adapter.build_conf with password, dump file and journal ({res.get('journal')}) "
+        f"proposed on the leader; conf from raftsched.raft.adapter.build_conf with password, dump file and journal ({res.get('journal')}) "
         f"like our nodes; counted over {p.raw_measure_s:.0f} s after {p.raw_warmup_s:.0f} s warm-up"
     )
     b.say(

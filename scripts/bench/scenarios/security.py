@@ -30,10 +30,10 @@ from bench.harness.common import REPO_ROOT, at_spec, r1
 from bench.harness.context import Bench
 from bench.harness.pool import merge_errors
 from bench.harness.processes import stop_popen
-from cluster.app.local_cluster import LocalCluster
-from cluster.app.local_security import ADMIN, Grant
-from protos.raftsched.v1 import scheduler_pb2 as pb
-from rpc.client import Client
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_security import ADMIN, Grant
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client import Client
 
 E2E_EXECUTORS = 4
 E2E_CONCURRENCY = 32
@@ -93,7 +93,7 @@ def _executors(cluster: LocalCluster) -> list[subprocess.Popen]:
     procs = []
     for i in range(E2E_EXECUTORS):
         name = f"sec-exec-{i}"
-        args = [sys.executable, "-m", "cluster.app.main", "executor", "--config", cluster.config_path]
+        args = [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--config", cluster.config_path]
         args += ["--executor-id", name, "--queue", E2E_QUEUE, "--concurrency", str(E2E_CONCURRENCY)]
         if cluster.security is not None:
             args += ["--token-file", cluster.security.token_file(name)]

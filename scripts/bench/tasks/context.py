@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 
-from protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from rpc.client.channel import ChannelSecurity, open_channel
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.client.channel import ChannelSecurity, open_channel
 
 
 class Progress:

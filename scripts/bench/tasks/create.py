@@ -16,7 +16,7 @@ import grpc
 
 from bench.harness.common import at_spec, every_spec, ts_ms
 from bench.tasks.context import Ctx, call_retrying, closed_loop, merge_parts, run_threads, thread_errors
-from protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 #: jobs per CreateJobs call of the burst
 BURST_BATCH = 100

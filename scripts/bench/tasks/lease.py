@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 
 from bench.tasks.context import Ctx, merge_parts, run_threads
-from protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 #: leases completed per CompleteRuns call after the measurement (a batch of 1000 could miss the node's
 #: proposal timeout on a loaded machine: its leases then all expired in the middle of the e2e scenario)
