@@ -26,9 +26,9 @@ if [ "$workers" -gt 1 ]; then
 fi
 status=0
 echo "== pass 1 of 2: unit, contract and integration tiers (${workers} worker(s))"
-"$py" -m pytest -q "${parallel[@]}" -m "not fault and not alone" || status=$?
+"$py" -m pytest -q --durations=10 "${parallel[@]}" -m "not fault and not alone" || status=$?
 echo "== pass 2 of 2: the fault tier and the timed tests (marked alone), one test at a time"
-"$py" -m pytest -q -m "fault or alone" || status=$(( status ? status : $? ))
+"$py" -m pytest -q --durations=15 -m "fault or alone" || status=$(( status ? status : $? ))
 if [ "$status" -ne 0 ]; then
   echo "== the suite FAILED (exit status $status): see the failures above" >&2
 fi
