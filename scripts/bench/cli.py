@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -60,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--fire-rate", type=int, default=None, help="every-1s jobs for the fire-lag scenario (default 2000)")
     ap.add_argument("--burst-jobs", type=int, default=None, help="jobs in the burst (default 100000, 20000 with --quick)")
     args = ap.parse_args(argv)
+    # how this run was started, for bench.json's machine description (and the docs' performance page)
+    args.command_line = shlex.join(["python", "scripts/bench.py", *(sys.argv[1:] if argv is None else argv)])
     if args.nodes_extra_config.startswith("@"):
         with open(args.nodes_extra_config[1:], encoding="utf-8") as f:
             args.nodes_extra_config = f.read()

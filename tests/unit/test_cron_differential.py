@@ -2,7 +2,7 @@
 
 400 generated expressions (seeded: the same every run) in six zones, each from a start instant that is
 random or a few hours before a DST change; the next ``N`` instants of both evaluators are compared. Every
-mismatch must be one of the two documented differences (README, "Schedules and policies"):
+mismatch must be one of the two documented differences (docs/schedules.md, "Where raftsched differs from Vixie cron"):
 
 * ``*/n`` day rule: when both day fields are restricted and one starts with ``*`` (``*/5``), cronsim
   follows Vixie cron and ANDs them; raftsched ORs them (a field is unrestricted only when it is exactly

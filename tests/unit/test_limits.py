@@ -1,6 +1,6 @@
 """Every limit of ``raftsched.cluster.domain.limits``, one row each: over it the call is INVALID_ARGUMENT naming the field
 (and the limit), and nothing is proposed to Raft. Plus the spans and instants that would overflow a Timestamp,
-and the README's table kept in step with the code's."""
+and the API page's table (docs/api.md, "Limits") kept in step with the code's."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def test_error_text_is_cut_not_refused() -> None:
     assert lim.cut_error("short") == "short"
 
 
-def test_readme_lists_every_limit() -> None:
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+def test_the_api_page_lists_every_limit() -> None:
+    page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md"), encoding="utf-8").read()
     for field, limit, _ in lim.TABLE:
-        assert f"| {field} | {limit} |" in readme, f"README's Limits table lacks {field!r}"
+        assert f"| {field} | {limit} |" in page, f"the Limits table of docs/api.md lacks {field!r}"

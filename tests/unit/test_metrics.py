@@ -119,7 +119,7 @@ def _table(path: Path, section: str) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 def test_the_contract_tables_say_what_this_test_checks() -> None:
     assert _table(REPO / "docs" / "api.md", "## Operating a cluster") == CONTRACT
-    assert _table(REPO / "README.md", "### Metrics") == CONTRACT
+    assert _table(REPO / "docs" / "operations.md", "### Metrics") == CONTRACT
 
 
 def test_metric_names_kinds_and_labels_are_the_contract_table_exactly() -> None:

@@ -1,4 +1,5 @@
-"""Scenario ``machine`` (always first): what the figures were measured on, into ``results["machine"]``."""
+"""Scenario ``machine`` (always first): what the figures were measured on, and the command that measured them,
+into ``results["machine"]``."""
 
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ def scenario_machine(b: Bench) -> None:
         "git_commit": git,
         "etcd": _etcd_version(),
         "profile": b.profile.name,
+        "command": getattr(b.args, "command_line", None),
         "loadavg_at_start": os.getloadavg(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
