@@ -11,7 +11,7 @@
 # RAFTSCHED_TEST_WORKERS sets the first pass's workers (default: 2, or 1 on a one-core machine).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-py="$("$repo/scripts/bootstrap.sh")"
+py="$("$repo/scripts/bootstrap.sh" dev)"
 cd "$repo"
 "$py" scripts/gen_protos.py --check
 if [ "$#" -gt 0 ]; then
