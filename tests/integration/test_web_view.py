@@ -19,13 +19,14 @@ import urllib.request
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 
 from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.cluster.app.local_security import Grant
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 from raftsched.rpc.client.client import Client
 from tests.browser import Screenshots, chromium, chromium_missing, click_and_wait, require_chromium
 from tests.helpers import shell_spec, start_executor, wait_for
@@ -168,6 +169,56 @@ def test_the_web_view_in_headless_chromium_from_the_cluster_to_a_run(
     follower = next(n for n in c.nodes if n != leader)
     status, body = http_get(c.http_url(follower, "/runs/" + visited[-1].rsplit("/runs/", 1)[1]))
     assert status == 200 and '<dd id="run-status">SUCCEEDED</dd>' in body  # a follower serves the same page
+
+
+def _overflowing_tables(driver: Any) -> list[tuple[str, int, int]]:
+    """(table id, its width, the width it has) of every table wider than its box (cut at the right edge)."""
+    script = """return Array.from(document.querySelectorAll('.scroll')).map(
+        b => [b.firstElementChild.id, b.scrollWidth, b.clientWidth]).filter(t => t[1] > t[2] + 1)"""
+    return [tuple(t) for t in driver.execute_script(script)]
+
+
+def test_a_retried_run_at_1280_px_fits_and_counts_attempts_as_its_messages_do(
+    ran: tuple[LocalCluster, pb.Job, pb.Run], tmp_path: Path
+) -> None:
+    """A job allowing 2 attempts fails both, is retried by hand (RetryRun) and fails 2 more: the page says
+    attempt 4 is the 2nd of at most 2 since the retry, as the run's error ("attempt 2 of 2 failed") counts it;
+    at 1280 x 800 no table is cut at the right edge (a screenshot of each page is saved)."""
+    require_chromium()
+    from selenium.webdriver.common.by import By
+
+    c, _, _ = ran
+    command = "echo 'Traceback (most recent call last): File /srv/app/report.py, line 12: ValueError: no rows' >&2; exit 3"
+    spec = shell_spec("always-fails-with-a-rather-long-name", command, queue="q-web")
+    spec.retry.max_attempts = 2
+    cv.to_dur(200, spec.retry.initial_backoff)
+    with Client(c.addresses, deadline_s=10) as client:
+        job = client.create_job(spec)
+
+        def dead(attempt: int) -> pb.Run | None:
+            runs = client.list_runs(job_id=job.job_id)
+            return next((r for r in runs if r.status == pb.RUN_STATUS_DEAD_LETTER and r.attempt == attempt), None)
+
+        run = wait_for(lambda: dead(2), 60, "both attempts to fail")
+        client.retry_run(run.run_id, "web-view-retry")
+        run = wait_for(lambda: dead(4), 60, "both attempts after the retry to fail")
+    assert run.error.startswith("attempt 2 of 2 failed: ")
+
+    driver = chromium(tmp_path, width=1280, height=800)
+    shots = Screenshots(driver, tmp_path / "screenshots")
+    try:
+        driver.get(c.http_url("n1", "/runs/" + quote(run.run_id, safe="")))
+        assert driver.find_element(By.ID, "run-attempt").text == "4 (2 of at most 2 since the manual retry after attempt 2)"
+        table = driver.find_element(By.ID, "attempts-table").text
+        assert "manual retry (RetryRun) after attempt 2: a fresh budget of at most 2 attempt(s) counts from attempt 3" in table
+        assert table.count("command exited with code 3") == 4 and "attempt-4-token-" in table
+        assert _overflowing_tables(driver) == [], "a table of the run page is cut at 1280 px"
+        shots.take("retried-run-1280")
+        driver.get(c.http_url("n1", "/jobs/" + quote(job.job_id, safe="")))
+        assert _overflowing_tables(driver) == [], "a table of the job page is cut at 1280 px"
+        shots.take("job-1280")
+    finally:
+        driver.quit()
 
 
 # ------------------------------------------------------------------ [auth] on

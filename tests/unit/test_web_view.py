@@ -21,6 +21,7 @@ from raftsched.cluster.domain.model import (
     Job,
     JobSpec,
     JobStatus,
+    RetryPolicy,
     Run,
     RunStatus,
     Schedule,
@@ -355,6 +356,55 @@ def test_attempts_and_explanation_render_when_the_record_and_service_have_them(w
     assert f'<a href="/runs/{quote(run.run_id, safe="")}?attempt=1">1</a>' in body  # each attempt's own output
     assert 'id="explanation-steps"' in body and f"by leader n1 {EVIL_ESCAPED}" in body
     assert_safe_page(body)
+
+
+def _retried_run(world: FakeJobs, attempt: int, status: RunStatus) -> Run:
+    """A run of a job allowing 2 attempts that failed 3, was retried by hand (RetryRun) and went on to ``attempt``."""
+    world.jobs["j-evil"].spec = world.jobs["j-evil"].spec._replace(retry=RetryPolicy(max_attempts=2))
+    run = make_run("j-evil", NOW - 200_000, status, attempt=attempt)
+    run.budget_base = 3
+    folder = f"file:///out/j-evil/{run.run_id}"
+    run.attempts_raw = tuple(
+        (n, "worker-1", f"l-{n}", 40 + n, NOW - 199_000 + n * 1000, NOW - 198_500 + n * 1000, "FAILED", f"exit status {n}",
+         f"{folder}/attempt-{n}-token-{40 + n}.log", 0)
+        for n in range(1, attempt + 1)
+    )  # fmt: skip
+    run.error = f"attempt {attempt - 3} of 2 failed: exit status {attempt}" if status is RunStatus.DEAD_LETTER else ""
+    world.runs[run.run_id] = run
+    return run
+
+
+def test_after_a_manual_retry_the_attempt_is_counted_as_the_runs_own_messages_count_it(world: FakeJobs) -> None:
+    run = _retried_run(world, 5, RunStatus.DEAD_LETTER)
+    _, _, body = call(app(world), "/runs/" + quote(run.run_id, safe=""))
+    # the record says "attempt 2 of 2 failed": the page's own count agrees, and names the attempt by its number
+    assert '<dd id="run-error">attempt 2 of 2 failed: exit status 5</dd>' in body
+    assert '<dd id="run-attempt">5 (2 of at most 2 since the manual retry after attempt 3)</dd>' in body
+    assert "of at most 2</dd>" not in body.replace("since the manual retry after attempt 3)</dd>", "")
+    retry_line = body.index(
+        "manual retry (RetryRun) after attempt 3: a fresh budget of at most 2 attempt(s) counts from attempt 4"
+    )
+    assert body.index("?attempt=3") < retry_line < body.index("?attempt=4")  # between the attempts it separates
+    assert f"Each attempt's log is in <code>file:///out/j-evil/{run.run_id}/</code>" in body
+    assert '<code title="file:///out/j-evil/' in body and ">attempt-5-token-45.log</code>" in body
+    assert "500ms" in body  # how long each attempt took
+
+    pending = _retried_run(world, 3, RunStatus.PENDING)
+    _, _, body = call(app(world), "/runs/" + quote(pending.run_id, safe=""))
+    assert (
+        '<dd id="run-attempt">3; a manual retry gave it a fresh budget of at most 2 attempt(s): the next is attempt 4</dd>'
+        in body
+    )
+
+
+def test_the_cluster_page_counts_every_kept_job_in_its_rows(world: FakeJobs) -> None:
+    by_status = {JobStatus.ACTIVE: 9, JobStatus.PAUSED: 1, JobStatus.COMPLETED: 1, JobStatus.DELETED: 1}
+    world.counts = lambda: Counts({}, 12, {}, {}, by_status)  # type: ignore[method-assign]
+    _, _, body = call(app(world), "/")
+    table = body[body.index('id="job-counts"') : body.index("</table>", body.index('id="job-counts"'))]
+    rows = [int(n) for n in re.findall(r'<td class="num">(\d+)</td>', table)]
+    assert "(12 kept)" in body and sum(rows) == 12 and len(rows) == 4, table
+    assert 'href="/jobs?status=DELETED"' in table
 
 
 def test_no_leader_is_a_503_saying_to_retry(world: FakeJobs) -> None:

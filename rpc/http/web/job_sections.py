@@ -76,6 +76,9 @@ class RunRow:
     executor: str
     finished: str
     note: str
+    #: when it fired and finished, after its scheduled instant (``+3ms``; a fire's look-ahead is negative)
+    fired_after: str = words.NONE
+    finished_after: str = words.NONE
 
 
 def run_note(run: Run) -> str:
@@ -101,6 +104,8 @@ def run_row(run: Run) -> RunRow:
         run.executor_id or words.NONE,
         words.utc(run.finished_ms, millis=True),
         run_note(run),
+        words.after(run.fired_ms, run.scheduled_ms),
+        words.after(run.finished_ms, run.scheduled_ms),
     )
 
 

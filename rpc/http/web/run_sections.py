@@ -44,13 +44,30 @@ class Field:
     key: str
 
 
+def attempt_words(run: Run, job: Job | None) -> str:
+    """The run's attempt as its own messages count it: attempts are numbered on through a manual retry
+    (RetryRun), and "of at most N" counts from the retry, as "attempt 2 of 2 failed" does
+    (``Run.budget_base``: the attempt the budget counts after)."""
+    limit = job.spec.retry.max_attempts if job is not None else 0
+    base = int(getattr(run, "budget_base", 0) or 0)
+    if not base:
+        if not run.attempt:
+            return "0 (not leased yet)"
+        return f"{run.attempt} of at most {limit}" if limit else str(run.attempt)
+    budget = f"a fresh budget of at most {limit} attempt(s)" if limit else "a fresh attempt budget"
+    used = run.attempt - base
+    if used <= 0:
+        return f"{run.attempt}; a manual retry gave it {budget}: the next is attempt {run.attempt + 1}"
+    of = f" of at most {limit}" if limit else ""
+    return f"{run.attempt} ({used}{of} since the manual retry after attempt {base})"
+
+
 def run_fields(run: Run, job: Job | None) -> list[Field]:
     """The run's record, in the order a reader asks about it."""
-    attempts_allowed = f" of at most {job.spec.retry.max_attempts}" if job is not None else ""
     lease = run.lease_id or words.NONE
     rows = [
         Field("Status", run.status.value, "run-status"),
-        Field("Attempt", f"{run.attempt}{attempts_allowed}" if run.attempt else "0 (not leased yet)", "run-attempt"),
+        Field("Attempt", attempt_words(run, job), "run-attempt"),
         Field("Executor", run.executor_id or words.NONE, "run-executor"),
         Field("Lease", lease, "run-lease"),
         Field("Fencing token", str(run.fencing_token) if run.fencing_token else words.NONE, "run-token"),
@@ -125,6 +142,21 @@ class AttemptRow:
     outcome: str
     error: str
     log_uri: str
+    #: said on a line of its own before this attempt: the manual retry that gave it a fresh budget ("" for none)
+    retry_note: str = ""
+    #: how long it ran, from its lease to its end ("running" while it runs)
+    took: str = words.NONE
+
+    @property
+    def log_name(self) -> str:
+        """The log's file name (its folder is the same for every attempt: ``log_folder``)."""
+        return self.log_uri.rsplit("/", 1)[-1] or self.log_uri
+
+
+def log_folder(rows: list[AttemptRow] | None) -> str:
+    """The folder every attempt's log is in, ending in "/" ("" when they are not all in one)."""
+    folders = {a.log_uri.rsplit("/", 1)[0] + "/" for a in rows or [] if "/" in a.log_uri}
+    return folders.pop() if len(folders) == 1 and all("/" in a.log_uri for a in rows or []) else ""
 
 
 def _ms(record: Any, name: str) -> int:
@@ -140,7 +172,16 @@ def _text(record: Any, name: str) -> str:
     return str(getattr(value, "value", value) or "")
 
 
-def attempt_rows(run: Run) -> list[AttemptRow] | None:
+def _retry_note(run: Run, job: Job | None, attempt: int) -> str:
+    """The line before the first attempt after a manual retry: where "of at most N" counts from."""
+    base = int(getattr(run, "budget_base", 0) or 0)
+    if not base or attempt != base + 1:
+        return ""
+    limit = f" of at most {job.spec.retry.max_attempts} attempt(s)" if job is not None else ""
+    return f"manual retry (RetryRun) after attempt {base}: a fresh budget{limit} counts from attempt {attempt}"
+
+
+def attempt_rows(run: Run, job: Job | None = None) -> list[AttemptRow] | None:
     """Every attempt of the run, oldest first; None when the record keeps only the latest (this version)."""
     attempts = getattr(run, "attempts", None)
     if attempts is None or (not attempts and run.attempt):  # leased before the cluster kept attempts (format 3)
@@ -156,9 +197,21 @@ def attempt_rows(run: Run) -> list[AttemptRow] | None:
             _text(a, "outcome") or words.NONE,
             _text(a, "error"),
             _text(a, "log_uri") or words.NONE,
+            _retry_note(run, job, int(getattr(a, "attempt", 0))),
+            _took(a),
         )
         for a in attempts
     ]
+
+
+def _took(attempt: Any) -> str:
+    leased, finished = (
+        _ms(attempt, "leased_at") or _ms(attempt, "leased"),
+        _ms(attempt, "finished_at") or _ms(attempt, "finished"),
+    )
+    if not finished:
+        return "running" if leased and not _text(attempt, "outcome") else words.NONE
+    return words.span(max(0, finished - leased)) if leased else words.NONE
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from raftsched.rpc.http.web import words
 from raftsched.rpc.http.web.job_sections import job_href, job_row, next_instants, run_href, run_row
 from raftsched.rpc.http.web.overview import ClusterOverview
 from raftsched.rpc.http.web.render import CSS, STYLE_PATH, page, style_sheet
-from raftsched.rpc.http.web.run_sections import attempt_rows, explanation_rows, output_view, run_fields
+from raftsched.rpc.http.web.run_sections import attempt_rows, explanation_rows, log_folder, output_view, run_fields
 from raftsched.rpc.http.web.signin import WebAuth
 
 JOBS_PAGE = 50
@@ -140,7 +140,7 @@ class WebView:
         counts = self.jobs.counts()
         members = [(m, f"{self.scheme}://{m.http_address}/" if m.http_address else "") for m in overview.members]
         runs = [(s.value, counts.runs.get(s, 0)) for s in RunStatus]
-        jobs = [(s.value, counts.jobs_by_status.get(s, 0)) for s in JobStatus if s is not JobStatus.DELETED]
+        jobs = [(s.value, counts.jobs_by_status.get(s, 0)) for s in JobStatus]  # DELETED ones are kept too, readable
         queues = [(q, n, _link("/jobs", queue=q)) for q, n in sorted(counts.pending_by_queue.items())]
         return self._page(
             request, 200, "cluster.html", "Cluster", [("Cluster", "")],
@@ -190,11 +190,12 @@ class WebView:
         name = job.spec.name if job is not None else run.job_id
         crumbs = [("Cluster", "/"), ("Jobs", "/jobs"), (name, job_href(run.job_id)), (f"run {run.run_id}", "")]
         going = run.status in ACTIVE_RUN_STATUSES
+        attempts = attempt_rows(run, job)
         return self._page(
             request, 200, "run.html", f"Run {run.run_id}", crumbs,
             run=run, job=job, job_name=name, job_link=job_href(run.job_id), fields=run_fields(run, job),
             output=output_view(self.jobs.get_run_output(run.run_id, int(attempt_text))), run_href=run_href(run.run_id),
-            attempts=attempt_rows(run), explanation=explanation_rows(getattr(self.jobs, "explain_run", None), run.run_id),
+            attempts=attempts, log_folder=log_folder(attempts), explanation=explanation_rows(getattr(self.jobs, "explain_run", None), run.run_id),
             refresh=LIVE_REFRESH_S if going else 0,
         )  # fmt: skip
 

@@ -96,6 +96,13 @@ def span(ms: int) -> str:
     return ("-" if ms < 0 else "") + "".join(parts)
 
 
+def after(ms: int | None, since_ms: int | None) -> str:
+    """``+3ms``, ``+1m2s``, ``-97ms``: how long after ``since_ms`` an instant came ("-" when either is missing)."""
+    if not ms or not since_ms:
+        return NONE
+    return ("+" if ms >= since_ms else "") + span(ms - since_ms)
+
+
 def cron_fields(expression: str) -> str:
     """Each field of a cron expression in words: ``minute 30, hour 2, any day of the month, ...``."""
     fields = expression.split()
