@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="raftsched",
         description="raftsched: cron as a service on Raft",
         epilog="a local cluster to try it on: scripts/launch_cluster.sh (then `raftsched cluster status`)\n"
-        "`raftsched COMMAND --help` says more about each command, with examples",
+        "`raftsched COMMAND --help` says more about each command, with examples\n"
+        "job, run and cluster take --cluster, --config, -o and the TLS and token flags before or after the command:\n"
+        "  raftsched --cluster 10.0.0.1:50051 job list  is  raftsched job list --cluster 10.0.0.1:50051",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the versions of raftsched and of what it runs on")
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from raftsched.cluster.app import cli
     from raftsched.cluster.app.client_security import security_from_args
 
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(cli.hoist_client_flags(sys.argv[1:] if argv is None else list(argv)))
     if args.command == "node":
         from raftsched.cluster.app.node_main import restore_node, run_node
 

@@ -155,11 +155,17 @@ def check_tick_created(s: Step, seen: dict[str, str]) -> None:
     seen["TICK"] = s.env["TICK"]
 
 
+def _watched(s: Step, seen: dict[str, str]) -> tuple[list[str], set[str]]:
+    """(the kinds of the tick job's changes shown, the runs seen finished) of a `run watch` step."""
+    rows = [line.split() for line in s.output.splitlines() if seen["TICK"] + "@" in line]
+    return [cells[1] for cells in rows], {cells[2] for cells in rows if cells[1] == "finished"}
+
+
 def check_watch(s: Step, seen: dict[str, str]) -> None:
     assert "FIRED = when the fire committed" in s.output  # the header says what the columns mean
-    events = [line.split()[1] for line in s.output.splitlines() if seen["TICK"] + "@" in line]
-    assert len(events) == 6, s.output
-    assert events[0] in ("fired", "leased", "finished") and "fired" in events and "finished" in events, events
+    events, finished = _watched(s, seen)
+    assert len(finished) == 6 and events[-1] == "finished", s.output  # --count 6: six runs, seen through to their end
+    assert events[0] in ("fired", "leased", "finished") and "fired" in events and "leased" in events, events
 
 
 def check_logs(s: Step, seen: dict[str, str]) -> None:
@@ -188,8 +194,8 @@ def check_status_after_kill(s: Step, seen: dict[str, str]) -> None:
 
 
 def check_watch_after_kill(s: Step, seen: dict[str, str]) -> None:
-    events = [line.split()[1] for line in s.output.splitlines() if seen["TICK"] + "@" in line]
-    assert len(events) == 3 and "fired" in events, s.output  # the new leader fires
+    events, finished = _watched(s, seen)
+    assert len(finished) == 3 and "fired" in events, s.output  # the new leader fires, the runs end
 
 
 def check_runs_after_kill(s: Step, seen: dict[str, str]) -> None:

@@ -152,3 +152,20 @@ def test_a_bad_client_config_is_named(tmp_path: Path) -> None:
         resolve(None, str(bad), {})
     with pytest.raises(ConfigError, match="cannot read"):
         resolve(None, str(tmp_path / "missing.toml"), {})
+
+
+def test_the_common_flags_may_come_before_the_noun() -> None:
+    from raftsched.cluster.app.cli.global_flags import hoist_client_flags
+    from raftsched.cluster.app.main import build_parser
+
+    before = ["--cluster", "127.0.0.1:1", "-o", "yaml", "--insecure", "job", "list", "--status", "active"]
+    a = build_parser().parse_args(hoist_client_flags(before))
+    assert (a.command, a.action, a.status) == ("job", "list", "active")
+    assert (a.cluster, a.output, a.insecure) == ("127.0.0.1:1", "yaml", True)
+    a = build_parser().parse_args(hoist_client_flags(["--cluster=h:2", "--json", "run", "get", "R1"]))
+    assert (a.cluster, a.output, a.run_id) == ("h:2", "json", "R1")
+    a = build_parser().parse_args(hoist_client_flags(["--config", "c.toml", "cluster", "status", "--config", "d.toml"]))
+    assert a.config == "d.toml"  # given twice: the one after the command wins
+    untouched = (["node", "--config", "x", "--node-id", "n1"], ["--cluster", "h:1", "node"], ["job", "--help"], ["--version"])
+    for argv in untouched:
+        assert hoist_client_flags(argv) == argv

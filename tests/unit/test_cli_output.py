@@ -85,6 +85,7 @@ def test_yaml_is_the_json_document() -> None:
         to_plain(pb.ListJobsResponse(jobs=[job(), job(b"\xfe")])),
         {"a": "yes", "b": "1.5", "c": "x: y", "d": "#no", "e": "", "f": [], "g": {}, "h": [{"i": None}], "j": "- z"},
         {"text": "line\nnext", "unicode": "héllo", "n": 3, "t": True, "f": 1.25, "s": " lead", "colon": "a:b"},
+        {"spans": ["1d", "1h30m", "500ms", "2s"], "numbers": ["12", "1e5", "0x1f", "1.5"]},
     ]:
         assert yaml.safe_load(to_yaml(value)) == value
     assert render("yaml", JOB_VIEW, [job()], single=True).splitlines()[0] == "job_id: j-1"
@@ -226,3 +227,52 @@ def test_grpc_errors_read_as_one_line() -> None:
     )
     assert describe(down) == str(down) and down.code() == grpc.StatusCode.UNAVAILABLE
     assert "--ca-file" in str(ClusterUnreachable(["h:1"], tls))
+
+
+def test_yaml_shows_enums_and_durations_as_the_flags_write_them_and_json_stays_protobufs() -> None:
+    yaml = pytest.importorskip("yaml")
+    j = job()
+    j.spec.misfire, j.spec.concurrency = pb.MISFIRE_POLICY_FIRE_ALL, pb.CONCURRENCY_POLICY_FORBID
+    cv.to_dur(86_400_000, j.spec.catchup_window)
+    cv.to_dur(1500, j.spec.retry.initial_backoff)
+    doc = yaml.safe_load(render("yaml", JOB_VIEW, [j], single=True))
+    assert (doc["status"], doc["spec"]["misfire"], doc["spec"]["concurrency"]) == ("active", "fire_all", "forbid")
+    spans = (doc["spec"]["catchup_window"], doc["spec"]["every"], doc["spec"]["retry"]["initial_backoff"])
+    assert spans == ("1d", "2s", "1s500ms")
+    assert doc["next_fire_time"] == "2026-09-21T14:13:20Z"  # instants stay RFC 3339
+    assert "  catchup_window: 1d\n" in render("yaml", JOB_VIEW, [j], single=True)  # plain, as typed
+    listed = yaml.safe_load(render("yaml", JOB_VIEW, [j, j]))
+    assert [x["spec"]["misfire"] for x in listed["jobs"]] == ["fire_all", "fire_all"]
+    s = pb.ClusterStatus(leader_id="n1")
+    s.members.add(id="n1", role=pb.MEMBER_ROLE_LEADER)
+    assert yaml.safe_load(render_message("yaml", s, lambda: "", "n1"))["members"][0]["role"] == "leader"
+    ev = pb.RunEvent(run=pb.Run(run_id="r", status=pb.RUN_STATUS_DEAD_LETTER), kind="finished")
+    assert yaml.safe_load(format_event("yaml", ev).removeprefix("---\n"))["run"]["status"] == "dead_letter"
+    # JSON is for scripts: protobuf's JSON mapping, as it was
+    plain = json.loads(render("json", JOB_VIEW, [j], single=True))
+    assert (plain["spec"]["misfire"], plain["spec"]["catchup_window"]) == ("MISFIRE_POLICY_FIRE_ALL", "86400s")
+
+
+def test_run_cancel_says_the_executor_is_asked_and_when_the_run_ends() -> None:
+    from raftsched.cluster.app.cli.runs import cancel_note
+
+    r = pb.Run(run_id="j-1@5", status=pb.RUN_STATUS_LEASED, executor_id="w1", cancel_requested=True)
+    cv.to_ts(1_790_000_030_000, r.lease_expires_at)
+    note = cancel_note(r, 30_000)
+    assert note.startswith("cancel requested: the executor on w1 is asked to stop run j-1@5 at its next lease renewal")
+    assert "(within about 10s: executors renew every third of a lease's TTL, 30s for this job)" in note
+    assert "stays LEASED until it has stopped, then it is CANCELLED" in note and "2026-09-21 16:13:50 CEST" in note
+    assert "within about" not in cancel_note(r, None)
+    row = render("table", RUN_VIEW, [r]).splitlines()[1]
+    assert row.endswith("on w1, cancel requested")
+
+
+def test_run_watch_count_counts_runs_not_changes() -> None:
+    from raftsched.cluster.app.cli.watch import RunCount
+
+    changes = [("a", "fired"), ("a", "leased"), ("b", "fired"), ("a", "finished"), ("b", "leased"), ("c", "skipped")]
+    counted = RunCount([])
+    assert [counted.add(pb.RunEvent(run=pb.Run(run_id=r), kind=k)) for r, k in changes] == [0, 0, 0, 1, 1, 2]
+    leased = RunCount(["leased"])
+    counts = [leased.add(pb.RunEvent(run=pb.Run(run_id=r), kind=k)) for r, k in changes + [("a", "leased")]]
+    assert counts == [0, 1, 1, 1, 2, 2, 2]  # a run leased again counts once

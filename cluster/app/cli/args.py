@@ -119,7 +119,8 @@ def add_noun(sub: Any, noun: str, help_text: str, commands: list[Command], commo
         noun,
         help=help_text,
         description=help_text,
-        epilog=f"examples:\n{examples}\n\n`raftsched {noun} COMMAND --help` says more about each.",
+        epilog=f"examples:\n{examples}\n\n`raftsched {noun} COMMAND --help` says more about each. --cluster, --config, -o and the\n"
+        f"TLS and token flags go after the command, or before `{noun}`: raftsched --cluster H:P {noun} ...",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="COMMAND")

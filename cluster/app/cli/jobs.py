@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Callable
 
-from raftsched.cluster.app.cli.args import Command, parse_from_ms
+from raftsched.cluster.app.cli.args import Command, UsageError, parse_from_ms
+from raftsched.cluster.app.cli.cron_hint import six_field_warning
 from raftsched.cluster.app.cli.output import render, render_message
-from raftsched.cluster.app.cli.spec_args import add_spec_args, build_spec, preview_spec, update_spec
+from raftsched.cluster.app.cli.spec_args import add_spec_args, build_spec, given_schedule, preview_spec, update_spec
+from raftsched.cluster.app.cli.spec_checks import catch_up_note, past_at_refusal
 from raftsched.cluster.app.cli.timefmt import preview_line, zone_or_utc
 from raftsched.cluster.app.cli.views import JOB_VIEW, RUN_VIEW
+from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.model import JobSpec
+from raftsched.cluster.domain.unsafe_text import escape
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv
 from raftsched.rpc.client.client import Client
@@ -19,13 +26,59 @@ def _show_job(a: argparse.Namespace, job: pb.Job) -> None:
     print(render(a.output, JOB_VIEW, [job], single=True))
 
 
+def _say(kind: str, text: str) -> None:
+    print(f"raftsched: {kind}: {escape(text)}", file=sys.stderr)
+
+
+def _domain_spec(spec: pb.JobSpec) -> JobSpec | None:
+    """``spec`` with the cluster's defaults filled in (None when the cluster would refuse it: it says why)."""
+    try:
+        return cv.spec_from_pb(spec)
+    except (RaftschedError, ValueError):
+        return None
+
+
+def refuse_past_at(a: argparse.Namespace, spec: pb.JobSpec, now_ms: int) -> None:
+    """Before ``spec`` goes to the cluster: an ``--at`` in the past is a ``UsageError`` unless ``--allow-past``."""
+    domain = _domain_spec(spec)
+    refusal = past_at_refusal(domain, now_ms) if domain is not None and not a.allow_past else None
+    if refusal:
+        raise UsageError(refusal)
+
+
+def say_surprises(spec: pb.JobSpec, now_ms: int, *, schedule: bool = True, policy: bool = True) -> None:
+    """Once the cluster took ``spec``: a warning of a 6-field cron read seconds-last, a note of what FIRE_ALL does
+    after an outage to instants less than a minute apart. ``schedule`` and ``policy``: whether the flags set the
+    schedule, the misfire policy or its window (``job update`` speaks only of what it changed)."""
+    if schedule and spec.WhichOneof("schedule") == "cron":
+        warning = six_field_warning(spec.cron.expression)
+        if warning:
+            _say("warning", warning)
+    domain = _domain_spec(spec)
+    if domain is not None and (schedule or policy):
+        note = catch_up_note(domain, now_ms, chosen=spec.misfire != pb.MISFIRE_POLICY_UNSPECIFIED)
+        if note:
+            _say("note", note)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def create(a: argparse.Namespace, client: Client) -> None:
-    _show_job(a, client.create_job(build_spec(a), a.idempotency_key))
+    spec, now = build_spec(a), _now_ms()
+    refuse_past_at(a, spec, now)
+    _show_job(a, client.create_job(spec, a.idempotency_key))
+    say_surprises(spec, now)
 
 
 def update(a: argparse.Namespace, client: Client) -> None:
     job = client.get_job(a.job_id)
-    _show_job(a, client.job("UpdateJob", pb.UpdateJobRequest(job_id=a.job_id, spec=update_spec(job.spec, a))))
+    spec, now, schedule = update_spec(job.spec, a), _now_ms(), bool(given_schedule(a))
+    if schedule:
+        refuse_past_at(a, spec, now)
+    _show_job(a, client.job("UpdateJob", pb.UpdateJobRequest(job_id=a.job_id, spec=spec)))
+    say_surprises(spec, now, schedule=schedule, policy=bool(a.misfire or a.catchup_window))
 
 
 def list_jobs(a: argparse.Namespace, client: Client) -> None:
@@ -60,6 +113,9 @@ def preview(a: argparse.Namespace, client: Client) -> None:
         return "\n".join(preview_line(cv.ts_ms(t), zone, n) for t, n in zip(resp.times, notes))
 
     print(render_message(a.output, resp, text, "\n".join(preview_line(cv.ts_ms(t), zone) for t in resp.times)))
+    warning = six_field_warning(spec.cron.expression) if spec.WhichOneof("schedule") == "cron" else None
+    if warning:
+        _say("warning", warning)
 
 
 def _job_id(p: argparse.ArgumentParser) -> None:
@@ -104,7 +160,10 @@ COMMANDS = [
         create,
         _create_args,
         "Create a job: one schedule, what to run (--type, --payload) and its policies. Prints the job\n"
-        "(-o id: only its id). A shell payload must be the JSON object the type runs.",
+        "(-o id: only its id). A shell payload must be the JSON object the type runs. An --at in the past is\n"
+        "refused (it would be skipped, or fire at once) unless --allow-past; a 6-field cron whose seconds\n"
+        "(the LAST field) are '*' is warned of, and so is misfire policy fire_all (the default) for instants\n"
+        "less than a minute apart: after an outage it fires one run for every instant missed.",
     ),
     Command("list", "list jobs", "raftsched job list --status active -o wide", list_jobs, _list_args),
     Command("get", "show one job", "raftsched job get JOB_ID -o yaml", _by_id("GetJob"), _job_id),

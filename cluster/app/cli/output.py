@@ -3,12 +3,15 @@
 * ``table`` — columns with a header line, times in local time; ``wide`` — more columns;
 * ``json`` — one document: an object, or ``{"jobs": [...]}`` for a list;
 * ``jsonl`` — one object per line (lists and streams);
-* ``yaml`` — the same document as ``json``, as YAML (``---`` between streamed events);
+* ``yaml`` — the same document as ``json``, as YAML (``---`` between streamed events), with enums and
+  durations as the flags write them (``misfire: fire_all``, ``catchup_window: 1d``, ``status: active``);
 * ``id`` — only the ids, one per line (for scripts: ``TICK=$(raftsched job create ... -o id)``).
 
-JSON and YAML follow protobuf's JSON mapping with the proto's field names
-(enums by name, 64-bit numbers as strings, times in RFC 3339 UTC), except
-for bytes: a payload, log or result that is UTF-8 is shown as text
+JSON follows protobuf's JSON mapping with the proto's field names (enums by
+name, durations in seconds, 64-bit numbers as strings, times in RFC 3339 UTC),
+a form scripts can rely on; YAML is the same document for people, but for
+enums and durations in their flag forms. Both differ from the mapping for
+bytes: a payload, log or result that is UTF-8 is shown as text
 (``"payload": "{\\"command\\": \\"date\\"}"``); one that is not is shown as
 base64 under the field's name plus ``_base64`` (``"payload_base64": "..."``).
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -34,6 +38,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from raftsched.cluster.app.cli.timefmt import span_text
 from raftsched.cluster.domain.unsafe_text import escape, escape_json
 
 # ---------------------------------------------------------------- protobuf -> plain values
@@ -44,6 +49,51 @@ def to_plain(msg: Message) -> dict[str, Any]:
     plain = json_format.MessageToDict(msg, preserving_proto_field_name=True)
     _text_bytes(msg, plain)
     return plain
+
+
+def to_flag_forms(msg: Message) -> dict[str, Any]:
+    """``msg`` as ``to_plain`` gives it, with enums and durations as the flags write them (YAML's form):
+    ``fire_all`` for ``MISFIRE_POLICY_FIRE_ALL``, ``active`` for ``JOB_STATUS_ACTIVE``, ``1d`` for ``"86400s"``."""
+    plain = to_plain(msg)
+    _flag_forms(msg, plain)
+    return plain
+
+
+def _enum_flag(enum: Any, number: int) -> str | int:
+    """An enum value as a flag names it: its name without the prefix all its enum's names share, lower case."""
+    names = [v.name for v in enum.values]
+    value = enum.values_by_number.get(number)
+    if value is None:
+        return number
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[: prefix.rfind("_") + 1] if len(names) > 1 else ""
+    return value.name.removeprefix(prefix).lower()
+
+
+def _flag_value(fd: FieldDescriptor, value: Any, shown: Any) -> Any:
+    if fd.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_flag(fd.enum_type, value)
+    if fd.type == FieldDescriptor.TYPE_MESSAGE and fd.message_type.full_name == "google.protobuf.Duration":
+        return span_text(value.seconds * 1000 + value.nanos // 1_000_000)
+    if fd.type == FieldDescriptor.TYPE_MESSAGE and isinstance(shown, dict):
+        _flag_forms(value, shown)
+    return shown
+
+
+def _flag_forms(msg: Message, plain: dict[str, Any]) -> None:
+    for fd, value in msg.ListFields():
+        if fd.name not in plain:
+            continue
+        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+            value_fd, shown_map = fd.message_type.fields_by_name["value"], plain[fd.name]
+            for key, item in value.items():
+                shown_key = str(key).lower() if isinstance(key, bool) else str(key)
+                if shown_key in shown_map:
+                    shown_map[shown_key] = _flag_value(value_fd, item, shown_map[shown_key])
+        elif fd.is_repeated:
+            plain[fd.name] = [_flag_value(fd, v, shown) for v, shown in zip(value, plain[fd.name])]
+        else:
+            plain[fd.name] = _flag_value(fd, value, plain[fd.name])
 
 
 def _text_bytes(msg: Message, plain: dict[str, Any]) -> None:
@@ -86,6 +136,8 @@ def payload_text(data: bytes, limit: int = 60) -> str:
 # ---------------------------------------------------------------- YAML (enough for JSON-shaped data)
 
 _PLAIN_SCALAR = re.compile(r"^[A-Za-z_./][A-Za-z0-9_ .,/@+()-]*$")
+#: a span as the flags write it (``1d``, ``1h30m``, ``500ms``): a string in YAML, written plain
+_SPAN_SCALAR = re.compile(r"^(\d+(ms|s|m|h|d))+$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
@@ -108,6 +160,8 @@ def _scalar(value: Any) -> str:
         return json.dumps(value)
     text = str(value)
     if _PLAIN_SCALAR.match(text) and text.lower() not in _YAML_WORDS and not text.endswith(" ") and ": " not in text:
+        return text
+    if _SPAN_SCALAR.match(text):
         return text
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
 
@@ -190,7 +244,8 @@ def render(fmt: str, view: View, items: Iterable[Any], single: bool = False) -> 
         return "\n".join(escape(view.id(m)) for m in items)
     if fmt == "jsonl":
         return "\n".join(to_json(to_plain(m)) for m in items)
-    doc: Any = to_plain(items[0]) if single else {view.list_key: [to_plain(m) for m in items]}
+    plain = to_flag_forms if fmt == "yaml" else to_plain
+    doc: Any = plain(items[0]) if single else {view.list_key: [plain(m) for m in items]}
     if fmt == "yaml":
         return to_yaml(doc).rstrip("\n")
     return to_json(doc, indent=2)
@@ -203,10 +258,9 @@ def render_message(fmt: str, msg: Message, text: Callable[[], str], ident: str =
         return escape(text(), keep_newlines=True)
     if fmt == "id":
         return escape(ident)
-    plain = to_plain(msg)
     if fmt == "yaml":
-        return to_yaml(plain).rstrip("\n")
-    return to_json(plain, indent=None if fmt == "jsonl" else 2)
+        return to_yaml(to_flag_forms(msg)).rstrip("\n")
+    return to_json(to_plain(msg), indent=None if fmt == "jsonl" else 2)
 
 
 def encode_bytes(data: bytes) -> str:

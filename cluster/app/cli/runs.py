@@ -10,10 +10,12 @@ import grpc
 from raftsched.cluster.app.cli.args import Command, CommandFailed, UsageError
 from raftsched.cluster.app.cli.follow import follow_logs, output_notes
 from raftsched.cluster.app.cli.output import render, render_message, table
-from raftsched.cluster.app.cli.timefmt import local, ts_ms
+from raftsched.cluster.app.cli.timefmt import local, span_text, ts_ms
 from raftsched.cluster.app.cli.views import RUN_VIEW
 from raftsched.cluster.app.cli.watch import add_watch_args, watch
+from raftsched.cluster.domain.unsafe_text import escape
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc import convert as cv
 from raftsched.rpc.client.client import Client, new_request_id
 
 RUN_STATUSES = ["pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped"]
@@ -28,8 +30,35 @@ def get(a: argparse.Namespace, client: Client) -> None:
     print(render(a.output, RUN_VIEW, [client.get_run(a.run_id)], single=True))
 
 
+def cancel_note(run: pb.Run, lease_ttl_ms: int | None) -> str:
+    """What happens to a LEASED run whose cancel was just requested, and when."""
+    on = f" on {run.executor_id}" if run.executor_id else ""
+    within = (
+        f" (within about {span_text(-(-lease_ttl_ms // 3))}: executors renew every third of a lease's TTL, "
+        f"{span_text(lease_ttl_ms)} for this job)"
+        if lease_ttl_ms
+        else ""
+    )
+    expires = ts_ms(run.lease_expires_at)
+    gone = f" at {local(expires)}" if expires is not None else ""
+    return (
+        f"cancel requested: the executor{on} is asked to stop run {run.run_id} at its next lease renewal{within}; "
+        f"the run stays LEASED until it has stopped, then it is CANCELLED (were the executor gone, it would be when "
+        f"its lease expires{gone}). Follow it: raftsched run logs {run.run_id} --follow"
+    )
+
+
 def cancel(a: argparse.Namespace, client: Client) -> None:
-    print(render(a.output, RUN_VIEW, [client.job("CancelRun", pb.CancelRunRequest(run_id=a.run_id))], single=True))
+    run = client.job("CancelRun", pb.CancelRunRequest(run_id=a.run_id))
+    print(render(a.output, RUN_VIEW, [run], single=True))
+    if a.output not in ("table", "wide") or run.status != pb.RUN_STATUS_LEASED:
+        return  # a PENDING run is CANCELLED at once
+    try:
+        job = client.get_job(run.job_id)
+        ttl: int | None = cv.dur_ms(job.spec.lease_ttl) if job.spec.HasField("lease_ttl") else None
+    except grpc.RpcError:  # the note goes without the number
+        ttl = None
+    print(escape(cancel_note(run, ttl)), file=sys.stderr)
 
 
 def retry(a: argparse.Namespace, client: Client) -> None:
@@ -122,7 +151,16 @@ def _logs_args(p: argparse.ArgumentParser) -> None:
 COMMANDS = [
     Command("list", "list runs, oldest first", "raftsched run list --job JOB_ID --status failed", list_runs, _list_args),
     Command("get", "show one run", "raftsched run get RUN_ID -o yaml", get, _run_id),
-    Command("cancel", "cancel a pending or running run", "raftsched run cancel RUN_ID", cancel, _run_id),
+    Command(
+        "cancel",
+        "cancel a pending or running run",
+        "raftsched run cancel RUN_ID\nraftsched run logs RUN_ID --follow   # until it has stopped",
+        cancel,
+        _run_id,
+        "Cancel a run. A PENDING run is CANCELLED at once. A LEASED (running) one stays LEASED while its\n"
+        "executor is asked to stop it, at its next lease renewal (within a third of the job's lease TTL),\n"
+        "and is CANCELLED once it has stopped.",
+    ),
     Command(
         "retry",
         "run a dead-lettered, failed or cancelled run again",

@@ -26,11 +26,18 @@ def add_spec_args(p: argparse.ArgumentParser, schedule_only: bool = False) -> No
     s.add_argument(
         "--cron",
         metavar="EXPR",
-        help="at the instants of a cron expression, e.g. '30 2 * * *' (5 fields, or 6 with seconds last)",
+        help="at the instants of a cron expression: 5 fields, minute hour day-of-month month day-of-week, e.g. "
+        "'30 2 * * *'; or 6 with the seconds LAST (not first, as in Quartz): '0 12 * * * 30' is 12:00:30",
     )
     s.add_argument("--tz", metavar="ZONE", help="IANA time zone of --cron, e.g. Europe/Berlin (default UTC); only with --cron")
     if schedule_only:
         return
+    s.add_argument(
+        "--allow-past",
+        action="store_true",
+        help="accept an --at instant in the past (the cluster skips it, or fires it at once, as its misfire policy "
+        "and catch-up window say)",
+    )
     j = p.add_argument_group("what runs")
     j.add_argument("--name", help="a human name (need not be unique)")
     j.add_argument("--queue", help="the queue its runs are offered on (default: default)")
@@ -53,7 +60,7 @@ def add_spec_args(p: argparse.ArgumentParser, schedule_only: bool = False) -> No
     r.add_argument("--history-ttl", metavar="SPAN", help="how long finished runs are kept (default 7d)")
 
 
-def _given_schedule(a: argparse.Namespace) -> list[str]:
+def given_schedule(a: argparse.Namespace) -> list[str]:
     return [k for k in SCHEDULES if getattr(a, k, None)]
 
 
@@ -67,7 +74,7 @@ def _check_tz(a: argparse.Namespace, kind: str | None) -> None:
 
 def set_schedule(spec: pb.JobSpec, a: argparse.Namespace, keep_zone: str = "") -> None:
     """Set the one schedule the flags give (``keep_zone``: the zone a --cron without --tz keeps)."""
-    chosen = _given_schedule(a)
+    chosen = given_schedule(a)
     if len(chosen) != 1:
         got = f" (got {', '.join('--' + k for k in chosen)})" if chosen else ""
         raise UsageError(f"give exactly one schedule: --at TIME, --after SPAN, --every SPAN or --cron EXPR [--tz ZONE]{got}")
@@ -132,7 +139,7 @@ def change_schedule(spec: pb.JobSpec, a: argparse.Namespace) -> None:
     """Replace ``spec``'s schedule with the one the flags give, if any; ``--tz`` alone changes a cron
     job's zone (and is refused for any other schedule)."""
     kind = spec.WhichOneof("schedule")
-    if _given_schedule(a):
+    if given_schedule(a):
         set_schedule(spec, a, keep_zone=spec.cron.timezone if kind == "cron" else "")
     elif a.tz:
         _check_tz(a, kind)

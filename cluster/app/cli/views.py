@@ -37,7 +37,7 @@ def run_note(r: pb.Run, width: int = 60) -> str:
         text = " ".join(r.error.split())
         return text if len(text) <= width else text[: width - 3] + "..."
     if r.status == pb.RUN_STATUS_LEASED and r.executor_id:
-        return f"on {r.executor_id}"
+        return f"on {r.executor_id}" + (", cancel requested" if r.cancel_requested else "")
     return ""
 
 

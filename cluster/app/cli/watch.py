@@ -11,6 +11,10 @@ are in, and what FIRED vs SCHEDULED mean (a fire commits up to the
 look-ahead, 0.1 s by default, before its instant; no run is leased before
 it). ``json`` and ``jsonl`` print one object per line, ``yaml`` one document
 per event, ``id`` the run ids.
+
+``--count N`` counts runs, not changes: the watch stops once N runs have
+ended (or, with ``--kind``, have had a change of those kinds), each run
+counted once, after showing every change of theirs that came before.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import threading
 from typing import Any, Iterator
 
 from raftsched.cluster.app.cli.connect import UNREACHABLE_AFTER_S
-from raftsched.cluster.app.cli.output import to_json, to_plain, to_yaml
+from raftsched.cluster.app.cli.output import to_flag_forms, to_json, to_plain, to_yaml
 from raftsched.cluster.app.cli.timefmt import local, local_zone_text, ts_ms
 from raftsched.cluster.app.cli.views import run_note, run_status
 from raftsched.cluster.domain.unsafe_text import escape
@@ -31,6 +35,8 @@ from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc.client.client import Client
 from raftsched.rpc.client.watch import RunFollower
 
+#: the changes that end a run: what ``--count`` counts runs by when no ``--kind`` is given
+ENDS = frozenset({"finished", "skipped"})
 _WIDTHS = (12, 16, 37, 11, 12, 12, 7)
 _HEADERS = ("TIME", "EVENT", "RUN ID", "STATUS", "SCHEDULED", "FIRED", "ATTEMPT", "NOTE")
 _WIDE_HEADERS = ("EXECUTOR", "TOKEN", "POSITION")
@@ -78,7 +84,7 @@ def format_event(fmt: str, ev: pb.RunEvent) -> str:
     if fmt == "id":
         return ev.run.run_id
     if fmt == "yaml":
-        return "---\n" + to_yaml(to_plain(ev)).rstrip("\n")
+        return "---\n" + to_yaml(to_flag_forms(ev)).rstrip("\n")
     return to_json(to_plain(ev))
 
 
@@ -104,16 +110,31 @@ def watch(a: argparse.Namespace, client: Client) -> None:
         connected=connected,
         first_give_up_s=UNREACHABLE_AFTER_S,
     )
-    shown = 0
+    counted = RunCount(a.kind)
     with _ctrl_c_cancels(follower):
         try:
             for ev in follower:
                 print(format_event(a.output, ev), flush=True)
-                shown += 1
-                if a.count and shown >= a.count:
+                if a.count and counted.add(ev) >= a.count:
                     return
         finally:  # the stream is cancelled before its channel is closed
             follower.cancel()
+
+
+class RunCount:
+    """The runs ``--count`` counts: each run once, when it first reaches what is watched for — with ``--kind``,
+    a change of one of those kinds; without, its end (``finished``: succeeded, failed, cancelled or dead-lettered;
+    ``skipped``)."""
+
+    def __init__(self, kinds: list[str]) -> None:
+        self.kinds = frozenset(kinds) or ENDS
+        self.runs: set[str] = set()
+
+    def add(self, ev: pb.RunEvent) -> int:
+        """Count ``ev``'s run if it is one; how many runs are counted."""
+        if ev.kind in self.kinds:
+            self.runs.add(ev.run.run_id)
+        return len(self.runs)
 
 
 @contextlib.contextmanager
@@ -158,4 +179,11 @@ def add_watch_args(p: argparse.ArgumentParser) -> None:
         help="only this kind of change (repeatable), e.g. --kind finished for outcomes only",
     )
     p.add_argument("--existing", action="store_true", help="first show the runs pending or leased now")
-    p.add_argument("--count", type=int, default=0, metavar="N", help="stop after N events (default: run until Ctrl-C)")
+    p.add_argument(
+        "--count",
+        type=int,
+        default=0,
+        metavar="N",
+        help="stop once N runs have ended (finished or skipped), every change of theirs shown; with --kind, once N runs "
+        "have had such a change. Each run counts once (default: run until Ctrl-C)",
+    )
