@@ -19,7 +19,7 @@ What it relies on in pysyncobj 0.3.17 (read from its source; re-check on an upgr
   leader's log, and the others refuse its connections (it announces an
   address they no longer know), so it never hears of its removal through
   Raft: the node layer learns it from the replicated state before the change
-  (``raftsched.cluster.domain.membership_rules``) and then from losing its leader.
+  (``raftsched.cluster.fsm.membership``) and then from losing its leader.
 * ``transferLeadership(node=None)`` (Raft's TimeoutNow): the leader asks its
   most caught-up connected follower to start an election at once; a follower
   that is not fully caught up is refused (REQUEST_DENIED). Best effort: the

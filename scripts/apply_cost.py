@@ -60,7 +60,7 @@ from typing import Any, Callable, Iterator
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import At, JobSpec
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 
 FIRE_BATCH = 256
 LEASE_BATCH = 500
@@ -147,13 +147,12 @@ def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: No
 
     import lmdb
 
-    from raftsched.cluster.domain import record_codec as rc
-    from raftsched.cluster.domain import snapshot_codec as sc
-    from raftsched.cluster.domain.lease_rules import lease_id_for
+    from raftsched.cluster.domain.leases import lease_id_for
     from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
-    from raftsched.cluster.domain.state_store import Table
+    from raftsched.cluster.fsm import keys, layout
+    from raftsched.cluster.fsm.store import Table
 
-    v = rc.MARSHAL_VERSION
+    v = layout.MARSHAL_VERSION
     folder = tempfile.mkdtemp(prefix="raftsched-floor-")
     env = lmdb.open(
         os.path.join(folder, "floor.mdb"), subdir=False, map_size=8 << 30, max_dbs=len(Table.ALL) + 1, sync=False, metasync=False
@@ -168,8 +167,8 @@ def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: No
             for i, job_id in enumerate(ids):
                 spec = JobSpec(name=f"n{i}", schedule=At(T0), type="noop")
                 job = Job(job_id, spec, JobStatus.ACTIVE, made, made, T0, made, made)
-                txn.put(job_id.encode(), marshal.dumps(sc.job_to_tuple(job), v), db=jobs_db)
-                txn.put(rc.timed_key(T0, job_id), b"", db=due)
+                txn.put(job_id.encode(), marshal.dumps(layout.job_to_tuple(job), v), db=jobs_db)
+                txn.put(keys.timed_key(T0, job_id), b"", db=due)
         # what is written that does not depend on what is read, and each run's records (no history: a lower
         # bound), made before the clock starts
         rows = []
@@ -177,14 +176,14 @@ def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: No
         for token, job_id in enumerate(ids, 1):
             run_id = run_id_for(job_id, T0)
             run = Run(run_id, job_id, "default", T0, T0)
-            fired = marshal.dumps(sc.run_to_tuple(run), v)
+            fired = marshal.dumps(layout.run_to_tuple(run), v)
             run.status, run.attempt, run.executor_id, run.fencing_token = RunStatus.LEASED, 1, "bench", token
             run.lease_id, run.lease_expires_ms, run.started_ms = lease_id_for(token), T0 + 30_000, T0
-            leased = sc.run_to_tuple(run)
+            leased = layout.run_to_tuple(run)
             run.status, run.finished_ms = RunStatus.SUCCEEDED, T0 + 5
-            key = rc.job_run_key(job_id, T0, run_id)
-            rows.append((job_id.encode(), rc.timed_key(T0, job_id), run_id.encode(), fired, key, leased, sc.run_to_tuple(run),
-                         rc.timed_key(T0 + 5 + ttl, run_id)))  # fmt: skip
+            key = keys.job_run_key(job_id, T0, run_id)
+            rows.append((job_id.encode(), keys.timed_key(T0, job_id), run_id.encode(), fired, key, leased, layout.run_to_tuple(run),
+                         keys.timed_key(T0 + 5 + ttl, run_id)))  # fmt: skip
         done = JobStatus.COMPLETED.value
         took: list[float] = []
         index = 0
@@ -216,8 +215,8 @@ def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: No
                 txn.put(run_key, marshal.dumps(ended, v), db=runs)
                 txn.delete(job_run_key, db=active)
                 txn.put(expiry_key, b"", db=expiry)
-                txn.put(job_key, rc.encode_int(rc.decode_int(txn.get(job_key, db=finished)) + 1), db=finished)
-                rc.decode_int(txn.get(job_key, db=failed))
+                txn.put(job_key, layout.encode_int(layout.decode_int(txn.get(job_key, db=finished)) + 1), db=finished)
+                layout.decode_int(txn.get(job_key, db=failed))
         before_close(env)
         return took[0], took[1], took[2]
     finally:

@@ -1,11 +1,11 @@
-"""The job state in one LMDB environment per node: ``raftsched.cluster.domain.state_store.StateStore`` on disk.
+"""The job state in one LMDB environment per node: ``raftsched.cluster.fsm.store.StateStore`` on disk.
 
 Layout: one file (``subdir=False``, ``<node dir>/state.mdb`` with LMDB's
 ``state.mdb-lock``), one named database per ``Table``, and in the main
 database the marker ``raftsched`` = ``state <version>`` (a file without it
 is not ours and is refused, naming it).
 
-Transactions (``state_store``'s contract): the writer — the state machine on
+Transactions (``raftsched.cluster.fsm.store``'s contract): the writer — the state machine on
 the Raft tick thread — opens a write transaction with its first write and
 ``commit()`` ends it once per Raft entry, with the applied index written in
 it by the machine; only that thread may end it (``raftsched.raft.lmdb_owner``: a close
@@ -58,7 +58,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 
 import lmdb
 
-from raftsched.cluster.domain.state_store import SCAN_LIMIT, StoreFailure, Table
+from raftsched.cluster.fsm.store import SCAN_LIMIT, StoreFailure, Table
 from raftsched.raft import disk_trouble
 from raftsched.raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
 from raftsched.raft.lmdb_check import lmdb_short_by

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftsched.cluster.domain import command_registry
-from raftsched.cluster.domain.command_registry import command, handles
+from raftsched.cluster.domain.command_registry import command
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.results import Ok, Result
 
@@ -42,9 +42,8 @@ class FormatProbe:
     node_id: str
 
 
-@handles(FormatProbe)
-def _apply_probe(machine: Any, cmd: FormatProbe, index: int) -> Result:
-    return Ok(index)
+def _apply_probe(tx: Any, cmd: FormatProbe) -> Result:
+    return Ok(tx.index)
 
 
 def _probe(node: Any) -> None:
@@ -59,6 +58,9 @@ def _probe(node: Any) -> None:
 
 def main() -> int:
     command_registry.FORMAT_VERSION = NEXT_FORMAT
+    from raftsched.cluster.fsm.machine import HANDLERS
+
+    HANDLERS[FormatProbe] = _apply_probe
     from raftsched.cluster.app import main as raftsched
     from raftsched.cluster.app import node_main
 

@@ -12,7 +12,7 @@ from typing import Callable
 
 import lmdb
 
-from raftsched.cluster.domain.state_store import Table
+from raftsched.cluster.fsm.store import Table
 from raftsched.raft.lmdb_journal import LmdbJournal
 from raftsched.raft.lmdb_owner import WrongThreadError
 from raftsched.storage.lmdb_state import LmdbStateStore

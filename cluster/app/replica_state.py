@@ -3,7 +3,7 @@
 ``raftsched.raft.adapter.StateMachine`` wants one object that applies and commits
 entries, pins a copy of the state for a snapshot, installs one, converts a
 format-2 blob, and says when the store is nearly full. The job state machine
-(``raftsched.cluster.domain.state``, pure) does the first and last-but-one; its store
+(``raftsched.cluster.fsm.machine``, pure) does the first and last-but-one; its store
 (``raftsched.storage.lmdb_state``) the file work. This wires the two; after an install,
 and after an entry the disk refused (``rollback``), the machine rereads its
 small state and rebuilds its in-memory indexes.
@@ -15,7 +15,7 @@ import os
 from typing import Any, BinaryIO, Callable
 
 from raftsched.cluster.domain.errors import NewerState
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.config import ClusterConfig, ConfigError
 from raftsched.storage.lmdb_state import EnvCopy, LmdbStateStore, StateFileError
 

@@ -1,7 +1,8 @@
 """The command registry and the log's wire format: how commands become Raft entries and back.
 
 A command is a frozen dataclass registered with ``@command(op, to_plain,
-from_plain, since)``; its state-machine handler with ``@handles(TheCommand)``.
+from_plain, since)``; its state-machine handler is in the machine's table
+(``raftsched.cluster.fsm.machine.HANDLERS``).
 The wire form is UTF-8 JSON ``{"v": <format>, "op": <name>, "now": <ms>,
 ...fields}`` where ``v`` is the command format that introduced the command
 (``since``): entries of the commands an older node knows keep the format it
@@ -63,8 +64,6 @@ FromPlain = Callable[[Plain, int], Any]
 
 _ENCODERS: dict[type, tuple[str, ToPlain, int]] = {}
 _DECODERS: dict[str, tuple[FromPlain, int]] = {}
-#: the state machine's handler of each command type (filled by ``handles``)
-HANDLERS: dict[type, Callable[..., Any]] = {}
 
 
 def command(op: str, to_plain: ToPlain, from_plain: FromPlain, since: int = 1) -> Callable[[type[C]], type[C]]:
@@ -101,16 +100,6 @@ def request_fingerprint(cmd: Any) -> str:
         plain.pop("job_id", None)
     body = json.dumps([op, plain], sort_keys=True, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(body).hexdigest()[:32]
-
-
-def handles(cmd_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a state-machine method ``fn(machine, cmd, index) -> Result`` as the handler of ``cmd_type``."""
-
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        HANDLERS[cmd_type] = fn
-        return fn
-
-    return register
 
 
 def registered_commands() -> list[type]:

@@ -30,9 +30,9 @@ One Raft entry may carry many fires (``Fire.items``): batching is how the
 leader keeps up with thousands of due instants per second.
 
 Adding a command is one place here — the class with ``@command(op, to_plain,
-from_plain, since)`` beside it — plus its handler in the state machine,
-registered with ``@handles(TheCommand)`` (a unit test checks every command has
-one). A new command is a new format: ``since`` = ``FORMAT_VERSION + 1``, raise
+from_plain, since)`` beside it — plus its handler in the state machine's
+table (``raftsched.cluster.fsm.machine.HANDLERS``; a unit test checks every
+command has one). A new command is a new format: ``since`` = ``FORMAT_VERSION + 1``, raise
 ``command_registry.FORMAT_VERSION`` and add its line above; the leader starts
 using it once every member understands it. ``op`` and the plain keys are the
 log's wire format: never rename them (an optional key with a default in
@@ -47,7 +47,6 @@ from typing import Any, Union
 from raftsched.cluster.domain import command_registry as _registry
 from raftsched.cluster.domain.command_registry import (  # re-exported: the one module callers import
     FORMAT_VERSION,
-    HANDLERS,
     REQUEST_ID_FORMAT,
     CommandFormatError,
     UnsupportedCommand,
@@ -55,7 +54,6 @@ from raftsched.cluster.domain.command_registry import (  # re-exported: the one 
     command_format,
     encode,
     format_of,
-    handles,
     registered_commands,
     request_fingerprint,
 )
@@ -66,7 +64,6 @@ from raftsched.cluster.domain.spec_codec import Plain, b64, spec_from_plain, spe
 
 __all__ = [
     "FORMAT_VERSION",
-    "HANDLERS",
     "REQUEST_ID_FORMAT",
     "AddMember",
     "Command",
@@ -81,7 +78,6 @@ __all__ = [
     "decode",
     "encode",
     "format_of",
-    "handles",
     "registered_commands",
     "request_fingerprint",
 ]
@@ -140,7 +136,7 @@ class CreateJob:
     fingerprint: str = ""
     #: the proposer's ``[limits] max_jobs``: refused when the state already keeps that many (0: no quota)
     max_jobs: int = 0
-    #: the same id again within 24 h returns the first answer (``raftsched.cluster.domain.request_rules``)
+    #: the same id again within 24 h returns the first answer (``raftsched.cluster.fsm.requests``)
     request_id: str = ""
 
 

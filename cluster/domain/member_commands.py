@@ -1,6 +1,6 @@
 """Commands of command format 2: the cluster's membership and the switch of command format.
 
-Membership lives in the replicated state (``raftsched.cluster.domain.membership_rules``)
+Membership lives in the replicated state (``raftsched.cluster.fsm.membership``)
 beside pysyncobj's own configuration: a change is begun (``AddMember``,
 ``RemoveMember``), pysyncobj's change is made by the leader, and the leader
 ends it (``FinishMemberChange``). ``SetClusterFormat`` raises the command

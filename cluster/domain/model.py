@@ -124,7 +124,7 @@ class JobSpec(NamedTuple):
     history_limit: int = DEFAULT_HISTORY_LIMIT
     history_ttl_ms: int = DEFAULT_HISTORY_TTL_MS
     #: FAILED and DEAD_LETTER runs kept per job apart from the others (from the cluster's command format 3 on:
-    #: ``raftsched.cluster.domain.retention_rules``), so that a burst of successes does not prune them
+    #: ``raftsched.cluster.fsm.retention``), so that a burst of successes does not prune them
     failed_history_limit: int = DEFAULT_FAILED_HISTORY_LIMIT
 
 

@@ -2,7 +2,7 @@
 
 ``job_to_plain``/``run_to_plain`` give a record's full plain form (to compare
 replicas' states in tests and tools); snapshots use their own compact codec
-(``snapshot_codec``).
+(``raftsched.cluster.fsm.layout``).
 
 Every record becomes a dict of str/int/float/bool/list values that JSON can
 carry; bytes travel as base64. Nothing here pickles, and nothing depends on

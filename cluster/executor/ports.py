@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol, runtime_checkable
 
 from raftsched.cluster.domain.errors import RaftschedError
-from raftsched.cluster.domain.lease_rules import Renewal
+from raftsched.cluster.domain.leases import Renewal
 from raftsched.cluster.domain.output import OutputKey
 from raftsched.cluster.executor.bounded_log import BoundedLog
 

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Callable, Iterator, Protocol, TypeVar
 
 from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Run
-from raftsched.cluster.domain.records import RecordReader
+from raftsched.cluster.fsm.reader import RecordReader
 
 Accept = Callable[[Run], bool]
 T = TypeVar("T")

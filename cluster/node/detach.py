@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, TypeVar
 
-from raftsched.cluster.domain.lease_rules import Grant
+from raftsched.cluster.domain.leases import Grant
 from raftsched.cluster.domain.model import Job, Run
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """The scheduler's use cases in domain terms: what JobService does, without protobuf.
 
 Each write validates its input, stamps ``now`` and proposes one command
-(with the caller's ``request_id``, if any: ``raftsched.cluster.domain.request_rules``;
+(with the caller's ``request_id``, if any: ``raftsched.cluster.fsm.requests``;
 while the cluster is below command format 3 the id is not sent, and a
 retried call is then not deduplicated);
 a create's idempotency key is stored under its spec's queue
@@ -26,14 +26,14 @@ from raftsched.cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.idempotency_scope import readable, scoped
 from raftsched.cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
-from raftsched.cluster.domain.records import RecordReader
 from raftsched.cluster.domain.results import AlreadyExists, NotFound, ResourceExhausted
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT
 from raftsched.cluster.domain.schedule import explain_instant, upcoming
 from raftsched.cluster.domain.spec_codec import spec_fingerprint
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
 from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.reader import RecordReader
 from raftsched.cluster.node.active_runs import iter_active_runs
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.explain import Explanation, explain

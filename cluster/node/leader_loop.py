@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError, Unavailable
-from raftsched.cluster.domain.state import JobStateMachine, due_item
+from raftsched.cluster.fsm.machine import JobStateMachine, due_item
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.config import SchedulerConfig
 from raftsched.cluster.node.lease_watch import LeaseWatch

@@ -26,14 +26,14 @@ from typing import Callable
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
-from raftsched.cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
+from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
 from raftsched.cluster.domain.model import Run
 from raftsched.cluster.domain.output import OutputKey
 from raftsched.cluster.domain.output_location import OutputLocation
 from raftsched.cluster.domain.results import FailedPrecondition
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.unsafe_text import check_text
 from raftsched.cluster.domain.validation import validate_queue, validate_type_name
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.replicated_state import ReplicatedState
 from raftsched.cluster.node.slots import Slots

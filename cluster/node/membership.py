@@ -1,7 +1,7 @@
 """Membership as the node serves it: what GetClusterStatus lists, and AddNode / RemoveNode.
 
 ``MembershipView`` is one consistent read of the replicated membership
-(``raftsched.cluster.domain.membership_rules``): the members with their addresses,
+(``raftsched.cluster.fsm.membership``): the members with their addresses,
 the change in flight, the command format, and what each node reported of
 its version. ``MembershipService`` begins a change with a committed command
 (one at a time: another while one is in flight is FAILED_PRECONDITION) and
@@ -20,8 +20,8 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError, Unavailable
 from raftsched.cluster.domain.model import Member, MemberChange
 from raftsched.cluster.domain.results import FailedPrecondition
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.validation import validate_member, validate_node_id
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.replicated_state import ReplicatedState
 

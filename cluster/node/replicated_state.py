@@ -52,9 +52,9 @@ from typing import Any, Callable, TypeVar
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import Overloaded, RejectedError, Unavailable, ValidationError
-from raftsched.cluster.domain.records import RecordReader
 from raftsched.cluster.domain.results import Ok, Rejected, Result
-from raftsched.cluster.domain.state import JobStateMachine, RunEvent
+from raftsched.cluster.fsm.machine import JobStateMachine, RunEvent
+from raftsched.cluster.fsm.reader import RecordReader
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.detach import detach
 from raftsched.cluster.node.event_hub import EventHub
@@ -267,7 +267,7 @@ class ReplicatedState:
             return [unwritten for _ in cmds]
         refused = [self._too_new(cmd) for cmd in cmds]
         send = [cmd for cmd, no in zip(cmds, refused) if no is None]
-        # a grant's weight keeps one entry's fencing tokens in range (see raftsched.cluster.domain.lease_rules)
+        # a grant's weight keeps one entry's fencing tokens in range (see raftsched.cluster.domain.leases)
         proposals = [(c.encode(cmd), cmd.max_runs if isinstance(cmd, c.AcquireLeases) else 0) for cmd in send]
         answers = iter(self._replicator().propose_many(proposals, timeout or self.request_timeout_s) if proposals else [])
         out: list[Result | Unavailable | Overloaded] = []

@@ -9,8 +9,8 @@ and the call itself then answers NOT_FOUND or FAILED_PRECONDITION.
 
 from __future__ import annotations
 
-from raftsched.cluster.domain.records import RecordReader
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.reader import RecordReader
 from raftsched.cluster.node.replicated_state import ReplicatedState
 
 

@@ -11,7 +11,7 @@ import time
 
 import grpc
 
-from raftsched.cluster.domain.lease_rules import Renewal
+from raftsched.cluster.domain.leases import Renewal
 from raftsched.cluster.executor.ports import Finished, LeaseLost, Task
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv

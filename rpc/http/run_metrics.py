@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Callable
 
 from raftsched.cluster.domain.model import RunStatus
-from raftsched.cluster.domain.state_base import RunEvent
+from raftsched.cluster.fsm.tx import RunEvent
 from raftsched.cluster.node.health import Health
 from raftsched.rpc.http.metrics import NodeMetrics
 

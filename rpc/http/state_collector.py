@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from raftsched.cluster.domain.model import JobStatus, RunStatus
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.fitness import CLOCK, STORAGE, FitnessView
 from raftsched.cluster.node.replicated_state import ReplicatedState
 from raftsched.rpc.http.metrics import BY_NAME

@@ -22,7 +22,7 @@ from typing import Iterator
 import pytest
 
 from raftsched.cluster.app.local_cluster import LocalCluster
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.raft.lmdb_journal import LmdbJournal
 from raftsched.rpc.client.client import Client
 from raftsched.storage.lmdb_state import LmdbStateStore

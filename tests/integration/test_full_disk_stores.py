@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from raftsched.cluster.domain.state_store import StoreFailure, Table
+from raftsched.cluster.fsm.store import StoreFailure, Table
 from raftsched.raft import disk_trouble
 from raftsched.raft.lmdb_journal import LmdbJournal
 from raftsched.storage.lmdb_state import LmdbStateStore

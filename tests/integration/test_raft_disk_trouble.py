@@ -26,7 +26,7 @@ PROBLEM = "disk full: /somewhere/state.mdb (0.0 MiB free): free space on its dis
 
 
 class Refused(Exception):
-    """What a store raises for an entry it cannot take now (``raftsched.cluster.domain.state_store.StoreFailure``'s shape)."""
+    """What a store raises for an entry it cannot take now (``raftsched.cluster.fsm.store.StoreFailure``'s shape)."""
 
     def __init__(self, kept: bool) -> None:
         super().__init__(PROBLEM)

@@ -25,7 +25,7 @@ import pytest
 from raftsched.cluster.app.local_cluster import LocalCluster, write_config
 from raftsched.cluster.domain import commands as cmds
 from raftsched.cluster.domain.model import Every, JobSpec
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.config import load_config
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc

@@ -8,8 +8,8 @@ import pytest
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Every, JobSpec, Run
-from raftsched.cluster.domain.records import RecordReader
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.reader import RecordReader
 from raftsched.cluster.node.active_runs import iter_active_runs
 
 pytestmark = pytest.mark.unit

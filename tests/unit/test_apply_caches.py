@@ -1,8 +1,9 @@
 """What apply keeps between commands to go faster never changes a result or a stored byte.
 
-The unit of work (``raftsched.cluster.domain.records``) keeps job specs with the stored fields they
-came from, writes a fired run without reading what its id held, and the machine encodes
-its membership only when it changed (``StateBase._membership_raw``). Each shortcut is
+The transaction (``raftsched.cluster.fsm.tx``) keeps job specs with the stored fields they
+came from and run tuples in one cache with one budget (``raftsched.cluster.fsm.cache``),
+writes a fired run without reading what its id held, and the machine encodes its
+membership only when it changed (``Memory._membership_raw``). Each shortcut is
 checked here against the slow way; the hypothesis model test runs a twin that keeps
 nothing (``tests/unit/test_state_model.py``).
 """
@@ -16,12 +17,11 @@ import tracemalloc
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain import record_codec as rc
-from raftsched.cluster.domain import snapshot_codec
-from raftsched.cluster.domain.kept import Kept
 from raftsched.cluster.domain.model import At, Every, JobSpec, Run, RunStatus
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import Table, state_hash
+from raftsched.cluster.fsm import layout
+from raftsched.cluster.fsm.cache import Kept
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import Table, state_hash
 
 pytestmark = pytest.mark.unit
 
@@ -37,18 +37,18 @@ def _apply(m: JobStateMachine, cmd: object, index: int) -> object:
 def test_a_kept_spec_is_reused_only_for_the_stored_fields_it_came_from() -> None:
     m = JobStateMachine()
     _apply(m, c.CreateJob(T0, "j1", JobSpec(name="first", schedule=Every(60_000), type="noop")), 1)
-    kept = m.uow.spec("j1")
+    kept = m.tx.spec("j1")
     assert kept is not None and kept.name == "first"
     # the stored job changes behind the unit of work's back (what no rule does: every write goes through
     # ``flush``): the kept spec no longer matches the stored fields and must not be used for the job
     stored = marshal.loads(m.store.get(Table.JOBS, b"j1") or b"")
     changed = stored[:9] + ("second",) + stored[10:]
-    m.store.put(Table.JOBS, b"j1", marshal.dumps(changed, rc.MARSHAL_VERSION))
+    m.store.put(Table.JOBS, b"j1", marshal.dumps(changed, layout.MARSHAL_VERSION))
     m.store.commit()
-    job = m.uow.job("j1")
+    job = m.tx.job("j1")
     assert job is not None and job.spec.name == "second"
-    m.uow.flush()
-    assert m.uow.spec("j1") is job.spec  # what it read is what it keeps now
+    m.tx.end_command()
+    assert m.tx.spec("j1") is job.spec  # what it read is what it keeps now
 
 
 def test_a_job_written_with_its_kept_spec_encodes_as_a_fresh_encoding_does() -> None:
@@ -59,34 +59,34 @@ def test_a_job_written_with_its_kept_spec_encodes_as_a_fresh_encoding_does() -> 
         _apply(m, c.Fire(T0 + k * 60_000, (("j1", T0 + k * 60_000),), lookahead_ms=100), 1 + k)
     job = m.view.job("j1")
     assert job is not None and job.fire_count == 3
-    assert m.store.get(Table.JOBS, b"j1") == rc.encode_job(job)
-    assert marshal.loads(m.store.get(Table.JOBS, b"j1") or b"") == snapshot_codec.job_to_tuple(job)
+    assert m.store.get(Table.JOBS, b"j1") == layout.encode_job(job)
+    assert marshal.loads(m.store.get(Table.JOBS, b"j1") or b"") == layout.job_to_tuple(job)
 
 
 def test_updating_a_job_replaces_its_kept_spec() -> None:
     m = JobStateMachine()
     _apply(m, c.CreateJob(T0, "j1", JobSpec(name="n", schedule=Every(60_000), type="noop")), 1)
     _apply(m, c.UpdateJob(T0 + 1, "j1", JobSpec(name="n", schedule=Every(60_000), type="other")), 2)
-    spec = m.uow.spec("j1")
+    spec = m.tx.spec("j1")
     assert spec is not None and spec.type == "other"
-    fresh = JobStateMachine(m.store, spec_bytes=0)  # reads every spec from the store
-    assert fresh.uow.spec("j1") == spec
+    fresh = JobStateMachine(m.store, cache_bytes=0)  # reads every spec from the store
+    assert fresh.tx.spec("j1") == spec
 
 
 def test_a_run_added_without_reading_its_id_overwrites_and_drops_what_the_id_held() -> None:
     m = JobStateMachine()
     old = Run("r1", "j1", "default", T0, T0, RunStatus.SUCCEEDED)
-    m.store.put(Table.RUNS, b"r1", rc.encode_run(old))
+    m.store.put(Table.RUNS, b"r1", layout.encode_run(old))
     m.store.commit()
     new = Run("r1", "j1", "default", T0 + 1, T0 + 1)
-    m.uow.runs.add_new("r1", new)
-    m.uow.flush()
-    assert m.store.get(Table.RUNS, b"r1") == rc.encode_run(new)
-    m.uow.runs.add_new("r2", Run("r2", "j1", "default", T0, T0))
-    m.uow.runs.drop("r2")
-    m.uow.runs.add_new("r1", new)
-    m.uow.runs.drop("r1")
-    m.uow.flush()
+    m.tx.add_new_run(new)
+    m.tx.end_command()
+    assert m.store.get(Table.RUNS, b"r1") == layout.encode_run(new)
+    m.tx.add_new_run(Run("r2", "j1", "default", T0, T0))
+    m.tx.drop_run("r2")
+    m.tx.add_new_run(new)
+    m.tx.drop_run("r1")
+    m.tx.end_command()
     assert m.store.get(Table.RUNS, b"r1") is None and m.store.get(Table.RUNS, b"r2") is None
 
 
@@ -95,16 +95,16 @@ def test_the_stored_membership_follows_changes_made_in_place() -> None:
     _apply(m, c.NodeInfo(T0, "n1", "1.0", 2), 1)
     _apply(m, c.CreateJob(T0, "j1", JobSpec(name="n", schedule=At(T0 + 1000), type="noop")), 2)
     _apply(m, c.NodeInfo(T0, "n1", "1.1", 3), 3)  # the same member, a new version: its dict changes in place
-    expected = rc.encode_membership(m.members, m.member_rafts, m.roster, m.member_change, m.removed_members, m.cluster_format)
+    expected = layout.encode_membership(m.members, m.member_rafts, m.roster, m.member_change, m.removed_members, m.cluster_format)
     assert m.store.get(Table.META, b"membership") == expected
-    assert rc.decode_membership(expected)[0] == {"n1": ("1.1", 3)}
+    assert layout.decode_membership(expected)[0] == {"n1": ("1.1", 3)}
     again = JobStateMachine(m.store)  # a restart reads what was stored
     assert again.members == {"n1": ("1.1", 3)} and state_hash(again.store) == state_hash(m.store)
 
 
-def test_kept_specs_and_runs_stay_within_their_budgets_whatever_their_payloads_and_results_weigh() -> None:
-    m = JobStateMachine(run_bytes=3 << 20, spec_bytes=3 << 20)
-    twin = JobStateMachine(run_bytes=0, spec_bytes=0)  # keeps nothing: every record read from its store
+def test_kept_specs_and_runs_stay_within_their_budget_whatever_their_payloads_and_results_weigh() -> None:
+    m = JobStateMachine(cache_bytes=6 << 20)
+    twin = JobStateMachine(cache_bytes=0)  # keeps nothing: every record read from its store
     big = b"x" * (1 << 20)  # the largest payload and result the default limits accept
     index = 0
 
@@ -116,22 +116,22 @@ def test_kept_specs_and_runs_stay_within_their_budgets_whatever_their_payloads_a
     for k in range(8):
         both(c.CreateJob(T0, f"j{k}", JobSpec(name=f"n{k}", schedule=At(T0 + 1000), type="noop", payload=big)))
         both(c.TriggerJob(T0, f"j{k}"))
-    specs = m.uow._specs
-    assert 0 < specs.total <= 3 << 20 and 0 < len(specs) < 8
+    specs = m.tx.kept_specs
+    assert 0 < m.tx.budget.total <= 6 << 20 and 0 < len(specs) < 8
     granted, twin_granted = both(c.AcquireLeases(T0, "e1", ("default",), 8))
     assert len(granted.value) == 8  # type: ignore[attr-defined]
-    assert [(snapshot_codec.run_to_tuple(g.run), g.spec) for g in granted.value] == [  # type: ignore[attr-defined]
-        (snapshot_codec.run_to_tuple(g.run), g.spec)
+    assert [(layout.run_to_tuple(g.run), g.spec) for g in granted.value] == [  # type: ignore[attr-defined]
+        (layout.run_to_tuple(g.run), g.spec)
         for g in twin_granted.value  # type: ignore[attr-defined]
     ]
     for grant in granted.value:  # type: ignore[attr-defined]
         run = grant.run
         done, twin_done = both(c.CompleteRun(T0 + 1, run.lease_id, run.fencing_token, True, result=big, executor_id="e1"))
-        assert snapshot_codec.run_to_tuple(done.value) == snapshot_codec.run_to_tuple(twin_done.value)  # type: ignore[attr-defined]
-    runs = m.uow.runs._kept
-    assert runs is not None and 0 < runs.total <= 3 << 20 and 0 < len(runs) < 8
+        assert layout.run_to_tuple(done.value) == layout.run_to_tuple(twin_done.value)  # type: ignore[attr-defined]
+    runs = m.tx.kept_runs
+    assert 0 < m.tx.budget.total <= 6 << 20 and 0 < len(runs) < 8
     for k in range(8):  # what is still kept is what the store holds
-        assert m.uow.spec(f"j{k}") == twin.uow.spec(f"j{k}")
+        assert m.tx.spec(f"j{k}") == twin.tx.spec(f"j{k}")
     assert state_hash(m.store) == state_hash(twin.store)
 
 
@@ -173,8 +173,8 @@ def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -
                     _apply(m, c.CompleteRun(T0 + 5, g.run.lease_id, g.run.fencing_token, True, executor_id="e1"), index)
             del grants, granted
         m.drain_events()
-        runs, specs = m.uow.runs._kept, m.uow._specs
-        assert runs is not None and len(runs) == n and len(specs) == n
+        runs, specs = m.tx.kept_runs, m.tx.kept_specs
+        assert len(runs) == n and len(specs) == n
         for kept in (runs, specs):
             counted = kept.total
             freed = _freed_by_forgetting(kept)

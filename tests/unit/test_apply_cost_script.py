@@ -60,8 +60,8 @@ def test_the_floor_writes_what_the_state_machine_writes() -> None:
 
     from raftsched.cluster.domain import commands as c
     from raftsched.cluster.domain.model import At, JobSpec
-    from raftsched.cluster.domain.state import JobStateMachine
-    from raftsched.cluster.domain.state_store import MemoryStore, Table
+    from raftsched.cluster.fsm.machine import JobStateMachine
+    from raftsched.cluster.fsm.store import MemoryStore, Table
 
     tables = (Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE, Table.EXPIRY, Table.FINISHED, Table.FAILED)
     closed: list[dict[str, dict[bytes, bytes]]] = []

@@ -1,7 +1,8 @@
 """The tree explains the architecture, and a tool holds it to that.
 
 * import-linter's contracts (``[tool.importlinter]`` in pyproject.toml): the
-  layers (app > rpc | storage > node | executor > domain), a pure domain,
+  layers (app > rpc | storage > raft | node | executor > fsm > domain), a pure
+  state machine and domain (no files, clocks, threads, randomness either),
   ``raft/`` that knows no jobs, no tooling imported at runtime;
 * no folder imports a folder that imports it back (directly or round a longer cycle);
 * no hand-written source file over 600 lines.

@@ -12,7 +12,7 @@ from raftsched.cluster.domain import schedule
 from raftsched.cluster.domain.cron_legacy import LegacyCron, check_legacy, under_rules
 from raftsched.cluster.domain.model import Cron, Every, JobSpec
 from raftsched.cluster.domain.results import Ok
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

@@ -24,7 +24,7 @@ from raftsched.cluster.domain import schedule
 from raftsched.cluster.domain.cron_fields import CronFields
 from raftsched.cluster.domain.model import Cron, JobSpec
 from raftsched.cluster.domain.results import FireReport, Ok
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

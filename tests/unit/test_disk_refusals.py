@@ -13,7 +13,7 @@ import pytest
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import Overloaded, Unavailable
 from raftsched.cluster.domain.model import Every, JobSpec
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.disk_majority import DiskMajority
 from raftsched.cluster.node.event_hub import EventHub

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from raftsched.cluster.domain.lease_rules import Renewal
+from raftsched.cluster.domain.leases import Renewal
 from raftsched.cluster.executor import Executor, Task, TaskContext
 from tests.executor_fakes import FakeApi
 

@@ -13,7 +13,7 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError
 from raftsched.cluster.domain.model import Member
 from raftsched.cluster.domain.results import FailedPrecondition, Ok
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.event_hub import EventHub
 from raftsched.cluster.node.membership import read_view

@@ -13,8 +13,8 @@ from raftsched.cluster.domain.errors import RejectedError
 from raftsched.cluster.domain.idempotency_scope import SEPARATOR, readable, scoped, user_key
 from raftsched.cluster.domain.model import Every, JobSpec
 from raftsched.cluster.domain.results import AlreadyExists, Ok, Rejected
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.job_service import JobService
 from raftsched.rpc import convert as cv

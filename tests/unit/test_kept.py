@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raftsched.cluster.domain.kept import Kept
+from raftsched.cluster.fsm.cache import Kept
 
 pytestmark = pytest.mark.unit
 

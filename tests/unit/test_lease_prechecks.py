@@ -11,7 +11,7 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError
 from raftsched.cluster.domain.model import Every, JobSpec
 from raftsched.cluster.domain.results import FailedPrecondition, Ok
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.lease_service import Completion, LeaseService, final_refusal
 

@@ -12,7 +12,7 @@ import pytest
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
 from raftsched.cluster.domain.results import FailedPrecondition, Ok, Result
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.lease_rules import TOKENS_PER_ENTRY, backoff_ms
+from raftsched.cluster.domain.leases import TOKENS_PER_ENTRY, backoff_ms
 from raftsched.cluster.domain.model import Every, JobSpec, RetryPolicy, RunStatus
 from raftsched.cluster.domain.results import FailedPrecondition, Ok
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

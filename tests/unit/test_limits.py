@@ -14,8 +14,8 @@ from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import ValidationError
 from raftsched.cluster.domain.model import After, At, Cron, Every, JobSpec, RetryPolicy
 from raftsched.cluster.domain.output_location import OutputLocation
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.job_service import JobService
 from raftsched.cluster.node.lease_service import Completion, LeaseService

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raftsched.cluster.domain.state_store import MemoryStore, StoreFailure, Table
+from raftsched.cluster.fsm.store import MemoryStore, StoreFailure, Table
 from raftsched.raft import paced_io
 from raftsched.raft.durable_files import OLD_MARK, removals_done
 from raftsched.storage import state_trust
@@ -206,8 +206,8 @@ def test_a_restart_replays_only_the_log_after_the_stored_index(tmp_path: Path) -
     """Each entry commits with its index; reopened, the machine skips every entry the store already holds."""
     from raftsched.cluster.domain import commands as c
     from raftsched.cluster.domain.model import Every, JobSpec
-    from raftsched.cluster.domain.state import JobStateMachine
-    from raftsched.cluster.domain.state_store import state_hash
+    from raftsched.cluster.fsm.machine import JobStateMachine
+    from raftsched.cluster.fsm.store import state_hash
 
     t0 = 1_767_225_600_000
     log = [c.encode(c.CreateJob(t0, f"j{i}", JobSpec(f"n{i}", Every(1000), type="noop"))) for i in range(1, 4)]

@@ -1,4 +1,4 @@
-"""The membership and command format in the replicated state (raftsched.cluster.domain.membership_rules)."""
+"""The membership and command format in the replicated state (raftsched.cluster.fsm.membership)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Member, MemberChange
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, Result
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 
 pytestmark = pytest.mark.unit
 

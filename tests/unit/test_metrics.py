@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, RetryPolicy
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.clock_guard import PeerOffset
 from raftsched.cluster.node.event_hub import EventHub

@@ -9,8 +9,8 @@ import pytest
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import ValidationError
 from raftsched.cluster.domain.model import Every, JobSpec
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.job_service import JobService
 from raftsched.cluster.node.page_tokens import PageTokens, derive_key

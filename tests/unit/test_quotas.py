@@ -12,8 +12,8 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError
 from raftsched.cluster.domain.model import After, Every, JobSpec, RunStatus
 from raftsched.cluster.domain.results import Ok, ResourceExhausted
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.config import ConfigError, LimitsConfig, parse_config
 from raftsched.cluster.node.job_service import JobService

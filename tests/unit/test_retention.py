@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain import record_codec as rc
 from raftsched.cluster.domain.model import At, Every, JobSpec, JobStatus, RunStatus
 from raftsched.cluster.domain.results import Ok
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import Table, iter_table
+from raftsched.cluster.fsm import layout
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import Table, iter_table
 
 pytestmark = pytest.mark.unit
 
@@ -102,7 +102,7 @@ def test_a_deleted_job_with_a_running_run_waits() -> None:
 
 def finished_counts(m: JobStateMachine) -> dict[str, int]:
     """job id -> how many finished runs the machine counts it keeps (its stored retention index)."""
-    return {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)}
+    return {key.decode(): layout.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)}
 
 
 def test_retention_survives_a_snapshot() -> None:

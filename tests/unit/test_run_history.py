@@ -15,9 +15,9 @@ from raftsched.cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, Mi
 from raftsched.cluster.domain.output import OutputKey, OutputMissing
 from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument, Ok, Result
 from raftsched.cluster.domain.run_history import steps as steps_of
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import MemoryStore, state_hash
 from raftsched.cluster.domain.words import iso
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import MemoryStore, state_hash
 from raftsched.cluster.node.explain import explain
 from raftsched.cluster.node.run_output import read_run_output
 from raftsched.storage.lmdb_state import LmdbStateStore
@@ -346,4 +346,4 @@ def test_failed_history_limit_keeps_failures_apart_from_a_burst_of_successes(twi
     assert sorted(r for r, s in kept.items() if s is RunStatus.DEAD_LETTER) == sorted(failures[1:])
     assert sorted(r for r, s in kept.items() if s is RunStatus.SUCCEEDED) == sorted(successes[-2:])
     t.ok(c.RetryRun(now + 10, failures[1]))  # a retried failure leaves the failures' count
-    assert t.m._failed_count("j1") == 2
+    assert t.m.failed_count("j1") == 2

@@ -10,10 +10,10 @@ import pytest
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
-from raftsched.cluster.domain.records import RecordReader
 from raftsched.cluster.domain.results import Ok
-from raftsched.cluster.domain.state import JobStateMachine
 from raftsched.cluster.domain.validation import Limits
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.reader import RecordReader
 from raftsched.cluster.node import job_service as service_mod
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.job_service import JobService

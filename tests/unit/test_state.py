@@ -1,4 +1,4 @@
-"""Tests for raftsched.cluster.domain.state: the pure replicated job state machine.
+"""Tests for raftsched.cluster.fsm: the pure replicated job state machine.
 
 Every command goes through ``encode`` and ``JobStateMachine.apply`` (the
 path a Raft entry takes) with an explicit ``now_ms``. No network, no clock,
@@ -42,8 +42,9 @@ from raftsched.cluster.domain.results import (
     Result,
 )
 from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import MemoryStore, StateStore, Table, iter_table
+from raftsched.cluster.fsm.machine import HANDLERS, JobStateMachine
+from raftsched.cluster.fsm.store import MemoryStore, StateStore, Table, iter_table
+from raftsched.cluster.fsm.tx import Tx
 from raftsched.storage.lmdb_state import LmdbStateStore
 
 pytestmark = pytest.mark.unit
@@ -962,10 +963,10 @@ def test_malformed_spec_inside_create_is_rejected() -> None:
 
 
 def test_a_handler_bug_is_reported_as_internal_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(self: JobStateMachine, cmd: c.Barrier, index: int) -> Result:
+    def boom(tx: Tx, cmd: c.Barrier) -> Result:
         raise RuntimeError("bug")
 
-    monkeypatch.setitem(c.HANDLERS, c.Barrier, boom)
+    monkeypatch.setitem(HANDLERS, c.Barrier, boom)
     result = new_machine().apply(c.encode(c.Barrier(T0)), 7)
     assert isinstance(result, Internal) and "entry 7" in result.message
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.lease_rules import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY
+from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY
 from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
 from raftsched.cluster.domain.results import Ok, Result
-from raftsched.cluster.domain.state import JobStateMachine
+from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.raft.batching import pack, unpack
 
 pytestmark = pytest.mark.unit

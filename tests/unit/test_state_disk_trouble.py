@@ -15,8 +15,8 @@ import pytest
 from raftsched.cluster.app.replica_state import ReplicaState
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Every, JobSpec, JobStatus
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import MemoryStore, StoreFailure, Table, state_hash
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import MemoryStore, StoreFailure, Table, state_hash
 from raftsched.storage.lmdb_state import LmdbStateStore
 from tests.unit.test_journal_disk_trouble import EIO, FailingEnv
 

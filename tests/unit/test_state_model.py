@@ -16,12 +16,15 @@ snapshot/restore cycles:
   and no other (a reference filter over every run says which); a completion
   by an executor that does not hold the lease changes nothing;
 * replaying the same command log into fresh machines gives identical snapshots;
+* every index row, count and the small state the machine stores is what a reference rebuilds from
+  the records and from what was applied, with its own encoding (``state_reference``): a write every
+  replica misses alike fails here, where comparing replicas cannot see it;
 * the same commands give the same results and byte-identical stores in the in-memory
   store and in an LMDB environment (a twin machine on LMDB takes every command, one
   Raft entry each, and its state hash and everything observable must match after
-  every step), snapshot/restore round trips included: the blob (``snapshot_codec``)
+  every step), snapshot/restore round trips included: the blob (``body``)
   for the in-memory store, a compacting copy of the environment for LMDB. The twin keeps
-  no run records and no specs across commands (``run_bytes=0, spec_bytes=0``), the first
+  no run records and no specs across commands (``cache_bytes=0``), the first
   does: what is kept never changes a result or a byte.
 """
 
@@ -47,7 +50,6 @@ from hypothesis.stateful import (
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
-from raftsched.cluster.domain import record_codec as rc
 from raftsched.cluster.domain.model import (
     ACTIVE_RUN_STATUSES,
     TERMINAL_RUN_STATUSES,
@@ -62,12 +64,15 @@ from raftsched.cluster.domain.model import (
     Schedule,
 )
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
-from raftsched.cluster.domain.retention_rules import kept_apart
+from raftsched.cluster.domain.retention import kept_apart
 from raftsched.cluster.domain.run_history import steps as steps_of
-from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import MemoryStore, Table, iter_table, state_hash
+from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain, spec_fingerprint
+from raftsched.cluster.fsm import keys as fsm_keys
+from raftsched.cluster.fsm import layout
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import MemoryStore, Table, iter_table, state_hash
 from raftsched.storage.lmdb_state import LmdbStateStore
+from tests.unit.state_reference import differences, expected_tables, reference_hash, stored_hash, stored_tables
 from tests.unit.test_state import dump
 
 pytestmark = pytest.mark.unit
@@ -128,7 +133,7 @@ def active_ids(m: JobStateMachine) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for key, _ in iter_table(m.store, Table.ACTIVE):
         job_id = key.split(b"\x00", 1)[0].decode()
-        out.setdefault(job_id, set()).add(rc.job_run_from(key, len(job_id.encode()) + 1)[1])
+        out.setdefault(job_id, set()).add(fsm_keys.job_run_from(key, len(job_id.encode()) + 1)[1])
     return out
 
 
@@ -137,7 +142,7 @@ def job_run_index(m: JobStateMachine) -> dict[str, list[tuple[int, str]]]:
     out: dict[str, list[tuple[int, str]]] = {}
     for key, _ in iter_table(m.store, Table.JOB_RUNS):
         job_id = key.split(b"\x00", 1)[0].decode()
-        out.setdefault(job_id, []).append(rc.job_run_from(key, len(job_id.encode()) + 1))
+        out.setdefault(job_id, []).append(fsm_keys.job_run_from(key, len(job_id.encode()) + 1))
     return out
 
 
@@ -149,7 +154,7 @@ class StateMachineModel(RuleBasedStateMachine):
         self.stores = Stores()
         self.m = JobStateMachine(MemoryStore())
         #: the same commands, applied to a machine on an LMDB environment (one entry, one commit each)
-        self.twin = JobStateMachine(self.stores.new(), run_bytes=0, spec_bytes=0)  # keeping nothing
+        self.twin = JobStateMachine(self.stores.new(), cache_bytes=0)  # keeping nothing
         self.index = 0
         self.now = T0
         self.max_now = 0
@@ -169,6 +174,12 @@ class StateMachineModel(RuleBasedStateMachine):
         #: run id -> the fencing token of its latest lease; every (lease id, token) ever granted
         self.tokens: dict[str, int] = {}
         self.granted: list[tuple[str, int]] = []
+        #: what the reference rebuilds the derived tables from (``state_reference``): the jobs created, the
+        #: idempotency keys taken, the requests answered, the cluster's command format
+        self.created: set[str] = set()
+        self.idem: dict[str, tuple[str, str]] = {}
+        self.requests: dict[str, tuple[str, str, str, str, int]] = {}
+        self.format = 1
 
     @initialize(
         target=jobs,
@@ -227,6 +238,9 @@ class StateMachineModel(RuleBasedStateMachine):
         result = self.apply(cmd)
         if known is None:
             assert isinstance(result, Ok) and result.value.job_id == job_id
+            self.created.add(job_id)
+            if key:
+                self.idem[key] = (job_id, spec_fingerprint(spec))
             assert result.value.anchor_ms == self.m.now_ms  # the machine's time, never a lagging proposer's
             self.anchors[job_id] = result.value.anchor_ms
             self.creates[job_id] = cmd
@@ -243,6 +257,7 @@ class StateMachineModel(RuleBasedStateMachine):
         spec = JobSpec("a", At(self.now + offset), type="noop", misfire=misfire, catchup_window_ms=2_000)
         self.creates[job_id] = c.CreateJob(self.now, job_id, spec)
         assert isinstance(self.apply(self.creates[job_id]), Ok)
+        self.created.add(job_id)
         return job_id
 
     @rule(target=jobs, after=st.integers(0, 6_000), job_type=st.sampled_from(TYPES))
@@ -250,6 +265,7 @@ class StateMachineModel(RuleBasedStateMachine):
         job_id = self.new_id()
         self.creates[job_id] = c.CreateJob(self.now, job_id, JobSpec("f", After(after), type=job_type))
         assert isinstance(self.apply(self.creates[job_id]), Ok)
+        self.created.add(job_id)
         return job_id
 
     @rule(job=jobs)
@@ -305,15 +321,18 @@ class StateMachineModel(RuleBasedStateMachine):
     def switch_to_format_3(self) -> None:
         """The cluster's command format 3: runs record their attempts and steps from here on."""
         self.apply(c.SetClusterFormat(self.now, 3))
+        self.format = 3
 
     @precondition(lambda self: self.m.cluster_format >= 3)
     @rule(job=jobs, again=st.booleans(), other=st.booleans())
     def trigger_with_a_request_id(self, job: str, again: bool, other: bool) -> None:
         """The same request_id twice gives one run; the id with another request is refused."""
         rid = f"req-{self.index}"
-        first = self.apply(c.TriggerJob(self.now, job, request_id=rid))
+        cmd = c.TriggerJob(self.now, job, request_id=rid)
+        first = self.apply(cmd)
         if not isinstance(first, Ok):
             return
+        self.requests[rid] = (rid, c.request_fingerprint(cmd), "run", first.value.run_id, self.m.now_ms + lim.REQUEST_ID_TTL_MS)
         runs = len(self.m.runs)
         if again:
             second = self.apply(c.TriggerJob(self.now + 1, job, request_id=rid))
@@ -555,9 +574,7 @@ class StateMachineModel(RuleBasedStateMachine):
         assert dump(fresh) == dump(self.m)
         assert fresh.snapshot() == data
         self.m = fresh
-        copied = JobStateMachine(
-            self.stores.copy(self.twin.store), run_bytes=0, spec_bytes=0
-        )  # an LMDB node's snapshot: a copy of its env
+        copied = JobStateMachine(self.stores.copy(self.twin.store), cache_bytes=0)  # an LMDB node's snapshot: a copy of its env
         assert dump(copied) == dump(self.twin)
         assert state_hash(copied.store) == state_hash(self.twin.store)
         self.twin = copied
@@ -586,6 +603,15 @@ class StateMachineModel(RuleBasedStateMachine):
     def the_lmdb_twin_holds_the_same_state(self) -> None:
         assert state_hash(self.twin.store) == state_hash(self.m.store)
         assert dump(self.twin) == dump(self.m)
+
+    @invariant()
+    def every_derived_row_is_the_one_the_reference_rebuilds(self) -> None:
+        expected = expected_tables(
+            dict(self.m.jobs.items()), dict(self.m.runs.items()), created=self.created, applied=self.index,
+            now_ms=self.max_now, cluster_format=self.format, idempotency=self.idem, requests=self.requests,
+        )  # fmt: skip
+        assert differences(expected, stored_tables(self.m.store)) == []
+        assert reference_hash(expected) == stored_hash(self.m.store) == stored_hash(self.twin.store)
 
     @invariant()
     def histories_are_bounded_and_consistent(self) -> None:
@@ -643,14 +669,14 @@ class StateMachineModel(RuleBasedStateMachine):
         for run in m.runs.values():
             if run.status in TERMINAL_RUN_STATUSES:
                 finished[run.job_id] = finished.get(run.job_id, 0) + 1
-        assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)} == finished
-        apart = sorted(rc.job_run_key(r.job_id, r.scheduled_ms, r.run_id) for r in m.runs.values() if kept_apart(r))
+        assert {key.decode(): layout.decode_int(raw) for key, raw in iter_table(m.store, Table.FINISHED)} == finished
+        apart = sorted(fsm_keys.job_run_key(r.job_id, r.scheduled_ms, r.run_id) for r in m.runs.values() if kept_apart(r))
         assert [key for key, _ in iter_table(m.store, Table.FAILED_RUNS)] == apart
         failed: dict[str, int] = {}
         for run in m.runs.values():
             if kept_apart(run):
                 failed[run.job_id] = failed.get(run.job_id, 0) + 1
-        assert {key.decode(): rc.decode_int(raw) for key, raw in iter_table(m.store, Table.FAILED)} == failed
+        assert {key.decode(): layout.decode_int(raw) for key, raw in iter_table(m.store, Table.FAILED)} == failed
         for job_id, job in m.jobs.items():
             assert failed.get(job_id, 0) <= job.spec.failed_history_limit
             assert finished.get(job_id, 0) - failed.get(job_id, 0) <= job.spec.history_limit

@@ -3,7 +3,7 @@
 Creating millions of jobs through the API would take longer than the
 measurement (the create rate is measured by ``scripts/bench.py``), so the
 jobs are written straight into one state environment — the records and keys
-of the domain's encoding (``raftsched.cluster.domain.record_codec``), byte for byte
+of the domain's encoding (``raftsched.cluster.fsm.keys`` and ``layout``), byte for byte
 what the state machine writes for a ``CreateJob``, appended in key order —
 and every node's data dir gets a copy of it, a snapshot file of it at Raft
 index 2 (pysyncobj's two no-op entries) and its ``NODE`` file, as if the
@@ -25,12 +25,12 @@ import time
 from typing import Any, Iterator
 
 from raftsched.cluster.app.local_cluster import LocalCluster
-from raftsched.cluster.domain import record_codec as rc
 from raftsched.cluster.domain.cron_legacy import under_rules
 from raftsched.cluster.domain.model import At, Cron, Every, Job, JobSpec, JobStatus, Schedule
 from raftsched.cluster.domain.schedule import first_fire
-from raftsched.cluster.domain.state import JobStateMachine
-from raftsched.cluster.domain.state_store import Table
+from raftsched.cluster.fsm import keys, layout
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.node.config import load_config
 from raftsched.raft.snapshot_file import write_snapshot_file
 from raftsched.storage.lmdb_state import LmdbStateStore
@@ -101,10 +101,10 @@ def build_state(path: str, n: int, now_ms: int, kind: str = "mix", show: bool = 
         nonlocal in_order
         for job in _jobs(kind, n, now_ms, Progress(f"seeding {n:,} {kind} jobs", n, show)):
             assert job.next_fire_ms is not None
-            key = rc.timed_key(job.next_fire_ms, job.job_id)
+            key = keys.timed_key(job.next_fire_ms, job.job_id)
             in_order = in_order and (not due or key > due[-1])
             due.append(key)
-            yield rc.id_key(job.job_id), rc.encode_job(job)
+            yield keys.id_key(job.job_id), layout.encode_job(job)
 
     store.load_sorted(Table.JOBS, rows())
     if not in_order:

@@ -1,18 +1,18 @@
 """The state machine's storage port: named tables of ordered byte keys and values, written per Raft entry.
 
-The job state machine (``raftsched.cluster.domain.state``) keeps every record and every
+The job state machine (``raftsched.cluster.fsm``) keeps every record and every
 index that grows with the backlog in a ``StateStore``: jobs, runs,
 idempotency keys, each job's runs, the active runs, the due index, the
 retention indexes and the machine's small state (``meta``). Two
 implementations: ``MemoryStore`` here (pure, for unit tests) and
 ``raftsched.storage.lmdb_state.LmdbStateStore`` (an LMDB environment on every node).
-Both hold the same bytes: the typed encoding is the domain's
-(``raftsched.cluster.domain.record_codec``), so the same commands give byte-identical
+Both hold the same bytes: the typed encoding is the machine's
+(``raftsched.cluster.fsm.keys`` and ``layout``), so the same commands give byte-identical
 tables in both (``state_hash``).
 
 Contract (who calls, on which thread, what may be assumed):
 
-* One writer: the state machine's ``apply`` on the Raft tick thread.
+* One writer: the state machine's transaction (``raftsched.cluster.fsm.tx``), on the Raft tick thread.
   ``begin`` opens a batch (the first ``put``/``delete`` does too);
   ``put``/``delete`` go into the open batch; the writer's own reads see them
   at once; ``commit`` ends the batch (LMDB: one write transaction per Raft
@@ -45,7 +45,7 @@ from raftsched.cluster.domain.errors import RaftschedError
 
 
 class Table:
-    """The names of the state's tables, in the order ``state_hash`` reads them (``ALL``; ``record_codec``: keys).
+    """The names of the state's tables, in the order ``state_hash`` reads them (``ALL``; ``keys``: their keys).
     Plain strings, not an enum: one is looked up on every read and write."""
 
     META = "meta"  # the machine's small state: applied index, now, counts, membership

@@ -1,0 +1,299 @@
+"""The values of the state's tables: each record as a positional tuple of plain values, in ``marshal`` version 2.
+
+Plain values only (ints, strings, bytes, floats, bools, None, tuples, lists,
+dicts: no code, no classes); version 2 has no back-references, so equal
+records give equal bytes on every node. The same tuples make the state's
+blob (``body``). The layouts, by position (never reorder them: they are on
+every node's disk):
+
+* a job: ``JOB_HEAD`` (what a job adds to its spec: id, status, anchor,
+  cursor, next instant, created, updated, idempotency key, fire count), then
+  ``JOB_SPEC`` (name, schedule, queue, type, payload, retry, lease TTL,
+  timeout, concurrency, misfire, catchup window, history limit and TTL, and
+  the failed-history limit only when it is not the default);
+* a run: ``RUN_STATUS``, ``RUN_FIELDS`` (``RUN_FIELD_NAMES``), then
+  ``RUN_HISTORY`` (attempts, attempts dropped, steps, steps dropped, budget
+  base) only for a run that has one: a run recorded before the cluster's
+  command format 3 encodes exactly as it always did;
+* the small state's values in ``meta``: ints, the counts, the membership.
+
+Enum values and retry policies are interned while decoding (most jobs share
+a handful): ``Decoder``.
+"""
+
+from __future__ import annotations
+
+import marshal
+import operator
+from typing import Any, NamedTuple
+
+from raftsched.cluster.domain.model import (
+    DEFAULT_FAILED_HISTORY_LIMIT,
+    After,
+    At,
+    ConcurrencyPolicy,
+    Cron,
+    Every,
+    Job,
+    JobSpec,
+    JobStatus,
+    Member,
+    MemberChange,
+    MisfirePolicy,
+    RetryPolicy,
+    Run,
+    RunStatus,
+    Schedule,
+)
+
+#: version 2: no back-references, so equal states always encode to equal bytes
+MARSHAL_VERSION = 2
+
+#: a job tuple's fields: what a job adds to its spec (``job_head``), then its spec (``spec_part``)
+JOB_HEAD = slice(0, 9)
+JOB_SPEC = slice(9, None)
+#: the job id, first of the head
+JOB_ID = 0
+#: where the payload sits in a job's spec fields
+SPEC_PAYLOAD = 4
+#: a run tuple's fields: its status, its 20 fields (``RUN_FIELD_NAMES``), then its history if it has one
+RUN_STATUS = 0
+RUN_FIELDS = slice(1, 21)
+RUN_HISTORY = slice(21, 26)
+RUN_FIELD_NAMES = (
+    "run_id", "job_id", "queue", "scheduled_ms", "fired_ms", "attempt", "executor_id", "lease_id",
+    "fencing_token", "lease_expires_ms", "started_ms", "finished_ms", "result", "error", "log_uri", "manual",
+    "skipped_count", "skipped_until_ms", "cancel_requested", "not_before_ms",
+)  # fmt: skip
+_RUN_VALUES = operator.attrgetter(*RUN_FIELD_NAMES)
+
+_JOB_STATUS = {s.value: s for s in JobStatus}
+_RUN_STATUS = {s.value: s for s in RunStatus}
+_CONC = {p.value: p for p in ConcurrencyPolicy}
+_MISFIRE = {p.value: p for p in MisfirePolicy}
+
+
+# ------------------------------------------------------------------ jobs
+
+
+def _sched_to(s: Schedule) -> tuple[Any, ...]:
+    if isinstance(s, At):
+        return (0, s.at_ms)
+    if isinstance(s, After):
+        return (1, s.after_ms)
+    if isinstance(s, Every):
+        return (2, s.every_ms)
+    return (3, s.expression, s.timezone)
+
+
+def _sched_from(t: tuple[Any, ...]) -> Schedule:
+    kind = t[0]
+    if kind == 2:
+        return Every(t[1])
+    if kind == 0:
+        return At(t[1])
+    if kind == 1:
+        return After(t[1])
+    if kind == 3:
+        return Cron(t[1], t[2])
+    raise ValueError(f"unknown schedule kind {kind!r} in snapshot")
+
+
+def job_to_tuple(j: Job) -> tuple[Any, ...]:
+    return job_head(j) + spec_part(j.spec)
+
+
+def job_head(j: Job) -> tuple[Any, ...]:
+    """A job tuple's ``JOB_HEAD``."""
+    return (
+        j.job_id, j.status._value_, j.anchor_ms, j.cursor_ms, j.next_fire_ms, j.created_ms, j.updated_ms,
+        j.idempotency_key, j.fire_count,
+    )  # fmt: skip
+
+
+def spec_part(s: JobSpec) -> tuple[Any, ...]:
+    """A job tuple's ``JOB_SPEC`` (``Decoder.spec`` reads them back)."""
+    r = s.retry
+    return (
+        s.name, _sched_to(s.schedule), s.queue, s.type, s.payload,
+        (r.max_attempts, r.initial_backoff_ms, r.max_backoff_ms, r.multiplier, r.jitter),
+        s.lease_ttl_ms, s.timeout_ms, s.concurrency._value_, s.misfire._value_, s.catchup_window_ms,
+        s.history_limit, s.history_ttl_ms,
+    ) + (() if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else (s.failed_history_limit,))  # fmt: skip
+
+
+class Decoder:
+    """Decodes jobs, interning what many share: retry policies, and whole specs (immutable) by their stored fields.
+
+    Interned values are found by their content, so they never go stale; specs are interned only with payloads
+    up to ``_SHARED_PAYLOAD`` bytes, ``_SPECS`` of them (then it starts over)."""
+
+    _SPECS = 4096
+    _SHARED_PAYLOAD = 4096
+
+    def __init__(self) -> None:
+        self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
+        self._specs: dict[tuple[Any, ...], JobSpec] = {}
+
+    def retry(self, t: tuple[Any, ...]) -> RetryPolicy:
+        key = tuple(t)
+        policy = self._retries.get(key)
+        if policy is None:
+            policy = self._retries[key] = RetryPolicy(*key)
+        return policy
+
+    def spec(self, t: tuple[Any, ...]) -> JobSpec:
+        """The spec of a job tuple (its ``JOB_SPEC``)."""
+        part = t[JOB_SPEC]
+        shared = len(part[SPEC_PAYLOAD]) <= self._SHARED_PAYLOAD
+        if shared:
+            spec = self._specs.get(part)
+            if spec is not None:
+                return spec
+        name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl, *more = part
+        flimit = more[0] if more else DEFAULT_FAILED_HISTORY_LIMIT  # stored only when not the default
+        spec = JobSpec(
+            name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
+            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
+        )  # fmt: skip
+        if shared:
+            if len(self._specs) >= self._SPECS:
+                self._specs.clear()
+            self._specs[part] = spec
+        return spec
+
+    def job(self, t: tuple[Any, ...], spec: JobSpec | None = None) -> Job:
+        """The job of tuple ``t``; ``spec``: its spec, already decoded from ``t[JOB_SPEC]`` (by the caller's cache)."""
+        job_id, status, anchor, cursor, nxt, created, updated, idem, fires = t[JOB_HEAD]
+        if spec is None:
+            spec = self.spec(t)
+        return Job(job_id, spec, _JOB_STATUS[status], anchor, cursor, nxt, created, updated, idem, fires)
+
+    def decode(self, raw: bytes) -> Job:
+        """A job from its stored bytes."""
+        return self.job(marshal.loads(raw))
+
+
+# ------------------------------------------------------------------ runs
+
+
+def run_to_tuple(r: Run) -> tuple[Any, ...]:
+    """The run's status and fields, then its history (``RUN_HISTORY``) only when it has one."""
+    values: tuple[Any, ...] = _RUN_VALUES(r)
+    if not (r.steps_raw or r.attempts_raw or r.budget_base or r.steps_dropped or r.attempts_dropped):
+        return (r.status._value_,) + values
+    return (r.status._value_,) + values + (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
+
+
+def run_from_tuple(t: tuple[Any, ...]) -> Run:
+    """A ``Run`` of ``run_to_tuple``'s layout (each slot set directly: this runs for every run a command reads)."""
+    run = Run.__new__(Run)
+    run.status = _RUN_STATUS[t[RUN_STATUS]]
+    (run.run_id, run.job_id, run.queue, run.scheduled_ms, run.fired_ms, run.attempt, run.executor_id, run.lease_id,
+     run.fencing_token, run.lease_expires_ms, run.started_ms, run.finished_ms, run.result, run.error, run.log_uri,
+     run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[RUN_FIELDS]  # fmt: skip
+    if len(t) > RUN_HISTORY.start:  # a run with a history, kept as the plain tuples it is stored as
+        run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = t[RUN_HISTORY]
+    else:
+        run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = (), 0, (), 0, 0
+    return run
+
+
+# ------------------------------------------------------------------ membership
+
+Members = dict[str, tuple[str, int]]
+
+
+class Membership(NamedTuple):
+    """The membership part of the state (``raftsched.cluster.fsm.membership``)."""
+
+    roster: list[Member]
+    change: MemberChange | None
+    removed: list[Member]
+    cluster_format: int
+    #: node id -> the Raft address it reported with its NodeInfo
+    rafts: dict[str, str]
+
+
+#: what a state from before the membership holds: no members recorded, command format 1
+NO_MEMBERSHIP = Membership([], None, [], 1, {})
+
+
+def membership_to_plain(m: Membership) -> tuple[Any, ...]:
+    change = None if m.change is None else (m.change.action, tuple(m.change.member), m.change.begun_at)
+    return (
+        sorted(tuple(x) for x in m.roster), change, sorted(tuple(x) for x in m.removed), m.cluster_format,
+        sorted(m.rafts.items()),
+    )  # fmt: skip
+
+
+def membership_from_plain(t: tuple[Any, ...]) -> Membership:
+    roster, change, removed, fmt, rafts = t
+    ch = None if change is None else MemberChange(change[0], Member(*change[1]), change[2])
+    return Membership([Member(*x) for x in roster], ch, [Member(*x) for x in removed], fmt, dict(rafts))
+
+
+def members_to_plain(members: Members) -> list[tuple[str, str, int]]:
+    return sorted((node, ver, fmt) for node, (ver, fmt) in members.items())
+
+
+def members_from_plain(rows: Any) -> Members:
+    return {node: (ver, fmt) for node, ver, fmt in rows}
+
+
+# ------------------------------------------------------------------ stored bytes
+
+
+def encode_job(job: Job) -> bytes:
+    return marshal.dumps(job_to_tuple(job), MARSHAL_VERSION)
+
+
+def encode_run(run: Run) -> bytes:
+    return marshal.dumps(run_to_tuple(run), MARSHAL_VERSION)
+
+
+def decode_run(raw: bytes) -> Run:
+    return run_from_tuple(marshal.loads(raw))
+
+
+def encode_idem(key: str, job_id: str, fingerprint: str) -> bytes:
+    return marshal.dumps((key, job_id, fingerprint), MARSHAL_VERSION)
+
+
+def decode_idem(raw: bytes) -> tuple[str, str, str]:
+    key, job_id, fingerprint = marshal.loads(raw)
+    return key, job_id, fingerprint
+
+
+def encode_int(n: int) -> bytes:
+    return marshal.dumps(n, MARSHAL_VERSION)
+
+
+def decode_int(raw: bytes | None, default: int = 0) -> int:
+    return default if raw is None else int(marshal.loads(raw))
+
+
+def encode_plain(value: Any) -> bytes:
+    """Plain values (ints, strings, tuples, lists) as marshal bytes."""
+    return marshal.dumps(value, MARSHAL_VERSION)
+
+
+def decode_plain(raw: bytes) -> Any:
+    return marshal.loads(raw)
+
+
+def encode_membership(
+    members: Members,
+    rafts: dict[str, str],
+    roster: dict[str, Member],
+    change: MemberChange | None,
+    removed: dict[str, Member],
+    cluster_format: int,
+) -> bytes:
+    membership = Membership(list(roster.values()), change, list(removed.values()), cluster_format, rafts)
+    return marshal.dumps((members_to_plain(members), membership_to_plain(membership)), MARSHAL_VERSION)
+
+
+def decode_membership(raw: bytes) -> tuple[Members, Membership]:
+    members, membership = marshal.loads(raw)
+    return members_from_plain(members), membership_from_plain(membership)

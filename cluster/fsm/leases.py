@@ -1,0 +1,239 @@
+"""Lease handlers: grant, renew, complete, expire, grace — modelled on etcd's lessor, with absolute deadlines.
+
+* A grant is a committed command; its fencing tokens are numbered by the
+  entry that grants them (``raftsched.cluster.domain.leases``), at most
+  ``MAX_RUNS_PER_GRANT`` per entry (``Tx.tokens_used`` counts them across
+  the entry's commands).
+* ``lease_expires_ms`` is absolute and replicated. Only the leader watches the
+  deadlines (``queries.expired_leases`` reads an index ordered by deadline)
+  and it *proposes* their expiry; nothing expires locally.
+* A new leader proposes ``GraceLeases`` once: every live lease gets at least
+  ``grace`` from then (about one election timeout), never its full TTL again.
+* A grant names the job types its executor serves (``AcquireLeases.types``):
+  only runs of those types are granted, read from a (queue, type) index so a
+  long queue of other types costs nothing; the others stay PENDING for an
+  executor that serves them. No types (entries from before they existed)
+  means any type, selected exactly as those entries always were.
+* A completion or renewal with an unknown, expired, superseded or wrongly
+  fenced lease is refused (FAILED_PRECONDITION): a zombie changes nothing.
+  So is one from any executor but the lease's holder (``_holder_check``).
+  A lease is expired when an ``ExpireLeases`` entry says so, not when a
+  clock passes its deadline: until then its holder is still the only one,
+  and a renewal that reaches a new leader before its grace is not refused.
+* A failed or expired attempt is retried after an exponential backoff with
+  jitter (the jitter's random draw travels in the command: apply stays
+  deterministic); after ``max_attempts`` the run is DEAD_LETTER.
+"""
+
+from __future__ import annotations
+
+from heapq import merge
+from itertools import islice
+
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, backoff_ms, lease_id_for
+from raftsched.cluster.domain.model import AttemptOutcome, JobStatus, RetryPolicy, Run, RunStatus
+from raftsched.cluster.domain.results import FailedPrecondition, Ok, Result
+from raftsched.cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt
+from raftsched.cluster.domain.words import iso, span
+from raftsched.cluster.fsm import runs
+from raftsched.cluster.fsm.tx import Tx
+
+# ------------------------------------------------------------ checks
+
+
+def _lease_check(tx: Tx, lease_id: str, token: int) -> Run | FailedPrecondition:
+    run_id = tx.mem.leases.get(lease_id)
+    run = None if run_id is None else tx.run(run_id)
+    if run is None:
+        return FailedPrecondition(
+            f"lease {lease_id} is not held: it expired, was completed, cancelled or superseded, or never existed"
+        )
+    if run.fencing_token != token:
+        return FailedPrecondition(
+            f"stale fencing token {token} for lease {lease_id} of run {run.run_id} (current token {run.fencing_token})"
+        )
+    # past its deadline but not yet expired by a committed ExpireLeases: still the one holder (as etcd)
+    return run
+
+
+def _holder_check(tx: Tx, lease_id: str, token: int, executor_id: str | None) -> Run | FailedPrecondition:
+    """``_lease_check``, and only the lease's holder may renew or complete it (the one place this is decided;
+    ``executor_id`` None — completions in log entries from before they named their executor — skips it, so
+    those entries replay as they applied)."""
+    run = _lease_check(tx, lease_id, token)
+    if isinstance(run, FailedPrecondition) or executor_id is None or executor_id == run.executor_id:
+        return run
+    caller = repr(executor_id) if executor_id else "'' (the request names no executor_id)"
+    return FailedPrecondition(
+        f"lease {lease_id} is held by executor {run.executor_id!r}, not {caller}: "
+        "only the executor that holds a lease may renew or complete it"
+    )
+
+
+def _set_deadline(tx: Tx, run: Run, expires_ms: int) -> None:
+    deadlines = tx.mem.lease_deadlines
+    deadlines.discard((run.lease_expires_ms, run.lease_id))
+    run.lease_expires_ms = expires_ms
+    deadlines.add((expires_ms, run.lease_id))
+
+
+def _attempt_failed(tx: Tx, run: Run, error: str, draw: float) -> None:
+    """After a failed or expired attempt: CANCELLED if asked, retry after backoff, or DEAD_LETTER."""
+    runs.release(tx, run)
+    run.error = error
+    if run.cancel_requested:
+        runs.finish(tx, run, RunStatus.CANCELLED, error or "cancelled by request")
+        return
+    job = tx.job(run.job_id)
+    retry = job.spec.retry if job is not None else RetryPolicy(max_attempts=1)
+    used = run.attempt - run.budget_base  # a manual retry (RetryRun) starts a fresh budget
+    if used >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
+        runs.finish(tx, run, RunStatus.DEAD_LETTER, f"attempt {used} of {retry.max_attempts} failed: {error}")
+        return
+    runs.unindex_live(tx, run)  # stays active: only its live indexes change, to PENDING's
+    runs.set_status(tx, run, RunStatus.PENDING)
+    wait = backoff_ms(retry, used, draw)
+    run.not_before_ms = tx.mem.now_ms + wait
+    run.lease_expires_ms = 0
+    runs.index_live(tx, run)
+    runs.step(
+        tx, run, "retry_scheduled",
+        f"attempt {used + 1} of {retry.max_attempts} after a backoff of {span(wait)} (not before {iso(run.not_before_ms)})",
+    )  # fmt: skip
+    tx.events.append(("retry_scheduled", run))
+
+
+# ------------------------------------------------------------ grants
+
+
+def _any_type_candidates(tx: Tx, cmd: c.AcquireLeases) -> list[tuple[int, str]]:
+    """Leasable keys of ``cmd.queues`` whatever their type (the selection of every entry from before types
+    existed: kept exactly, so that replaying those entries gives the same state)."""
+    candidates: list[tuple[int, str]] = []
+    for queue in dict.fromkeys(cmd.queues):
+        pending = tx.mem.pending.get(queue)
+        if not pending:
+            continue
+        for key in pending.irange(maximum=(tx.mem.now_ms + 1, ""), inclusive=(True, False)):
+            candidates.append(key)
+            if len(candidates) >= cmd.max_runs * len(cmd.queues):
+                break
+    candidates.sort()
+    return candidates
+
+
+def _typed_candidates(tx: Tx, cmd: c.AcquireLeases, budget: int) -> list[tuple[int, str]]:
+    """The ``budget`` oldest leasable keys of ``cmd.queues`` whose job's type is one of ``cmd.types``: a lazy merge
+    of the (queue, type) indexes — never a scan of other types' runs (read whole before any grant changes the
+    indexes)."""
+    heads = []
+    for queue in dict.fromkeys(cmd.queues):
+        for job_type in dict.fromkeys(cmd.types):
+            pending = tx.mem.pending_by_type.get((queue, job_type))
+            if pending:
+                heads.append(pending.irange(maximum=(tx.mem.now_ms + 1, ""), inclusive=(True, False)))
+    return list(islice(merge(*heads), budget))
+
+
+def acquire(tx: Tx, cmd: c.AcquireLeases) -> Result:
+    now, index = tx.mem.now_ms, tx.index
+    if tx.token_entry != index:
+        tx.token_entry, tx.tokens_used = index, 0
+    # the proposer keeps a batch's grants within one entry's tokens; this only guards the range
+    budget = max(0, min(cmd.max_runs, MAX_RUNS_PER_GRANT - tx.tokens_used))
+    candidates = _typed_candidates(tx, cmd, budget) if cmd.types else _any_type_candidates(tx, cmd)
+    grants: list[Grant] = []
+    history = tx.mem.cluster_format >= HISTORY_FORMAT
+    for k, (_, run_id) in enumerate(candidates[:budget], start=tx.tokens_used + 1):
+        run = runs.indexed_run(tx, run_id)
+        spec = tx.spec(run.job_id)
+        assert spec is not None, run
+        runs.unindex_live(tx, run)  # stays active: PENDING's live indexes, then LEASED's
+        token = index * TOKENS_PER_ENTRY + k
+        runs.set_status(tx, run, RunStatus.LEASED)
+        run.attempt += 1
+        run.executor_id = cmd.executor_id
+        run.lease_id = lease_id_for(token)
+        run.fencing_token = token
+        run.lease_expires_ms = now + spec.lease_ttl_ms
+        run.started_ms = now
+        runs.index_live(tx, run)
+        if history:
+            begin_attempt(run, now)  # the attempt is the grant's step (``raftsched.cluster.node.explain``)
+        tx.events.append(("leased", run))
+        grants.append(Grant(run, spec))
+    tx.tokens_used += len(grants)
+    return Ok(grants)
+
+
+# ------------------------------------------------------------ renewals, completions, expiries
+
+
+def renew(tx: Tx, cmd: c.RenewLeases) -> Result:
+    out: list[Renewal] = []
+    for lease_id, token in cmd.leases:
+        run = _holder_check(tx, lease_id, token, cmd.executor_id)
+        if isinstance(run, FailedPrecondition):
+            out.append(Renewal(lease_id, False, 0, False, run.message))
+            continue
+        spec = tx.spec(run.job_id)
+        assert spec is not None, run
+        _set_deadline(tx, run, max(run.lease_expires_ms, tx.mem.now_ms + spec.lease_ttl_ms))
+        tx.events.append(("lease_renewed", run))  # the leader's own clock of renewals (raftsched.cluster.node.lease_watch)
+        out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
+    return Ok(out)
+
+
+def complete(tx: Tx, cmd: c.CompleteRun) -> Result:
+    run = _holder_check(tx, cmd.lease_id, cmd.fencing_token, cmd.executor_id)
+    if isinstance(run, FailedPrecondition):
+        return run
+    now = tx.mem.now_ms
+    run.result, run.log_uri = cmd.result, cmd.log_uri
+    if cmd.succeeded and not run.cancel_requested:
+        run.error = cmd.error  # empty, or why the output is missing (the run itself succeeded)
+        end_attempt(run, now, AttemptOutcome.SUCCEEDED, cmd.error, cmd.log_uri)
+        runs.finish(tx, run, RunStatus.SUCCEEDED)
+    else:
+        error = cmd.error or ("cancelled by request" if run.cancel_requested else "failed")
+        outcome = AttemptOutcome.CANCELLED if run.cancel_requested else AttemptOutcome.FAILED
+        end_attempt(run, now, outcome, error, cmd.log_uri)
+        kind = "attempt_cancelled" if run.cancel_requested else "failed"
+        runs.step(tx, run, kind, f"attempt {run.attempt} on executor {run.executor_id!r} ended: {error}")
+        _attempt_failed(tx, run, error, cmd.draw)
+    return Ok(run)
+
+
+def expire(tx: Tx, cmd: c.ExpireLeases) -> Result:
+    expired = 0
+    now = tx.mem.now_ms
+    for lease_id, token, draw in cmd.leases:
+        run_id = tx.mem.leases.get(lease_id)
+        if run_id is None:
+            continue
+        run = runs.indexed_run(tx, run_id)
+        if run.fencing_token != token or run.lease_expires_ms >= now:
+            continue  # renewed since the leader looked, or re-leased: not expired
+        expired += 1
+        tx.events.append(("lease_expired", run))  # for the metrics; WatchRuns does not show it
+        error = f"lease expired: executor {run.executor_id!r} stopped renewing it"
+        end_attempt(run, now, AttemptOutcome.LEASE_EXPIRED, error)
+        runs.step(
+            tx, run, "lease_expired",
+            f"attempt {run.attempt}'s lease {lease_id} expired at {iso(run.lease_expires_ms)}: executor "
+            f"{run.executor_id!r} stopped renewing it",
+        )  # fmt: skip
+        _attempt_failed(tx, run, error, draw)
+    return Ok(expired)
+
+
+def grace(tx: Tx, cmd: c.GraceLeases) -> Result:
+    floor = tx.mem.now_ms + cmd.grace_ms
+    extended = 0
+    for run_id in list(tx.mem.leases.values()):
+        run = runs.indexed_run(tx, run_id)
+        if run.lease_expires_ms < floor:
+            _set_deadline(tx, run, floor)
+            extended += 1
+    return Ok(extended)

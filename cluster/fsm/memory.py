@@ -1,0 +1,120 @@
+"""What the machine keeps in memory: its small state, and the live indexes of its PENDING and LEASED runs.
+
+Everything that grows with the backlog lives in the store (``tx``); this is
+what is small and must be fast:
+
+* the small state, written to ``meta`` by every commit (``meta_values``)
+  and read back by ``load`` (``read_meta``): ``now``, the applied index,
+  the counts of jobs and runs by status, the membership and the cluster's
+  command format;
+* the live indexes, rebuilt from the store's active runs by ``load``:
+  PENDING runs per queue and per (queue, job type), live leases and their
+  deadlines (``runs`` keeps them as runs change).
+
+Read by other threads only under the node's lock
+(``raftsched.cluster.node.replicated_state``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sortedcontainers import SortedList
+
+from raftsched.cluster.domain.model import JobStatus, Member, MemberChange, RunStatus
+from raftsched.cluster.fsm import layout
+
+#: the layout of the tables (``keys`` and ``layout``); a store with a newer one is refused
+LAYOUT = 1
+META_KEYS = (b"layout", b"applied", b"now", b"counts", b"membership")
+#: the statuses in the order ``meta``'s counts are stored (an enum's iteration costs ~2 us on every entry)
+_RUN_STATUSES = tuple(RunStatus)
+_JOB_STATUSES = tuple(JobStatus)
+
+
+class Memory:
+    """The machine's in-memory state (see the module docstring)."""
+
+    def __init__(self) -> None:
+        #: the greatest ``now`` any command carried
+        self.now_ms = 0
+        self.applied_index = 0
+        #: the applied index the store holds (entries at or below it are skipped)
+        self.committed_index = 0
+        #: node id -> (raftsched version, command format) as each node last reported it (``NodeInfo``)
+        self.members: dict[str, tuple[str, int]] = {}
+        #: node id -> Raft address each node reported with its ``NodeInfo`` (for the format switch)
+        self.member_rafts: dict[str, str] = {}
+        #: the cluster's members, their ids and addresses; the change in flight; members removed (``membership``)
+        self.roster: dict[str, Member] = {}
+        self.member_change: MemberChange | None = None
+        self.removed_members: dict[str, Member] = {}
+        #: the command format the cluster uses (``SetClusterFormat``); 1 for a state from before formats
+        self.cluster_format = 1
+        #: queue -> (not_before_ms, run_id) of PENDING runs
+        self.pending: dict[str, SortedList] = {}
+        #: (queue, job type) -> the same keys as ``pending``, split by the type of each run's job (what a grant to
+        #: an executor that serves some types reads; the key tuples are shared with ``pending``)
+        self.pending_by_type: dict[tuple[str, str], SortedList] = {}
+        #: lease_id -> run_id of LEASED runs, and (lease_expires_ms, lease_id) in deadline order
+        self.leases: dict[str, str] = {}
+        self.lease_deadlines: SortedList = SortedList()
+        #: how many runs (jobs) are in each status (kept as they change: GetClusterStatus, the metrics)
+        self.run_counts: dict[RunStatus, int] = dict.fromkeys(RunStatus, 0)
+        self.job_counts: dict[JobStatus, int] = dict.fromkeys(JobStatus, 0)
+        #: the membership as last encoded, and its bytes (``_membership_raw``)
+        self._membership_memo: tuple[Any, ...] | None = None
+
+    def read_meta(self, get: Callable[[bytes], bytes | None]) -> None:
+        """The small state from ``meta``'s values. Raises ValueError for a newer layout."""
+        layout_version = layout.decode_int(get(b"layout"), LAYOUT)
+        if layout_version > LAYOUT:
+            raise ValueError(f"the state has layout {layout_version}, newer than this node reads ({LAYOUT}): upgrade this node")
+        self.applied_index = self.committed_index = layout.decode_int(get(b"applied"))
+        self.now_ms = layout.decode_int(get(b"now"))
+        counts = get(b"counts")
+        if counts is not None:
+            runs, jobs = layout.decode_plain(counts)
+            self.run_counts = dict(zip(RunStatus, runs))
+            self.job_counts = dict(zip(JobStatus, jobs))
+        membership = get(b"membership")
+        if membership is not None:
+            self.set_membership(*layout.decode_membership(membership))
+
+    def meta_values(self) -> dict[bytes, bytes]:
+        """The small state as ``meta``'s values."""
+        run_counts, job_counts = self.run_counts, self.job_counts
+        counts = (tuple([run_counts[s] for s in _RUN_STATUSES]), tuple([job_counts[s] for s in _JOB_STATUSES]))
+        return {
+            b"layout": layout.encode_int(LAYOUT),
+            b"applied": layout.encode_int(self.applied_index),
+            b"now": layout.encode_int(self.now_ms),
+            b"counts": layout.encode_plain(counts),
+            b"membership": self._membership_raw(),
+        }
+
+    def _membership_raw(self) -> bytes:
+        """The membership's bytes in ``meta``: encoded again only when it changed since the last entry (it rarely
+        does, and every entry is committed with it). Compared by value: never stale."""
+        now = (self.members, self.member_rafts, self.roster, self.member_change, self.removed_members, self.cluster_format)
+        memo = self._membership_memo
+        if memo is not None and memo[:6] == now:
+            raw: bytes = memo[6]
+            return raw
+        raw = layout.encode_membership(*now)
+        members, rafts, roster, change, removed, cluster_format = now  # copies: the dicts change in place
+        self._membership_memo = (dict(members), dict(rafts), dict(roster), change, dict(removed), cluster_format, raw)
+        return raw
+
+    def membership(self) -> layout.Membership:
+        return layout.Membership(
+            list(self.roster.values()), self.member_change, list(self.removed_members.values()), self.cluster_format,
+            dict(self.member_rafts),
+        )  # fmt: skip
+
+    def set_membership(self, members: layout.Members, m: layout.Membership) -> None:
+        self.members = members
+        self.roster = {x.node_id: x for x in m.roster}
+        self.member_change, self.cluster_format = m.change, m.cluster_format
+        self.removed_members = {x.node_id: x for x in m.removed}
+        self.member_rafts = dict(m.rafts)

@@ -1,0 +1,282 @@
+"""A run's life in the state, as every handler changes it: made, indexed, finished; and the commands on one run.
+
+Shared by the handlers (``jobs``, ``fire``, ``leases``): each change of a
+run's status goes through here, so its counts, its rows in the store's
+indexes (``JOB_RUNS``, ``ACTIVE``) and the in-memory live indexes
+(``memory``: PENDING per queue and per (queue, type), live leases by
+deadline) follow it, and its event is reported.
+
+Handlers here: ``CancelRun``, and ``RetryRun`` (command format 3): a
+DEAD_LETTER, FAILED or CANCELLED run becomes PENDING again, leasable at
+once, with a fresh attempt budget: its attempts so far stay in its history
+and its attempt numbers go on (attempt 4 follows attempt 3, so each
+attempt's output stays its own), but ``max_attempts`` counts from here
+(``Run.budget_base``). It leaves the retention indexes (no longer finished)
+and its explanation records the manual retry and who asked. Anything else —
+PENDING, LEASED, SUCCEEDED, SKIPPED, or a run of a deleted job — is
+``FailedPrecondition`` naming the status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.firing import Skip
+from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
+from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
+from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step, skipped_detail
+from raftsched.cluster.fsm import keys, retention
+from raftsched.cluster.fsm.store import Table
+from raftsched.cluster.fsm.tx import Tx
+
+RETRYABLE = frozenset({RunStatus.DEAD_LETTER, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+# ------------------------------------------------------------ reading
+
+
+def indexed_run(tx: Tx, run_id: str) -> Run:
+    """A run an index names (it exists: the indexes follow the records)."""
+    run = tx.run(run_id)
+    if run is None:
+        raise LookupError(f"run {run_id} is indexed but not stored")
+    return run
+
+
+def active_ids(tx: Tx, job_id: str) -> list[str]:
+    """Ids of ``job_id``'s PENDING and LEASED runs, by instant (read whole: callers change them)."""
+    out: list[str] = []
+    after: tuple[int, str] | None = None
+    while True:
+        page = tx.job_keys(Table.ACTIVE, job_id, after, 1000)
+        out.extend(run_id for _, run_id in page)
+        if len(page) < 1000:
+            return out
+        after = page[-1]
+
+
+def has_active(tx: Tx, job_id: str) -> bool:
+    return bool(tx.job_keys(Table.ACTIVE, job_id, None, 1))
+
+
+def pending_full(tx: Tx, max_pending: int) -> bool:
+    return bool(max_pending) and tx.mem.run_counts[RunStatus.PENDING] >= max_pending
+
+
+def pending_full_message(tx: Tx, max_pending: int) -> str:
+    return (
+        f"the cluster holds {tx.mem.run_counts[RunStatus.PENDING]} PENDING runs, its limit "
+        f"[limits] max_pending_runs = {max_pending}: add executors or raise max_pending_runs"
+    )
+
+
+# ------------------------------------------------------------ statuses
+
+
+def set_status(tx: Tx, run: Run, status: RunStatus) -> None:
+    """Every change of a kept run's status goes through here (``run_counts`` follows it)."""
+    counts = tx.mem.run_counts
+    counts[run.status] -= 1
+    counts[status] += 1
+    run.status = status
+
+
+def set_job_status(tx: Tx, job: Job, status: JobStatus) -> None:
+    """Every change of a kept job's status goes through here (``job_counts`` follows it)."""
+    counts = tx.mem.job_counts
+    counts[job.status] -= 1
+    counts[status] += 1
+    job.status = status
+
+
+def step(tx: Tx, run: Run, kind: str, detail: str | tuple[Any, ...], node_id: str = "") -> None:
+    """Record a step of the run's explanation (from the cluster's command format 3 on: ``run_history``)."""
+    if tx.mem.cluster_format >= HISTORY_FORMAT:
+        add_step(run, tx.mem.now_ms, kind, detail, node_id)
+
+
+# ------------------------------------------------------------ made, activated, finished
+
+
+def new_run(tx: Tx, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
+    """A PENDING run of ``job`` for ``scheduled_ms``, under a fresh id."""
+    run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, tx.mem.now_ms, manual=manual)
+    tx.add_new_run(run)
+    tx.mem.run_counts[RunStatus.PENDING] += 1
+    key = keys.job_run_key(run.job_id, scheduled_ms, run_id)  # the same key in both tables: a job's runs by instant
+    tx.put(Table.JOB_RUNS, key, b"")
+    tx.put(Table.ACTIVE, key, b"")
+    index_live(tx, run)
+    tx.events.append(("fired", run))
+    return run
+
+
+def activate(tx: Tx, run: Run) -> None:
+    """The run becomes PENDING or LEASED: into the active runs, and the live indexes of its status."""
+    tx.put(Table.ACTIVE, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
+    index_live(tx, run)
+
+
+def deactivate(tx: Tx, run: Run) -> None:
+    """The run stops being PENDING or LEASED (call before its status changes)."""
+    tx.delete(Table.ACTIVE, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id))
+    unindex_live(tx, run)
+
+
+def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
+    """An active run ends in ``status``: out of the active runs, into retention."""
+    deactivate(tx, run)
+    set_status(tx, run, status)
+    now = tx.mem.now_ms
+    run.finished_ms = now
+    if error:
+        run.error = error
+    if tx.mem.cluster_format >= HISTORY_FORMAT and status is not RunStatus.SUCCEEDED:  # a success: its attempt says it
+        add_step(run, now, status.value.lower(), error or f"the run ended {status.value}")
+    tx.events.append(("finished", run))
+    retention.retain(tx, run)
+
+
+def request_cancel(tx: Tx, run: Run, why: str) -> None:
+    """A LEASED run is asked to stop: its executor learns it at its next renewal."""
+    run.cancel_requested = True
+    step(tx, run, "cancel_requested", f"{why}: executor {run.executor_id!r} is told at its next lease renewal")
+    tx.events.append(("cancel_requested", run))
+
+
+def record_skip(tx: Tx, job: Job, skip: Skip) -> None:
+    """A SKIPPED run standing for the instants ``skip`` covers (none if its id is taken)."""
+    run_id = run_id_for(job.job_id, skip.instant_ms)
+    if tx.run(run_id) is not None:
+        return
+    now = tx.mem.now_ms
+    run = Run(run_id, job.job_id, job.spec.queue, skip.instant_ms, now, RunStatus.SKIPPED)
+    run.error = skip.reason
+    run.skipped_count = skip.count
+    run.skipped_until_ms = skip.last_ms
+    run.finished_ms = now
+    step(tx, run, "skipped", skipped_detail(job.spec, skip))
+    tx.add_run(run)
+    tx.mem.run_counts[RunStatus.SKIPPED] += 1
+    tx.put(Table.JOB_RUNS, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
+    tx.events.append(("skipped", run))
+    retention.retain(tx, run)
+
+
+# ------------------------------------------------------------ live indexes (in memory)
+
+
+def index_live(tx: Tx, run: Run) -> None:
+    """The in-memory indexes of an active run's status."""
+    if run.status is RunStatus.PENDING:
+        index_pending(tx, run)
+    elif run.status is RunStatus.LEASED:
+        mem = tx.mem
+        mem.leases[run.lease_id] = run.run_id
+        mem.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
+
+
+def unindex_live(tx: Tx, run: Run) -> None:
+    if run.status is RunStatus.PENDING:
+        unindex_pending(tx, run)
+    elif run.status is RunStatus.LEASED:
+        release(tx, run)
+
+
+def release(tx: Tx, run: Run) -> None:
+    """Forget the run's lease (the run record keeps its id and token for history)."""
+    mem = tx.mem
+    mem.leases.pop(run.lease_id, None)
+    mem.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
+
+
+def _run_type(tx: Tx, run: Run) -> str:
+    """The type a run executes as: its job's (current) type."""
+    spec = tx.spec(run.job_id)
+    return spec.type if spec is not None else ""
+
+
+def index_pending(tx: Tx, run: Run) -> None:
+    key = (run.not_before_ms, run.run_id)
+    mem = tx.mem
+    queue = mem.pending.get(run.queue)
+    if queue is None:
+        queue = mem.pending[run.queue] = SortedList()
+    queue.add(key)
+    typed_key = (run.queue, _run_type(tx, run))
+    typed = mem.pending_by_type.get(typed_key)
+    if typed is None:
+        typed = mem.pending_by_type[typed_key] = SortedList()
+    typed.add(key)
+
+
+def unindex_pending(tx: Tx, run: Run) -> None:
+    """Undo ``index_pending`` (call it while the run's job still has the type it was indexed under)."""
+    key = (run.not_before_ms, run.run_id)
+    mem = tx.mem
+    queue = mem.pending.get(run.queue)
+    if queue is not None:
+        queue.discard(key)
+    typed_key = (run.queue, _run_type(tx, run))
+    typed = mem.pending_by_type.get(typed_key)
+    if typed is not None:
+        typed.discard(key)
+        if not typed:
+            del mem.pending_by_type[typed_key]
+
+
+# ------------------------------------------------------------ handlers
+
+
+def cancel_run(tx: Tx, cmd: c.CancelRun) -> Result:
+    run = tx.run(cmd.run_id)
+    if run is None:
+        return NotFound(f"run {cmd.run_id} not found")
+    if run.status is RunStatus.PENDING:
+        finish(tx, run, RunStatus.CANCELLED, "cancelled by request")
+        return Ok(run)
+    if run.status is RunStatus.LEASED:
+        if not run.cancel_requested:
+            request_cancel(tx, run, "CancelRun")
+        return Ok(run)
+    return FailedPrecondition(f"run {run.run_id} is already {run.status.value}; only PENDING or LEASED runs can be cancelled")
+
+
+def retry_run(tx: Tx, cmd: c.RetryRun) -> Result:
+    run = tx.run(cmd.run_id)
+    if run is None:
+        return NotFound(f"run {cmd.run_id} not found")
+    if run.status not in RETRYABLE:
+        return FailedPrecondition(
+            f"run {run.run_id} is {run.status.value}; only DEAD_LETTER, FAILED or CANCELLED runs can be retried"
+        )
+    job = tx.job(run.job_id)
+    if job is None or job.status is JobStatus.DELETED:
+        return FailedPrecondition(f"run {run.run_id}'s job {run.job_id} is deleted; its runs cannot be retried")
+    pending = tx.mem.run_counts[RunStatus.PENDING]
+    if cmd.max_pending and pending >= cmd.max_pending:
+        return ResourceExhausted(
+            f"the cluster holds {pending} PENDING runs, its limit [limits] max_pending_runs = {cmd.max_pending}: "
+            "add executors or raise max_pending_runs, then retry"
+        )
+    was = run.status
+    retention.unretain(tx, run)
+    set_status(tx, run, RunStatus.PENDING)
+    run.finished_ms = 0
+    run.cancel_requested = False
+    run.lease_expires_ms = 0
+    run.not_before_ms = max(tx.mem.now_ms, run.scheduled_ms)  # fired early (look-ahead): never before its instant
+    run.error = ""
+    run.budget_base = run.attempt
+    activate(tx, run)
+    who = f" by {cmd.requested_by!r}" if cmd.requested_by else ""
+    step(
+        tx, run, "manual_retry",
+        f"RetryRun{who} (entry {tx.index}): {was.value} -> PENDING with a fresh budget of "
+        f"{job.spec.retry.max_attempts} attempts (the next is attempt {run.attempt + 1})",
+    )  # fmt: skip
+    tx.events.append(("retry_scheduled", run))
+    return Ok(run)

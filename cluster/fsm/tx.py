@@ -1,0 +1,294 @@
+"""The state machine's one transaction: the only writer of the store's records and index rows.
+
+A handler (``jobs``, ``fire``, ``leases``, ``retention``, ``requests``,
+``membership``, ``runs``) is a function ``(tx, cmd) -> Result`` and sees
+the state only through its ``Tx``; nothing else of the machine writes the
+store (``JobStateMachine`` owns its ``Tx``), so the write rule is held by a
+structure rather than a convention:
+
+* Records. ``job``, ``run`` and ``spec`` read a record (decoded once per
+  command); a handler mutates the records it got and never says which.
+  ``end_command`` — after every command — encodes each record the command
+  held and writes those whose bytes changed (and deletes the dropped ones):
+  nothing a rule changed can be left unwritten. The records a command
+  handed out (in its result and events) are never touched again: the next
+  command reads fresh ones. A record is compared with what was stored
+  through its tuple (``layout``): one read and left as it was costs a
+  tuple, not an encoding and a write.
+* Index rows and the small tables (``put``, ``delete``, ``get``, ``scan``;
+  keys from ``keys``): into the store's open batch at once, so the
+  command's own reads see them. The record tables and ``meta`` are written
+  only by ``end_command`` and ``commit`` (a unit test holds it).
+* ``commit`` ends the Raft entry: the records of its last command, the small
+  state (``memory``) into ``meta`` where it changed, and the store commits
+  the batch (LMDB: one write transaction with the applied index): an entry's
+  records and rows are stored together or not at all.
+
+What is kept between commands is in one cache with one budget (``cache``):
+the stored tuples of runs (``kept_runs``) and the specs of jobs
+(``kept_specs``). Every write of those tables goes through here, and a
+cleared store forgets them (``forget``), so a kept value is always what the
+store holds. (The decoder's interning and ``memory``'s membership bytes are
+found by value, so never stale.)
+
+Pure: no I/O of its own, no clock, no threads; on the Raft tick thread.
+"""
+
+from __future__ import annotations
+
+import marshal
+from typing import Any, Callable, Iterator
+
+from raftsched.cluster.domain.model import Job, JobSpec, Run
+from raftsched.cluster.fsm import layout
+from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, run_weight, spec_weight
+from raftsched.cluster.fsm.memory import META_KEYS, Memory
+from raftsched.cluster.fsm.reader import job_keys
+from raftsched.cluster.fsm.store import MemoryStore, StateStore, Table, iter_table
+
+#: (kind, run) pairs describing what an apply changed, for WatchRuns (``raftsched.cluster.node.event_hub``) and the
+#: metrics; ``lease_expired`` (an ExpireLeases entry expired the run's lease: its retry or end follows as its own
+#: event) is for the metrics only
+RunEvent = tuple[str, Run]
+
+#: the stored tuple of a run added without reading the store (``add_new_run``): it never equals a tuple, so
+#: ``end_command`` writes the run
+_UNREAD: Any = object()
+#: the cache's answer for a run it does not hold
+_NOT_KEPT: Any = object()
+
+
+class Tx:
+    """The transaction of the entry being applied (see the module docstring)."""
+
+    __slots__ = ("_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry", "tokens_used", "_jobs",
+                 "_runs", "_saved", "get", "put", "delete", "scan")  # fmt: skip
+
+    def __init__(self, store: StateStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
+        self._store: StateStore = store if store is not None else MemoryStore()
+        self._decoder = layout.Decoder()
+        #: what is kept between commands, in one budget: run_id -> the stored run tuple (None: no row); job_id ->
+        #: (the job's stored ``JOB_SPEC`` fields, its spec)
+        self.budget = Budget(cache_bytes)
+        self.kept_runs: Kept[str, Any] = Kept(self.budget)
+        self.kept_specs: Kept[str, tuple[tuple[Any, ...], JobSpec]] = Kept(self.budget)
+        self.mem = Memory()
+        #: what the commands applied since the last ``drain`` changed
+        self.events: list[RunEvent] = []
+        #: the entry being applied and the command's position in it: together they name manual runs and tokens
+        self.index = 0
+        self.pos = 0
+        #: the entry that handed out fencing tokens last, and how many (not state: an entry is applied whole)
+        self.token_entry = 0
+        self.tokens_used = 0
+        #: the records the command holds: id -> (record, or None if dropped or missing; its tuple as stored)
+        self._jobs: dict[str, tuple[Job | None, Any]] = {}
+        self._runs: dict[str, tuple[Run | None, Any]] = {}
+        #: ``meta``'s values as last written
+        self._saved: dict[bytes, bytes] = {}
+        store = self._store
+        #: a row of an index or a small table (see ``rows`` below)
+        self.get: Callable[[str, bytes], bytes | None] = store.get
+        self.put: Callable[[str, bytes, bytes], None] = store.put
+        self.delete: Callable[[str, bytes], None] = store.delete
+        #: at most ``limit`` rows of ``table`` with ``start <= key < stop``, in key order (``StateStore.scan``)
+        self.scan: Callable[..., list[tuple[bytes, bytes]]] = store.scan
+
+    @property
+    def store(self) -> StateStore:
+        return self._store
+
+    # ------------------------------------------------------------ the entry
+
+    def begin(self, index: int, pos: int) -> None:
+        """Command ``pos`` of entry ``index`` begins: the store's batch is open (its reads see it)."""
+        self._store.begin()
+        self.index, self.pos = index, pos
+
+    def end_command(self) -> None:
+        """Write back every record the command held whose bytes changed (see the module docstring)."""
+        if self._jobs:
+            self._write_jobs()
+        if self._runs:
+            self._write_runs()
+
+    def commit(self) -> None:
+        """End of a Raft entry: its last records, the small state, and the store commits them as one."""
+        self.end_command()
+        saved = self._saved
+        for key, raw in self.mem.meta_values().items():
+            if saved.get(key) != raw:
+                self._store.put(Table.META, key, raw)
+                saved[key] = raw
+        self._store.commit()
+        self.mem.committed_index = self.mem.applied_index
+
+    def reset(self) -> Memory:
+        """Start over from what the store holds: a new small state read from ``meta``, nothing kept or held."""
+        self.forget()
+        self.mem = Memory()
+        self.events = []
+        self.token_entry = self.tokens_used = 0
+        get = self._store.get
+        self.mem.read_meta(lambda key: get(Table.META, key))
+        self._saved = {key: raw for key in META_KEYS if (raw := get(Table.META, key)) is not None}
+        return self.mem
+
+    def forget(self) -> None:
+        """The store was replaced or cleared: nothing read or kept before is known any more."""
+        self.budget.clear()
+        self._jobs.clear()
+        self._runs.clear()
+
+    def clear(self) -> None:
+        """Empty every table in the open batch (a restore starts from nothing)."""
+        self._store.clear()
+        self.forget()
+        self._saved = {}
+
+    def drain(self) -> list[RunEvent]:
+        events, self.events = self.events, []
+        return events
+
+    # ------------------------------------------------------------ rows
+    # ``get``, ``put``, ``delete`` and ``scan`` are the store's own (bound in ``__init__``: one call each on the
+    # hottest path); the record tables and ``meta`` are written only here (``end_command``, ``commit``), which a
+    # unit test holds (tests/unit/test_fsm_structure.py)
+
+    def rows(self, table: str) -> Iterator[tuple[bytes, bytes]]:
+        """Every row of ``table``, read a chunk at a time."""
+        return iter_table(self._store, table)
+
+    def job_keys(self, table: str, job_id: str, after: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+        """At most ``limit`` ``(scheduled_ms, run_id)`` of ``job_id``'s rows in ``table`` after ``after``."""
+        return job_keys(self._store, table, job_id, after, limit)
+
+    # ------------------------------------------------------------ jobs
+
+    def job(self, job_id: str) -> Job | None:
+        row = self._jobs.get(job_id)
+        if row is not None:
+            return row[0]
+        stored = self._stored_job(job_id)
+        job = None if stored is None else self._job_from(stored)
+        self._jobs[job_id] = (job, stored)
+        return job
+
+    def add_job(self, job: Job) -> None:
+        """A job this command made: ``end_command`` stores it."""
+        row = self._jobs.get(job.job_id)
+        self._jobs[job.job_id] = (job, row[1] if row is not None else self._stored_job(job.job_id))
+
+    def drop_job(self, job_id: str) -> None:
+        row = self._jobs.get(job_id)
+        self._jobs[job_id] = (None, row[1] if row is not None else self._stored_job(job_id))
+
+    def _stored_job(self, job_id: str) -> Any:
+        raw = self._store.get(Table.JOBS, job_id.encode())
+        return None if raw is None else marshal.loads(raw)
+
+    def spec(self, job_id: str) -> JobSpec | None:
+        """A job's spec (immutable: nothing to write back): the job's own if the command holds it, else kept, else
+        read (and kept)."""
+        held = self._jobs.get(job_id)
+        if held is not None:
+            return None if held[0] is None else held[0].spec
+        kept = self.kept_specs.get(job_id)
+        if kept is not None:
+            return kept[1]
+        raw = self._store.get(Table.JOBS, job_id.encode())
+        if raw is None:
+            return None
+        t = marshal.loads(raw)
+        spec = self._decoder.spec(t)
+        self.kept_specs.put(job_id, (t[layout.JOB_SPEC], spec), spec_weight(spec))
+        return spec
+
+    def _job_from(self, t: tuple[Any, ...]) -> Job:
+        """A stored job; its spec reused from the cache only if it was decoded from (or written as) these fields."""
+        kept = self.kept_specs.get(t[layout.JOB_ID])
+        part = t[layout.JOB_SPEC]
+        if kept is not None and kept[0] == part:
+            return self._decoder.job(t, kept[1])
+        job = self._decoder.job(t)
+        self.kept_specs.put(job.job_id, (part, job.spec), spec_weight(job.spec))
+        return job
+
+    def _job_to(self, job: Job) -> tuple[Any, ...]:
+        """The job's tuple as it is stored (written, or equal to what the store holds): its spec is kept."""
+        kept = self.kept_specs.get(job.job_id)
+        spec = job.spec
+        if kept is not None and kept[1] is spec:
+            part = kept[0]
+        else:
+            part = layout.spec_part(spec)
+            self.kept_specs.put(job.job_id, (part, spec), spec_weight(spec))
+        return layout.job_head(job) + part
+
+    def _write_jobs(self) -> None:
+        store = self._store
+        for job_id, (job, stored) in self._jobs.items():
+            if job is None:
+                if stored is not None:
+                    store.delete(Table.JOBS, job_id.encode())
+                    self.kept_specs.forget(job_id)
+                continue
+            now = self._job_to(job)
+            if now != stored:
+                store.put(Table.JOBS, job_id.encode(), marshal.dumps(now, layout.MARSHAL_VERSION))
+        self._jobs.clear()
+
+    # ------------------------------------------------------------ runs
+
+    def run(self, run_id: str) -> Run | None:
+        row = self._runs.get(run_id)
+        if row is not None:
+            return row[0]
+        stored = self._stored_run(run_id)
+        run = None if stored is None else layout.run_from_tuple(stored)
+        self._runs[run_id] = (run, stored)
+        return run
+
+    def add_run(self, run: Run) -> None:
+        """A run this command made, under an id the store may hold (``end_command`` writes it over)."""
+        row = self._runs.get(run.run_id)
+        self._runs[run.run_id] = (run, row[1] if row is not None else self._stored_run(run.run_id))
+
+    def add_new_run(self, run: Run) -> None:
+        """``add_run`` of a run made under a fresh id: whatever the store holds under it (nothing, as a rule) is not
+        read, and ``end_command`` writes the run over it."""
+        row = self._runs.get(run.run_id)
+        self._runs[run.run_id] = (run, row[1] if row is not None else _UNREAD)
+
+    def drop_run(self, run_id: str) -> None:
+        row = self._runs.get(run_id)
+        self._runs[run_id] = (None, row[1] if row is not None else self._stored_run(run_id))
+
+    def _stored_run(self, run_id: str) -> Any:
+        kept = self.kept_runs
+        stored = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
+        if stored is not _NOT_KEPT:
+            return stored
+        raw = self._store.get(Table.RUNS, run_id.encode())
+        if raw is None:
+            kept.put(run_id, None, run_weight(0))
+            return None
+        stored = marshal.loads(raw)
+        kept.put(run_id, stored, run_weight(len(raw)))
+        return stored
+
+    def _write_runs(self) -> None:
+        store, kept = self._store, self.kept_runs
+        for run_id, (run, stored) in self._runs.items():
+            if run is None:
+                if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
+                    store.delete(Table.RUNS, run_id.encode())
+                kept.put(run_id, None, run_weight(0))
+                continue
+            now = layout.run_to_tuple(run)
+            if now != stored:
+                raw = marshal.dumps(now, layout.MARSHAL_VERSION)
+                store.put(Table.RUNS, run_id.encode(), raw)
+                kept.put(run_id, now, run_weight(len(raw)))
+            # unchanged: what is kept (if it still is) equals it
+        self._runs.clear()
