@@ -25,8 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from raftsched.cluster.domain import command_registry
-from raftsched.cluster.domain.command_registry import command
+from raftsched.cluster.domain.commands import wire as command_registry
+from raftsched.cluster.domain.commands.wire import STR, Field, command
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.results import Ok, Result
 
@@ -35,7 +35,7 @@ PROBE_EVERY_S = 0.5
 log = logging.getLogger("raftsched.format_probe")
 
 
-@command("format_probe", lambda c: {"node": c.node_id}, lambda p, now: FormatProbe(now, str(p["node"])), since=NEXT_FORMAT)
+@command("format_probe", (Field("node", "node_id", STR),), since=NEXT_FORMAT)
 @dataclass(frozen=True, slots=True)
 class FormatProbe:
     now_ms: int

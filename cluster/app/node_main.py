@@ -26,7 +26,7 @@ from raftsched.cluster.app.node_boot import Boot, prepare
 from raftsched.cluster.app.observability import Observability
 from raftsched.cluster.app.replica_state import ReplicaState, open_state
 from raftsched.cluster.app.stop_signal import StopSignal
-from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.errors import NewerState
 from raftsched.cluster.domain.model import Member
 from raftsched.cluster.domain.output_location import OutputLocation
@@ -185,7 +185,7 @@ class Node:
         )  # fmt: skip
         # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
         interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))])
-        version_text = f"{version} (command format {command_registry.FORMAT_VERSION})"
+        version_text = f"{version} (command format {wire.FORMAT_VERSION})"
         cluster = ClusterServicer(
             self.raft, node_id, cfg.nodes, self.service.counts, version_text,
             self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout), self.fitness_view,

@@ -30,8 +30,8 @@ from typing import Any
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.commands import Fire
-from raftsched.cluster.domain.firing import Skip
 from raftsched.cluster.domain.model import Attempt, AttemptOutcome, JobSpec, Run, Step
+from raftsched.cluster.domain.schedule.firing import Skip
 from raftsched.cluster.domain.words import iso, schedule_words, span
 
 #: the cluster command format from which runs record their attempts and steps

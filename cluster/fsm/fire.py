@@ -4,24 +4,24 @@ Each item is ``(job_id, expected next_fire_ms)``: it applies only while the
 job is ACTIVE and its next instant is still the expected one, so a fire
 proposed twice (two leaders, a retried proposal) creates its runs once; a
 stale item changes nothing and is counted. For a live item, the misfire
-rules (``raftsched.cluster.domain.firing.plan``) decide each due instant:
+rules (``raftsched.cluster.domain.schedule.firing.plan``) decide each due instant:
 fired (a PENDING run named by the job and instant), or skipped with a
 record (consecutive skips for one reason are one record). Concurrency
 FORBID skips an instant while a run is active, REPLACE cancels (or asks to
 stop) the active ones; a cluster at its ``max_pending`` skips. The job's
 cursor moves past every decided instant; a job with no next instant
 completes. Cron instants follow the rules of the cluster's command format
-(``raftsched.cluster.domain.cron_legacy``), switched at the same entry on every node.
+(``raftsched.cluster.domain.schedule.legacy``), switched at the same entry on every node.
 """
 
 from __future__ import annotations
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.cron_legacy import under_rules
-from raftsched.cluster.domain.firing import FireAt, Skip, Window, plan
 from raftsched.cluster.domain.model import ConcurrencyPolicy, Job, JobStatus, RunStatus, run_id_for
 from raftsched.cluster.domain.results import FireReport, Ok, Result
 from raftsched.cluster.domain.run_history import fired_detail
+from raftsched.cluster.domain.schedule import under_rules
+from raftsched.cluster.domain.schedule.firing import FireAt, Skip, Window, plan
 from raftsched.cluster.fsm import jobs, runs
 from raftsched.cluster.fsm.tx import Tx
 

@@ -16,11 +16,10 @@
 from __future__ import annotations
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.cron_legacy import under_rules
-from raftsched.cluster.domain.firing import skip_through
 from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, manual_run_id
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
-from raftsched.cluster.domain.schedule import first_fire, next_fire
+from raftsched.cluster.domain.schedule import first_fire, next_fire, under_rules
+from raftsched.cluster.domain.schedule.firing import skip_through
 from raftsched.cluster.domain.spec_codec import spec_fingerprint
 from raftsched.cluster.fsm import keys, layout, retention, runs
 from raftsched.cluster.fsm.store import Table

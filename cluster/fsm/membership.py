@@ -24,7 +24,6 @@ machine's small state (``memory``):
 
 from __future__ import annotations
 
-from raftsched.cluster.domain import command_registry
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import NewerState
 from raftsched.cluster.domain.model import MemberChange
@@ -82,10 +81,10 @@ def is_removing(mem: Memory, node_id: str) -> bool:
 def check_format_number(cluster_format: int, what: str = "state") -> None:
     """Raise ``NewerState`` (a ValueError) if a state (a snapshot) uses a command format newer than this code
     understands."""
-    if cluster_format > command_registry.FORMAT_VERSION:
+    if cluster_format > c.wire.FORMAT_VERSION:
         raise NewerState(
             f"the {what}'s cluster uses command format {cluster_format}, but this node understands command "
-            f"formats up to {command_registry.FORMAT_VERSION}: upgrade this node"
+            f"formats up to {c.wire.FORMAT_VERSION}: upgrade this node"
         )
 
 

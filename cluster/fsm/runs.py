@@ -24,10 +24,10 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.firing import Skip
 from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
 from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step, skipped_detail
+from raftsched.cluster.domain.schedule.firing import Skip
 from raftsched.cluster.fsm import keys, retention
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx

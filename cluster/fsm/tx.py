@@ -153,7 +153,7 @@ class Tx:
     # ------------------------------------------------------------ rows
     # ``get``, ``put``, ``delete`` and ``scan`` are the store's own (bound in ``__init__``: one call each on the
     # hottest path); the record tables and ``meta`` are written only here (``end_command``, ``commit``), which a
-    # unit test holds (tests/unit/test_fsm_structure.py)
+    # unit test holds (tests/unit/fsm/test_structure.py)
 
     def rows(self, table: str) -> Iterator[tuple[bytes, bytes]]:
         """Every row of ``table``, read a chunk at a time."""

@@ -22,13 +22,13 @@ from typing import Callable, Iterator, TypeVar
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
-from raftsched.cluster.domain.cron_legacy import NEW_RULES_FORMAT, check_legacy
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.idempotency_scope import readable, scoped
 from raftsched.cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
 from raftsched.cluster.domain.results import AlreadyExists, NotFound, ResourceExhausted
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT
 from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT, check_legacy
 from raftsched.cluster.domain.spec_codec import spec_fingerprint
 from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
 from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec

@@ -40,8 +40,8 @@ import logging
 import threading
 from typing import Callable
 
-from raftsched.cluster.domain import command_registry
 from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.model import Member, MemberChange
 from raftsched.cluster.node.clock import Clock
@@ -208,5 +208,5 @@ def next_cluster_format(view: MembershipView, raft_members: list[str]) -> int | 
         by_raft[raft] = max(by_raft.get(raft, 0), fmt)
     if not raft_members or any(a not in by_raft for a in raft_members):
         return None
-    target = min(min(by_raft[a] for a in raft_members), command_registry.FORMAT_VERSION)
+    target = min(min(by_raft[a] for a in raft_members), wire.FORMAT_VERSION)
     return target if target > view.cluster_format else None

@@ -13,8 +13,8 @@ import importlib.metadata
 import logging
 import threading
 
-from raftsched.cluster.domain import command_registry
 from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.replicated_state import ReplicatedState
@@ -33,7 +33,7 @@ def raftsched_version() -> str:
 
 def version_text() -> str:
     """What ``raftsched --version`` prints."""
-    parts = [f"raftsched {raftsched_version()}", f"command format {command_registry.FORMAT_VERSION}"]
+    parts = [f"raftsched {raftsched_version()}", f"command format {wire.FORMAT_VERSION}"]
     for dist in ("pysyncobj", "grpcio", "croniter", "tzdata"):
         try:
             parts.append(f"{dist} {importlib.metadata.version(dist)}")
@@ -63,7 +63,7 @@ class VersionReporter:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            fmt = command_registry.FORMAT_VERSION
+            fmt = wire.FORMAT_VERSION
             cmd = c.NodeInfo(self._clock.now_ms(), self._node_id, self._version, fmt, self._raft)
             try:
                 self._store.execute(cmd)

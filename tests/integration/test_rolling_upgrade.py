@@ -15,7 +15,7 @@ import time
 import pytest
 
 from raftsched.cluster.app.local_cluster import LocalCluster
-from raftsched.cluster.domain import command_registry
+from raftsched.cluster.domain.commands import wire as command_registry
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv
 from raftsched.rpc.client.client import Client

@@ -5,7 +5,7 @@
   state machine and domain (no files, clocks, threads, randomness either),
   ``raft/`` that knows no jobs, no tooling imported at runtime;
 * no folder imports a folder that imports it back (directly or round a longer cycle);
-* no hand-written source file over 600 lines.
+* no hand-written source file over 600 lines, tests included.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_no_hand_written_source_file_is_over_600_lines() -> None:
         tracked = [str(p.relative_to(REPO)) for p in REPO.rglob("*.py") if ".venv" not in p.parts]
     long = []
     for rel in tracked:
-        if rel.startswith("tests/") or rel.endswith(("_pb2.py", "_pb2_grpc.py")):
+        if rel.endswith(("_pb2.py", "_pb2_grpc.py")):
             continue
         with open(os.path.join(REPO, rel), encoding="utf-8") as f:
             n = sum(1 for _ in f)

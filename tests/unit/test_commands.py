@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftsched.cluster.domain import command_registry
 from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.commands import wire as command_registry
 from raftsched.cluster.domain.model import (
     After,
     At,

@@ -19,11 +19,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from raftsched.cluster.domain.cron_calendar import day_matches
-from raftsched.cluster.domain.cron_fields import parse_cron
 from raftsched.cluster.domain.errors import ValidationError
 from raftsched.cluster.domain.model import Cron, Every
 from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.domain.schedule.cron_calendar import day_matches
+from raftsched.cluster.domain.schedule.cron_fields import parse_cron
 from raftsched.cluster.domain.validation import Limits
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.job_service import JobService

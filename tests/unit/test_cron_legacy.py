@@ -1,5 +1,5 @@
 """The cron rules follow the cluster's command format, so a rolling upgrade and a replay stay deterministic
-(raftsched.cluster.domain.cron_legacy)."""
+(raftsched.cluster.domain.schedule.legacy)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain import schedule
-from raftsched.cluster.domain.cron_legacy import LegacyCron, check_legacy, under_rules
 from raftsched.cluster.domain.model import Cron, Every, JobSpec
 from raftsched.cluster.domain.results import Ok
+from raftsched.cluster.domain.schedule import instants as schedule
+from raftsched.cluster.domain.schedule.legacy import LegacyCron, check_legacy, under_rules
 from raftsched.cluster.fsm.machine import JobStateMachine
 
 pytestmark = pytest.mark.unit

@@ -6,10 +6,10 @@ from datetime import date, datetime, timezone
 
 import pytest
 
-from raftsched.cluster.domain.cron_calendar import day_matches
-from raftsched.cluster.domain.cron_fields import ScheduleError, parse_cron
 from raftsched.cluster.domain.model import Cron
 from raftsched.cluster.domain.schedule import upcoming, validate_schedule
+from raftsched.cluster.domain.schedule.cron_calendar import day_matches
+from raftsched.cluster.domain.schedule.cron_fields import ScheduleError, parse_cron
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ snapshot); the instants after it follow the new rule, and the job's cursor with 
 expected next instant keep any instant from firing twice.
 
 Before the switch the state machine itself applies the old rules (a cluster on command format 1:
-``raftsched.cluster.domain.cron_legacy``); the old rule is also reproduced by making the parsed fields say "specific
+``raftsched.cluster.domain.schedule.legacy``); the old rule is also reproduced by making the parsed fields say "specific
 hours" for every job, which is what the old evaluator did. State crosses the upgrade the way a node
 carries it: a snapshot restored into a new machine, then the committed switch to command format 2.
 """
@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain import schedule
-from raftsched.cluster.domain.cron_fields import CronFields
 from raftsched.cluster.domain.model import Cron, JobSpec
 from raftsched.cluster.domain.results import FireReport, Ok
+from raftsched.cluster.domain.schedule import instants as schedule
+from raftsched.cluster.domain.schedule.cron_fields import CronFields
 from raftsched.cluster.fsm.machine import JobStateMachine
 
 pytestmark = pytest.mark.unit
@@ -60,7 +60,7 @@ class Node:
 
     def upgraded(self) -> Node:
         """A node of the new version, restored from this one's snapshot, in a cluster that has switched to
-        command format 2 (whose cron rules are the new ones: ``raftsched.cluster.domain.cron_legacy``)."""
+        command format 2 (whose cron rules are the new ones: ``raftsched.cluster.domain.schedule.legacy``)."""
         m = JobStateMachine()
         m.restore(self.m.snapshot())
         node = Node(m, self.index)

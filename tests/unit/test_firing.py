@@ -1,4 +1,4 @@
-"""Tests for raftsched.cluster.domain.firing.plan: misfire policies, catchup window, lookahead, decision budget."""
+"""Tests for raftsched.cluster.domain.schedule.firing.plan: misfire policies, catchup window, lookahead, decision budget."""
 
 from __future__ import annotations
 
@@ -6,9 +6,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftsched.cluster.domain.firing import _COUNT_CAP, DECISION_BUDGET, Decision, FireAt, Skip, Window, plan, skip_through
 from raftsched.cluster.domain.model import After, At, Cron, Every, MisfirePolicy
 from raftsched.cluster.domain.schedule import next_fire
+from raftsched.cluster.domain.schedule.firing import (
+    _COUNT_CAP,
+    DECISION_BUDGET,
+    Decision,
+    FireAt,
+    Skip,
+    Window,
+    plan,
+    skip_through,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Every, JobSpec, RunStatus
 from raftsched.cluster.domain.results import FailedPrecondition, Ok, Result
 from raftsched.cluster.fsm.machine import JobStateMachine
-from tests.unit.test_state import dump
+from tests.unit.fsm.harness import dump
 
 pytestmark = pytest.mark.unit
 

@@ -154,7 +154,7 @@ def test_membership_survives_a_snapshot() -> None:
 
 
 def test_a_snapshot_of_a_newer_format_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
-    from raftsched.cluster.domain import command_registry
+    from raftsched.cluster.domain.commands import wire as command_registry
 
     log = seeded()
     monkeypatch.setattr(command_registry, "FORMAT_VERSION", 3)

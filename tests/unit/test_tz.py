@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cluster.domain import tz
 from raftsched.cluster.domain.model import Cron
 from raftsched.cluster.domain.schedule import ScheduleError, next_fire, validate_schedule
+from raftsched.cluster.domain.schedule import zones as tz
 
 pytestmark = pytest.mark.unit
 

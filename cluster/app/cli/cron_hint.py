@@ -15,7 +15,7 @@ cluster reads.
 
 from __future__ import annotations
 
-from raftsched.cluster.domain.cron_fields import ScheduleError, parse_cron
+from raftsched.cluster.domain.schedule.cron_fields import ScheduleError, parse_cron
 
 
 def _reads(expression: str) -> bool:

@@ -25,9 +25,9 @@ import time
 from typing import Any, Iterator
 
 from raftsched.cluster.app.local_cluster import LocalCluster
-from raftsched.cluster.domain.cron_legacy import under_rules
 from raftsched.cluster.domain.model import At, Cron, Every, Job, JobSpec, JobStatus, Schedule
 from raftsched.cluster.domain.schedule import first_fire
+from raftsched.cluster.domain.schedule.legacy import under_rules
 from raftsched.cluster.fsm import keys, layout
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import Table

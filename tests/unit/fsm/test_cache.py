@@ -5,7 +5,7 @@ came from and run tuples in one cache with one budget (``raftsched.cluster.fsm.c
 writes a fired run without reading what its id held, and the machine encodes its
 membership only when it changed (``Memory._membership_raw``). Each shortcut is
 checked here against the slow way; the hypothesis model test runs a twin that keeps
-nothing (``tests/unit/test_state_model.py``).
+nothing (``tests/unit/fsm/test_model.py``).
 """
 
 from __future__ import annotations

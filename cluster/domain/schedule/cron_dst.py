@@ -26,8 +26,8 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from raftsched.cluster.domain.cron_calendar import next_wall
-from raftsched.cluster.domain.cron_fields import CronFields
+from raftsched.cluster.domain.schedule.cron_calendar import next_wall
+from raftsched.cluster.domain.schedule.cron_fields import CronFields
 
 __all__ = ["clock_next", "next_change", "offset_s", "once_instant", "once_next", "wall_of"]
 

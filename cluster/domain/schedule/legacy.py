@@ -18,7 +18,7 @@ instead of failing the whole ``Fire`` command. Such an expression (``L``,
 ``nL``, ...) can only come from an upgraded node; ``check_legacy`` lets the
 proposer refuse it while the cluster is on format 1.
 
-Pure: no clock; zones from the pinned tzdata (``raftsched.cluster.domain.tz``).
+Pure: no clock; zones from the pinned tzdata (``zones``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
-from raftsched.cluster.domain import tz
 from raftsched.cluster.domain.model import Cron, Schedule
+from raftsched.cluster.domain.schedule.zones import schedule_zone
 
 #: the first command format whose cron rules are today's
 NEW_RULES_FORMAT = 2
@@ -92,9 +92,9 @@ def _parsed(expression: str) -> croniter:
 def legacy_next(schedule: LegacyCron, after_ms: int) -> int | None:
     """The first instant after ``after_ms`` under the format-1 rules (the previous release's ``_next_cron``)."""
     try:
-        zone = tz.zone(schedule.timezone or "UTC")
+        zone = schedule_zone(schedule.timezone)
         it = copy.copy(_parsed(schedule.expression))
-    except (ValueError, tz.UnknownZone):
+    except ValueError:  # an unknown zone (ScheduleError) too
         return None
     after_s = after_ms // 1000
     try:

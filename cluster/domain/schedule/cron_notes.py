@@ -21,9 +21,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from raftsched.cluster.domain.cron_calendar import next_wall
-from raftsched.cluster.domain.cron_dst import next_change, offset_s, wall_of
-from raftsched.cluster.domain.cron_fields import CronFields
+from raftsched.cluster.domain.schedule.cron_calendar import next_wall
+from raftsched.cluster.domain.schedule.cron_dst import next_change, offset_s, wall_of
+from raftsched.cluster.domain.schedule.cron_fields import CronFields
 
 __all__ = ["explain"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from raftsched.cluster.domain.model import Every, MisfirePolicy
-from raftsched.cluster.domain.schedule import AnySchedule, next_fire
+from raftsched.cluster.domain.schedule.instants import AnySchedule, next_fire
 
 #: how many decisions one item of one Fire command may produce; the rest
 #: continue in the leader's next Fire command.

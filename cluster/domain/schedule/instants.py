@@ -44,13 +44,13 @@ from __future__ import annotations
 import functools
 from datetime import date, datetime
 from typing import Union
-from zoneinfo import ZoneInfo
 
-from raftsched.cluster.domain import cron_notes, tz
-from raftsched.cluster.domain.cron_dst import clock_next, once_next
-from raftsched.cluster.domain.cron_fields import CronFields, ScheduleError, parse_cron
-from raftsched.cluster.domain.cron_legacy import LegacyCron, legacy_next
 from raftsched.cluster.domain.model import After, At, Cron, Every, Schedule
+from raftsched.cluster.domain.schedule import cron_notes
+from raftsched.cluster.domain.schedule.cron_dst import clock_next, once_next
+from raftsched.cluster.domain.schedule.cron_fields import CronFields, ScheduleError, parse_cron
+from raftsched.cluster.domain.schedule.legacy import LegacyCron, legacy_next
+from raftsched.cluster.domain.schedule.zones import schedule_zone
 
 __all__ = [
     "AnySchedule",
@@ -65,7 +65,7 @@ __all__ = [
 
 MIN_EVERY_MS = 100
 #: what the next-instant functions take: a schedule, or a cron schedule under the rules of command
-#: format 1 (``raftsched.cluster.domain.cron_legacy``: what the state machine passes while the cluster is on format 1)
+#: format 1 (``raftsched.cluster.domain.schedule.legacy``: what the state machine passes while the cluster is on format 1)
 AnySchedule = Union[Schedule, LegacyCron]
 
 #: one cron search gives up after this many years without a match. Every expression
@@ -75,7 +75,6 @@ _HORIZON_YEARS = 50
 #: validation looks for a first fire from here (2000-01-01 UTC): the 50 years after it
 #: contain every kind of calendar year (leap or not, starting on any weekday).
 _VALIDATION_REF_MS = 946_684_800_000
-_UTC_HINT = "use an IANA name such as 'Europe/Berlin' or 'UTC'"
 
 
 # ---------------------------------------------------------------- validation
@@ -113,21 +112,10 @@ def _check_every(every_ms: object) -> int:
 
 def _validate_cron(schedule: Cron) -> None:
     expr = schedule.expression
-    _zone(schedule.timezone)
+    schedule_zone(schedule.timezone)
     _fields(expr)
     if next_fire(schedule, _VALIDATION_REF_MS, _VALIDATION_REF_MS) is None:
         raise ScheduleError(f"cron expression {expr!r} never fires: it names no date that exists (e.g. Feb 30)")
-
-
-@functools.lru_cache(maxsize=256)
-def _zone(name: str) -> ZoneInfo:
-    """The zone called ``name`` ('' means UTC); ``ScheduleError`` if there is none."""
-    if not isinstance(name, str):
-        raise ScheduleError(f"unknown time zone {name!r}: {_UTC_HINT}")
-    try:
-        return tz.zone(name or "UTC")
-    except tz.UnknownZone:
-        raise ScheduleError(f"unknown time zone {name!r}: {_UTC_HINT}") from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -186,7 +174,7 @@ def explain_instant(schedule: Schedule, previous_ms: int, instant_ms: int) -> st
     if not isinstance(schedule, Cron):
         return ""
     try:
-        zone, fields = _zone(schedule.timezone), _fields(schedule.expression)
+        zone, fields = schedule_zone(schedule.timezone), _fields(schedule.expression)
         return cron_notes.explain(zone, fields, previous_ms // 1000, instant_ms // 1000)
     except (ScheduleError, OverflowError, ValueError):
         return ""
@@ -198,7 +186,7 @@ def explain_instant(schedule: Schedule, previous_ms: int, instant_ms: int) -> st
 def _next_cron(schedule: Cron, after_ms: int) -> int | None:
     after_s = after_ms // 1000  # every cron instant <= after_s * 1000 is <= after_ms
     try:
-        zone, fields = _zone(schedule.timezone), _fields(schedule.expression)
+        zone, fields = schedule_zone(schedule.timezone), _fields(schedule.expression)
         start = datetime.fromtimestamp(after_s, zone)
         limit = date(min(start.year + _HORIZON_YEARS, 9998), 12, 31)
         search = clock_next if fields.follows_clock else once_next

@@ -1,33 +1,49 @@
-"""The command registry and the log's wire format: how commands become Raft entries and back.
+"""The log's wire format: how commands become Raft entries and back, from one field table per command.
 
-A command is a frozen dataclass registered with ``@command(op, to_plain,
-from_plain, since)``; its state-machine handler is in the machine's table
-(``raftsched.cluster.fsm.machine.HANDLERS``).
-The wire form is UTF-8 JSON ``{"v": <format>, "op": <name>, "now": <ms>,
-...fields}`` where ``v`` is the command format that introduced the command
-(``since``): entries of the commands an older node knows keep the format it
-knows, so adding a command never makes old entries unreadable.
+A command is a frozen dataclass registered with ``@command(op, fields,
+since)``. Its entry is UTF-8 JSON ``{"op": <name>, ...fields, "v": <format>,
+"now": <ms>}`` where ``v`` is the command format that introduced the command
+(``since``; a ``request_id`` makes it ``REQUEST_ID_FORMAT`` at least):
+entries of the commands an older node knows keep the format it knows, so
+adding a command never makes old entries unreadable.
 
-``FORMAT_VERSION`` is the newest command format this code understands
-(read it as ``command_registry.FORMAT_VERSION`` at call time: a test
-entry point may raise it). ``decode`` raises ``UnsupportedCommand`` for an
-entry this node cannot understand — a format above ``FORMAT_VERSION`` or an
-unknown op — and ``CommandFormatError`` for a malformed one. The state
-machine turns a malformed entry into a rejected result; an unsupported one
-stops the node (``UnsupportedCommand.stops_replica``), since applying past a
-command it does not understand would let its replica diverge.
+Each ``Field`` of the table names the plain key in the log (never rename
+one), the command's attribute, and its ``Kind`` (how the value becomes plain
+values and back). A field is written in the table's order and is
+
+* required (the default): always written; an entry without it is malformed;
+* ``optional``: always written; an entry without it (older ones) decodes to
+  the attribute's default;
+* ``omitted``: written only when it holds something (not None where the
+  default is None; else truthy), and an entry without it decodes to the
+  default — so an entry from before the field existed decodes, and encodes
+  again, to exactly its bytes.
+
+From the table, each command gets its encoder and decoder as plain Python
+functions (``_compile``: the same code the hand-written pairs were, so as
+fast), decoding in the order of the dataclass's fields.
+
+``FORMAT_VERSION`` is the newest command format this code understands (read
+it as ``wire.FORMAT_VERSION`` at call time: a test entry point may raise it).
+``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
+understand — a format above ``FORMAT_VERSION`` or an unknown op — and
+``CommandFormatError`` for a malformed one. The state machine turns a
+malformed entry into a rejected result; an unsupported one stops the node
+(``UnsupportedCommand.stops_replica``), since applying past a command it does
+not understand would let its replica diverge.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.spec_codec import Plain
 
-#: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each format added)
+#: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each added)
 FORMAT_VERSION = 3
 #: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
 #: is of that format at least, whatever its command's own (``command_format``)
@@ -57,27 +73,112 @@ class UnsupportedCommand(CommandFormatError):
         self.known = FORMAT_VERSION if known is None else known
 
 
+# ------------------------------------------------------------------ the field table
+
+
+class Kind(NamedTuple):
+    """How a field's value becomes the plain values of the log (``to_plain``; None: as it is), and back."""
+
+    to_plain: Callable[[Any], Any] | None
+    from_plain: Callable[[Any], Any]
+
+
+class Field(NamedTuple):
+    key: str
+    attr: str
+    kind: Kind
+    #: how an entry without the key reads, and whether the value is written when it holds nothing (module docstring)
+    optional: bool = False
+    omitted: bool = False
+
+
+def optional(key: str, attr: str, kind: Kind) -> Field:
+    return Field(key, attr, kind, optional=True)
+
+
+def omitted(key: str, attr: str, kind: Kind) -> Field:
+    return Field(key, attr, kind, optional=True, omitted=True)
+
+
+def seq(value: Any) -> list[Any]:
+    """A JSON array, or TypeError: a string must not pass as a list of one-letter items."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+STR = Kind(None, str)
+INT = Kind(None, int)
+FLOAT = Kind(None, float)
+BOOL = Kind(None, bool)
+#: a string, or None (the default of a field that older entries lack)
+STR_OR_NONE = Kind(None, lambda v: None if v is None else str(v))
+STRS = Kind(list, lambda v: tuple(str(x) for x in seq(v)))
+#: (id, token) pairs
+PAIRS = Kind(lambda v: [list(x) for x in v], lambda v: tuple((str(i), int(t)) for i, t in seq(v)))
+#: (id, token, draw) triples
+TRIPLES = Kind(lambda v: [list(x) for x in v], lambda v: tuple((str(i), int(t), float(d)) for i, t, d in seq(v)))
+#: ``request_id``: on the mutating commands from format 3 on (``command_format``)
+RID = omitted("rid", "request_id", STR)
+
+
+# ------------------------------------------------------------------ the registry
+
 C = TypeVar("C")
-#: how a command becomes the plain values of its log entry (without "op", "v", "now"), and back
 ToPlain = Callable[[Any], Plain]
 FromPlain = Callable[[Plain, int], Any]
 
 _ENCODERS: dict[type, tuple[str, ToPlain, int]] = {}
 _DECODERS: dict[str, tuple[FromPlain, int]] = {}
+_MISSING = object()
 
 
-def command(op: str, to_plain: ToPlain, from_plain: FromPlain, since: int = 1) -> Callable[[type[C]], type[C]]:
-    """Register a command class under its wire name ``op`` with its plain-value codec; ``since`` is the
-    command format that introduced it (its entries carry it as ``v``)."""
+def command(op: str, fields: tuple[Field, ...] = (), since: int = 1) -> Callable[[type[C]], type[C]]:
+    """Register a command class under its wire name ``op`` with its field table; ``since`` is the command format
+    that introduced it (its entries carry it as ``v``)."""
 
     def register(cls: type[C]) -> type[C]:
         if op in _DECODERS:
             raise ValueError(f"command op {op!r} is registered twice")
+        to_plain, from_plain = _compile(cls, fields)
         _ENCODERS[cls] = (op, to_plain, since)
         _DECODERS[op] = (from_plain, since)
         return cls
 
     return register
+
+
+def _compile(cls: type, fields: tuple[Field, ...]) -> tuple[ToPlain, FromPlain]:
+    """The command's encoder and decoder as plain functions, from its field table (checked against its class)."""
+    attrs = [f.name for f in dataclasses.fields(cls)]
+    by_attr = {f.attr: f for f in fields}
+    if attrs[0] != "now_ms" or sorted(attrs[1:]) != sorted(by_attr) or len(by_attr) != len(fields):
+        raise ValueError(f"{cls.__name__}: the field table must name each field but now_ms once, not {sorted(by_attr)}")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    names: dict[str, Any] = {"_cls": cls, "_MISSING": _MISSING}
+    written, later, read = [], [], []
+    for i, f in enumerate(fields):
+        names[f"_to{i}"], names[f"_from{i}"], names[f"_default{i}"] = f.kind.to_plain, f.kind.from_plain, defaults[f.attr]
+        value = f"c.{f.attr}" if f.kind.to_plain is None else f"_to{i}(c.{f.attr})"
+        if f.omitted:
+            holds = f"c.{f.attr} is not None" if defaults[f.attr] is None else f"c.{f.attr}"
+            later.append(f"    if {holds}:\n        plain[{f.key!r}] = {value}\n")
+        elif later:
+            raise ValueError(f"{cls.__name__}: field {f.key!r} follows an omitted one: write it first")
+        else:
+            written.append(f"{f.key!r}: {value}")
+    for attr in attrs[1:]:
+        i, f = next((i, f) for i, f in enumerate(fields) if f.attr == attr)
+        if f.optional:
+            read.append(f"_default{i} if (v := p.get({f.key!r}, _MISSING)) is _MISSING else _from{i}(v)")
+        else:
+            read.append(f"_from{i}(p[{f.key!r}])")
+    source = (
+        "def to_plain(c):\n    plain = {" + ", ".join(written) + "}\n" + "".join(later) + "    return plain\n"
+        "def from_plain(p, now):\n    return _cls(now, " + ", ".join(read) + ")\n"
+    )
+    exec(compile(source, f"<command {cls.__name__}>", "exec"), names)
+    return names["to_plain"], names["from_plain"]
 
 
 def format_of(cmd_type: type) -> int:
@@ -106,12 +207,7 @@ def registered_commands() -> list[type]:
     return list(_ENCODERS)
 
 
-def seq(value: Any) -> list[Any]:
-    """A JSON array, or TypeError: a string must not pass as a list of one-letter items."""
-    if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {type(value).__name__}")
-    return value
-
+# ------------------------------------------------------------------ bytes
 
 #: ``json.dumps(plain, separators=(",", ":"))``'s encoder, built once (``dumps`` builds one per call)
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode

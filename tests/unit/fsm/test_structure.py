@@ -22,11 +22,17 @@ from raftsched.cluster.fsm.machine import HANDLERS
 
 pytestmark = pytest.mark.unit
 
-FSM = Path(__file__).resolve().parents[2] / "cluster" / "fsm"
+FSM = Path(__file__).resolve().parents[3] / "cluster" / "fsm"
 WRITES = {"put", "delete", "begin", "commit", "load_sorted"}
 #: the modules that write a store themselves: the transaction, and the store
 WRITERS = {"tx.py", "store.py"}
 RECORD_TABLES = {"JOBS", "RUNS", "META"}
+
+
+def _modules() -> list[Path]:
+    found = sorted(FSM.glob("*.py"))
+    assert len(found) > 10, f"the state machine's modules are not in {FSM}"
+    return found
 
 
 def _calls(path: Path) -> list[ast.Call]:
@@ -46,7 +52,7 @@ def test_every_command_has_a_plain_function_of_the_transaction_and_the_command()
 
 def test_only_the_transaction_writes_the_store() -> None:
     found = []
-    for path in sorted(FSM.glob("*.py")):
+    for path in _modules():
         if path.name in WRITERS:
             continue
         for call in _writes(path):
@@ -58,7 +64,7 @@ def test_only_the_transaction_writes_the_store() -> None:
 
 def test_no_module_but_the_transaction_writes_a_record_or_the_small_state() -> None:
     found = []
-    for path in sorted(FSM.glob("*.py")):
+    for path in _modules():
         if path.name in WRITERS:
             continue
         for call in _writes(path):

@@ -14,7 +14,7 @@ from raftsched.cluster.domain.spec_codec import spec_fingerprint
 from raftsched.cluster.fsm import jobs, retention
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import state_hash
-from tests.unit.state_reference import differences, expected_tables, reference_hash, stored_hash, stored_tables
+from tests.unit.fsm.reference import differences, expected_tables, reference_hash, stored_hash, stored_tables
 
 pytestmark = pytest.mark.unit
 

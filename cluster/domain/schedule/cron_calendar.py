@@ -24,7 +24,7 @@ import bisect
 import calendar
 from datetime import date, datetime, timedelta
 
-from raftsched.cluster.domain.cron_fields import CronFields
+from raftsched.cluster.domain.schedule.cron_fields import CronFields
 
 __all__ = ["day_matches", "next_wall"]
 

@@ -1,0 +1,41 @@
+"""When a job fires: schedules, their next instants, and which due instants fire or are skipped.
+
+* ``instants`` — validation and next-instant arithmetic of ``At``, ``After``,
+  ``Every`` and ``Cron`` (``next_fire``, ``first_fire``, ``upcoming``), and
+  what DST did to an instant (``explain_instant``); the cron rules in
+  ``cron_fields`` (syntax), ``cron_calendar`` (days and wall times),
+  ``cron_dst`` (wall times to instants) and ``cron_notes`` (words for DST).
+* ``legacy`` — the cron rules of command format 1, which a cluster on that
+  format keeps evaluating (``under_rules`` picks by the cluster's format).
+* ``zones`` — the one zone lookup, from the pinned tzdata.
+* ``firing`` — the misfire rules: which due instants fire and which are
+  skipped, with a record.
+
+Pure: no clock, no randomness; zones only from the pinned tzdata package.
+"""
+
+from __future__ import annotations
+
+from raftsched.cluster.domain.schedule.cron_fields import ScheduleError
+from raftsched.cluster.domain.schedule.instants import (
+    MIN_EVERY_MS,
+    AnySchedule,
+    explain_instant,
+    first_fire,
+    next_fire,
+    upcoming,
+    validate_schedule,
+)
+from raftsched.cluster.domain.schedule.legacy import under_rules
+
+__all__ = [
+    "MIN_EVERY_MS",
+    "AnySchedule",
+    "ScheduleError",
+    "explain_instant",
+    "first_fire",
+    "next_fire",
+    "under_rules",
+    "upcoming",
+    "validate_schedule",
+]
