@@ -271,7 +271,7 @@ class RaftNode:
         self._replica._SyncObj__transport._raftsched_probes = self.peer_probes
         if self._snapshotter is not None:
             self._snapshotter.behind = self._followers_behind
-        self._batcher = batching.GroupCommitter(self.propose_async)
+        self._batcher = batching.GroupCommitter(self.propose_async, max_weight=settings.max_batch_weight)
         #: pysyncobj's dynamic membership, leadership transfer and election hold (``raftsched.raft.membership``)
         self.membership = RaftMembership(self._replica, settings.raft_min_timeout)
         self._disk_held = False

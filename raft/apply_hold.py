@@ -35,11 +35,12 @@ from pysyncobj import FAIL_REASON
 from pysyncobj.syncobj import SyncObjExceptionWrongVer
 
 from raftsched.raft.disk_trouble import RETRY_EVERY_S
+from raftsched.raft.errors import RaftError
 
 log = logging.getLogger("raftsched.raft")
 
 
-class EntryHeld(Exception):
+class EntryHeld(RaftError):
     """The entry cannot be stored now; it is held (``ApplyHold``) and applied later. Raised through pysyncobj."""
 
 

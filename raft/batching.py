@@ -21,8 +21,9 @@ the entry's index and its position in the entry, and answers the proposer
 with the list of results.
 
 Weights bound what one entry may hold in a domain unit the batcher does not
-understand (the job store uses the runs an ``AcquireLeases`` may grant, so
-fencing tokens per entry stay within their range).
+understand: ``max_weight`` is given at wiring (``RaftSettings.max_batch_weight``;
+the node gives the fencing tokens one entry may hand out, and weighs each
+``AcquireLeases`` by the runs it may grant); None bounds nothing.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class GroupCommitter:
         max_inflight: int = 4,
         max_commands: int = 256,
         max_bytes: int = 192 * 1024,
-        max_weight: int = 999,
+        max_weight: int | None = None,
         stale_s: float = 2.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -185,7 +186,9 @@ class GroupCommitter:
         size, weight = len(batch[0].data), batch[0].weight
         while self._queue and len(batch) < self._max_commands:
             nxt = self._queue[0]
-            if size + len(nxt.data) > self._max_bytes or weight + nxt.weight > self._max_weight:
+            if size + len(nxt.data) > self._max_bytes or (
+                self._max_weight is not None and weight + nxt.weight > self._max_weight
+            ):
                 break
             batch.append(self._queue.popleft())
             size += len(nxt.data)

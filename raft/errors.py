@@ -3,8 +3,10 @@
 ``RaftError`` covers every error ``raft/`` raises on purpose: a damaged or
 foreign log or snapshot (``JournalError``, ``SnapshotError``), a full log
 (``LogFullError``), a proposal that did not commit (``ProposalError``), a
-damaged batch (``BatchFormatError``) and a failed peer handshake
-(``HandshakeError``). The app layer reports them; the node's services see
+damaged batch (``BatchFormatError``), a failed peer handshake
+(``HandshakeError``), an entry held back until the disk takes it
+(``EntryHeld``), a snapshot writer called off (``Cancelled``) and a
+transaction ended on the wrong thread (``WrongThreadError``). The app layer reports them; the node's services see
 only what the ``Replicator`` port answers.
 """
 

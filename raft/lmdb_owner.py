@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import threading
 
+from raftsched.raft.errors import RaftError
 
-class WrongThreadError(RuntimeError):
+
+class WrongThreadError(RaftError, RuntimeError):
     """A write transaction was to be ended on a thread that did not begin it (the message names both)."""
 
 

@@ -46,6 +46,8 @@ class RaftSettings:
     connection_timeout: float = 3.5
     log_compaction_min_entries: int = 200_000
     log_compaction_min_time: float = 600.0
+    #: the most weight one entry's batch of proposals may carry (``raftsched.raft.batching``; None: no bound)
+    max_batch_weight: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

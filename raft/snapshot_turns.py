@@ -29,6 +29,7 @@ import time
 from typing import Callable, Iterator
 
 from raftsched.raft.durable_files import FILE_MODE
+from raftsched.raft.errors import RaftError
 
 log = logging.getLogger("raftsched.raft")
 
@@ -43,7 +44,7 @@ _released: dict[str, float] = {}
 _released_lock = threading.Lock()
 
 
-class Cancelled(Exception):
+class Cancelled(RaftError):
     """The writer was called off while it waited for its turn."""
 
 

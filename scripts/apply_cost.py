@@ -72,9 +72,9 @@ ROUNDS = 3
 def _machine(store: str, folder: str) -> tuple[Any, Callable[[], None]]:
     if store == "memory":
         return JobStateMachine(), lambda: None
-    from raftsched.storage.lmdb_state import LmdbStateStore
+    from raftsched.storage.lmdb_state import LmdbTableStore
 
-    lmdb_store = LmdbStateStore(os.path.join(folder, "state.mdb"), 8 << 30)
+    lmdb_store = LmdbTableStore(os.path.join(folder, "state.mdb"), 8 << 30)
     return JobStateMachine(lmdb_store), lmdb_store.close
 
 

@@ -50,7 +50,7 @@ class OutputJanitor:
         self._thread.start()
 
     def on_applied(self, events: list[tuple[str, Any]]) -> None:
-        """A ``ReplicatedState.on_applied`` hook (tick thread): queue the pruned runs' outputs."""
+        """A ``Replica.on_applied`` hook (tick thread): queue the pruned runs' outputs."""
         if not events or not self._is_leader():
             return
         for kind, run in events:

@@ -1,4 +1,4 @@
-"""The job state in one LMDB environment per node: ``raftsched.cluster.fsm.store.StateStore`` on disk.
+"""The job state in one LMDB environment per node: ``raftsched.cluster.fsm.store.TableStore`` on disk.
 
 Layout: one file (``subdir=False``, ``<node dir>/state.mdb`` with LMDB's
 ``state.mdb-lock``), one named database per ``Table``, and in the main
@@ -58,6 +58,7 @@ from typing import Any, BinaryIO, Iterable, Iterator
 
 import lmdb
 
+from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.fsm.store import SCAN_LIMIT, StoreFailure, Table
 from raftsched.raft import disk_trouble
 from raftsched.raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
@@ -74,7 +75,7 @@ MAP_SIZE = 64 << 30
 _COPY_CHUNK = 8 << 20
 
 
-class StateFileError(Exception):
+class StateFileError(RaftschedError):
     """A state environment that is damaged, foreign or from a newer version (the message names it)."""
 
 
@@ -112,7 +113,7 @@ def check_state_file(path: str) -> None:
 class EnvCopy:
     """The committed state at one moment, pinned by a read transaction: ``write_to`` copies it (any thread)."""
 
-    def __init__(self, store: "LmdbStateStore", txn: Any) -> None:
+    def __init__(self, store: "LmdbTableStore", txn: Any) -> None:
         self._store, self._txn = store, txn
 
     def write_to(self, fd: int) -> None:
@@ -126,8 +127,8 @@ class EnvCopy:
             self._txn = None
 
 
-class LmdbStateStore:
-    """``StateStore`` in an LMDB environment file (see the module docstring)."""
+class LmdbTableStore:
+    """``TableStore`` in an LMDB environment file (see the module docstring)."""
 
     def __init__(self, path: str, map_size: int = MAP_SIZE) -> None:
         self.path = path

@@ -4,7 +4,7 @@
 that understands command format ``FORMAT_VERSION + 1``, which adds one
 command, ``format_probe`` (a no-op: it changes nothing in the state). Once
 running, the node tries to commit a probe every ``PROBE_EVERY_S`` through
-the node's one way into the state (``ReplicatedState.execute``) and logs
+the node's one way into the state (``Replica.execute``) and logs
 each outcome:
 
     format probe committed at entry <index>
@@ -50,7 +50,7 @@ def _probe(node: Any) -> None:
     stop = threading.Event()
     while not stop.wait(PROBE_EVERY_S):
         try:
-            index = node.store.execute(FormatProbe(node.clock.now_ms(), node.node_id))
+            index = node.replica.execute(FormatProbe(node.clock.now_ms(), node.node_id))
             log.info("format probe committed at entry %s", index)
         except RaftschedError as exc:
             log.info("format probe refused: %s", exc)

@@ -14,7 +14,7 @@ import functools
 from typing import Any, Callable
 
 from raftsched.raft.lmdb_journal import LmdbJournal
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 
 #: what is open now: id -> (the file, the object, how to close it)
 _open: dict[int, tuple[str, Any, Callable[[], None]]] = {}
@@ -43,11 +43,11 @@ def _tracked(cls: type, opens: str, closes: str, close_at_end: str, path_of: Cal
 def install() -> None:
     """Track the state stores and Raft logs this process opens (once). A state store's environment is open from
     ``_open`` to ``_close_env`` (a test's simulated crash calls only the latter); an install reopens it."""
-    if getattr(LmdbStateStore, "_leak_tracked", False):
+    if getattr(LmdbTableStore, "_leak_tracked", False):
         return
-    _tracked(LmdbStateStore, "_open", "_close_env", "close", lambda s: s.path)
+    _tracked(LmdbTableStore, "_open", "_close_env", "close", lambda s: s.path)
     _tracked(LmdbJournal, "__init__", "_destroy", "_destroy", lambda j: j._path)
-    LmdbStateStore._leak_tracked = True  # type: ignore[attr-defined]
+    LmdbTableStore._leak_tracked = True  # type: ignore[attr-defined]
 
 
 def open_now() -> set[int]:

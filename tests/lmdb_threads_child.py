@@ -15,7 +15,7 @@ import lmdb
 from raftsched.cluster.fsm.store import Table
 from raftsched.raft.lmdb_journal import LmdbJournal
 from raftsched.raft.lmdb_owner import WrongThreadError
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 
 
 def _lock_another(folder: str) -> None:
@@ -63,7 +63,7 @@ def _closed_while_another_thread_writes(
 
 
 def close_while_writing(folder: str) -> None:
-    store = LmdbStateStore(f"{folder}/state.mdb", 64 << 20)
+    store = LmdbTableStore(f"{folder}/state.mdb", 64 << 20)
     # the entry's write transaction begins on the writing thread
     _closed_while_another_thread_writes(
         folder, lambda: store.put(Table.JOBS, b"j1", b"one"), store.commit, store.close, ("writer", "closed", "writer")
@@ -71,7 +71,7 @@ def close_while_writing(folder: str) -> None:
 
 
 def commit_elsewhere(folder: str) -> None:
-    store = LmdbStateStore(f"{folder}/state.mdb", 64 << 20)
+    store = LmdbTableStore(f"{folder}/state.mdb", 64 << 20)
     store.put(Table.JOBS, b"j1", b"one")
 
     def other() -> None:
@@ -92,7 +92,7 @@ def commit_elsewhere(folder: str) -> None:
 
 
 def writer_exited(folder: str) -> None:
-    store = LmdbStateStore(f"{folder}/state.mdb", 64 << 20)
+    store = LmdbTableStore(f"{folder}/state.mdb", 64 << 20)
     thread = threading.Thread(target=lambda: store.put(Table.JOBS, b"j1", b"one"))  # exits mid-entry
     thread.start()
     thread.join()

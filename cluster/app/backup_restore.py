@@ -26,7 +26,7 @@ import os
 from typing import Iterable
 
 from raftsched.cluster.app.data_dir import Identity, write_identity
-from raftsched.cluster.app.replica_state import open_state
+from raftsched.cluster.app.durable_machine import open_state
 from raftsched.cluster.node.config import ClusterConfig, ConfigError
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.raft.durable_files import FILE_MODE, fsync_dir, make_private_dir

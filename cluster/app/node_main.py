@@ -21,13 +21,14 @@ from typing import Any, Callable
 import grpc
 
 from raftsched.cluster.app.data_dir import ensure_identity, mark_removed, record_membership
+from raftsched.cluster.app.durable_machine import DurableMachine, open_state
 from raftsched.cluster.app.log_setup import configure_logging
 from raftsched.cluster.app.node_boot import Boot, prepare
 from raftsched.cluster.app.observability import Observability
-from raftsched.cluster.app.replica_state import ReplicaState, open_state
 from raftsched.cluster.app.stop_signal import StopSignal
 from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.errors import NewerState
+from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT
 from raftsched.cluster.domain.model import Member
 from raftsched.cluster.domain.output_location import OutputLocation
 from raftsched.cluster.domain.validation import Limits
@@ -44,7 +45,7 @@ from raftsched.cluster.node.lease_service import LeaseService
 from raftsched.cluster.node.membership import MembershipService
 from raftsched.cluster.node.membership_keeper import MembershipKeeper
 from raftsched.cluster.node.page_tokens import PageTokens, derive_key
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.cluster.node.scope_lookup import ScopeReader
 from raftsched.cluster.node.version import VersionReporter, raftsched_version
 from raftsched.raft import snapshot_turns
@@ -137,7 +138,7 @@ class Node:
         if self.state_store.set_aside:
             log.warning("%s; the state is rebuilt from the snapshot and the Raft log", self.state_store.set_aside)
         self.hub = EventHub(self.clock.now_ms)
-        self.store = ReplicatedState(self.machine, self.clock, self.hub, cfg.scheduler.request_timeout_s)
+        self.replica = Replica(self.machine, self.clock, self.hub, cfg.scheduler.request_timeout_s)
         t = cfg.raft
         settings = RaftSettings(
             self_address=me.raft,
@@ -156,39 +157,41 @@ class Node:
             leader_fallback_timeout=t.leader_fallback_timeout,
             log_compaction_min_entries=t.snapshot_min_entries,
             log_compaction_min_time=t.snapshot_interval_s,
+            # a grant's weight is the runs it may lease: one entry's grants stay within its fencing tokens
+            max_batch_weight=MAX_RUNS_PER_GRANT,
         )
         version = raftsched_version()
-        self.version_reporter = VersionReporter(self.store, self.clock, node_id, version, me.raft)
+        self.version_reporter = VersionReporter(self.replica, self.clock, node_id, version, me.raft)
         quotas = cfg.limits
         self.leader = LeaderLoop(
-            self.store, self.clock, cfg.scheduler, quotas.max_pending_runs, node_id, lambda: self.raft.term, self._may_act
+            self.replica, self.clock, cfg.scheduler, quotas.max_pending_runs, node_id, lambda: self.raft.term, self._may_act
         )
-        replica = ReplicaState(self.machine, self.state_store, self.store.restored)
-        self.raft = RaftNode(settings, replica, self.store.lock, self.store.after_apply, lambda _: self.leader.wake())
-        self.store.attach(self.raft)
+        durable = DurableMachine(self.machine, self.state_store, self.replica.restored)
+        self.raft = RaftNode(settings, durable, self.replica.lock, self.replica.after_apply, lambda _: self.leader.wake())
+        self.replica.attach(self.raft)
         self._guard_fitness(cfg, me.raft)
         self.ops = Observability(
-            cfg, node_id, self.store, self.raft, self.clock, tokens, self.fitness_view
+            cfg, node_id, self.replica, self.raft, self.clock, tokens, self.fitness_view
         )  # health, metrics, HTTP
         location = output_location(cfg)
         self.janitor = OutputJanitor(self.raft.is_leader, janitor_s3_client(cfg.logs), location)
-        self.store.on_applied.append(self.janitor.on_applied)
+        self.replica.on_applied.append(self.janitor.on_applied)
         limits = Limits(cfg.scheduler.max_payload_bytes, quotas.max_jobs, quotas.max_pending_runs)
         reader = output_reader(cfg.logs, location)
-        self.service = JobService(self.store, self.clock, limits, reader, page_tokens(first_cfg, secret))
-        self.leases = LeaseService(self.store, self.clock, cfg.scheduler.max_result_bytes, location, quotas.max_long_polls)
-        self.membership = MembershipService(self.store, self.clock, node_id, tuple(n.id for n in cfg.nodes))
+        self.service = JobService(self.replica, self.clock, limits, reader, page_tokens(first_cfg, secret))
+        self.leases = LeaseService(self.replica, self.clock, cfg.scheduler.max_result_bytes, location, quotas.max_long_polls)
+        self.membership = MembershipService(self.replica, self.clock, node_id, tuple(n.id for n in cfg.nodes))
         self.keeper = MembershipKeeper(
-            self.store, self.raft.membership, self.raft, self.clock, node_id, boot.seed, lambda: self.leader.leading,
+            self.replica, self.raft.membership, self.raft, self.clock, node_id, boot.seed, lambda: self.leader.leading,
             self._members_settled, self._removed,
             removed_after_s=2 * t.raft_max_timeout + 0.5, hold_until_index=boot.hold_until_index,
         )  # fmt: skip
         # the metrics interceptor first: it times and counts the whole call, refusals by the auth one included
-        interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.store))])
+        interceptors = self.ops.interceptors + ([] if tokens is None else [AuthInterceptor(tokens, ScopeReader(self.replica))])
         version_text = f"{version} (command format {wire.FORMAT_VERSION})"
         cluster = ClusterServicer(
             self.raft, node_id, cfg.nodes, self.service.counts, version_text,
-            self.membership, lambda timeout: open_backup(self.store, self.raft, self.clock, timeout), self.fitness_view,
+            self.membership, lambda timeout: open_backup(self.replica, self.raft, self.clock, timeout), self.fitness_view,
         )  # fmt: skip
         self.ops.serve_web_view(
             self.service,
@@ -219,11 +222,11 @@ class Node:
             return str(self.ops.names.get(address, names.get(address, address)))
 
         self.clock_guard = ClockGuard(self.fitness, self.clock, raft.peer_probes.readings, peers, cfg.max_clock_offset_ms, name)
-        self.store.stamp_refusal = self.clock_guard.stamp_refusal
+        self.replica.stamp_refusal = self.clock_guard.stamp_refusal
         raft.on_storage(lambda problem: self.fitness.set(STORAGE, problem))  # the Raft log's and the state's
-        self.store.disk_refusal = lambda: self.fitness.problems().get(STORAGE)
+        self.replica.disk_refusal = lambda: self.fitness.problems().get(STORAGE)
         disks = DiskMajority(self.fitness, raft.membership.members, raft.peer_probes.reports, name)
-        self.store.disks_exhausted = disks.exhausted
+        self.replica.disks_exhausted = disks.exhausted
         raft.peer_probes.report = self.fitness.report
         aside = StepAside(self.fitness, raft.is_leader, raft.membership, peers, raft.peer_probes.reports)
         self.fitness_loop = FitnessLoop([self.clock_guard.update, aside.step])

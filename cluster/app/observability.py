@@ -36,7 +36,7 @@ from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.config import ClusterConfig
 from raftsched.cluster.node.fitness import FitnessView
 from raftsched.cluster.node.health import Health, HealthMonitor, check_health
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.raft.adapter import RaftNode
 from raftsched.rpc.http.metrics import NodeMetrics
 from raftsched.rpc.http.ops import add_ops_routes
@@ -79,7 +79,7 @@ class Observability:
         self,
         cfg: ClusterConfig,
         node_id: str,
-        store: ReplicatedState,
+        replica: Replica,
         raft: RaftNode,
         clock: Clock,
         tokens: TokenTable | None,
@@ -109,10 +109,10 @@ class Observability:
         if not me.http:
             return
         metrics = self.metrics = NodeMetrics()
-        metrics.registry.register(StateCollector(store, raft))
+        metrics.registry.register(StateCollector(replica, raft))
         if fitness is not None:
             metrics.registry.register(FitnessCollector(fitness, self._names))
-        store.on_applied.append(RunEventMetrics(metrics, raft.is_leader, clock.now_ms).on_applied)
+        replica.on_applied.append(RunEventMetrics(metrics, raft.is_leader, clock.now_ms).on_applied)
         self.monitor.listeners.append(LeaderChanges(metrics).on_health)
         raft.on_snapshot(metrics.observe_snapshot)
         raft.on_log_commit(metrics.observe_log_commit)

@@ -32,7 +32,7 @@ Contract (the hashicorp/raft FSM boundary):
 
 Readers on other threads read committed records through ``view`` inside
 ``reading()``; the in-memory state (and the queries that read it) only under
-the caller's lock (``raftsched.cluster.node.replicated_state``).
+the caller's lock (``raftsched.cluster.node.replica``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from raftsched.cluster.fsm import body, fire, jobs, keys, layout, leases, member
 from raftsched.cluster.fsm.cache import CACHE_BYTES
 from raftsched.cluster.fsm.memory import Memory
 from raftsched.cluster.fsm.reader import RecordMap, RecordReader
-from raftsched.cluster.fsm.store import StateStore, StoreFailure, Table, iter_table
+from raftsched.cluster.fsm.store import StoreFailure, Table, TableStore, iter_table
 from raftsched.cluster.fsm.tx import RunEvent, Tx
 
 SNAPSHOT_FORMAT = body.FORMAT
@@ -105,7 +105,7 @@ class _InMemory:
 class IdempotencyMap:
     """The stored idempotency keys: key -> (job_id, fingerprint of the spec it was created with)."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: TableStore) -> None:
         self._store = store
 
     def get(self, key: str) -> tuple[str, str] | None:
@@ -152,7 +152,7 @@ class JobStateMachine:
     leases = _InMemory()
     lease_deadlines = _InMemory()
 
-    def __init__(self, store: StateStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
         #: the one writer of the store (``tx``)
         self.tx = Tx(store, cache_bytes)
         store = self.tx.store
@@ -164,7 +164,7 @@ class JobStateMachine:
         self.load()
 
     @property
-    def store(self) -> StateStore:
+    def store(self) -> TableStore:
         return self.tx.store
 
     # ------------------------------------------------------------ apply, commit, load

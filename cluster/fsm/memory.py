@@ -12,7 +12,7 @@ what is small and must be fast:
   deadlines (``runs`` keeps them as runs change).
 
 Read by other threads only under the node's lock
-(``raftsched.cluster.node.replicated_state``).
+(``raftsched.cluster.node.replica``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Read-only queries of committed jobs and runs, for any thread (inside ``StateStore.reading()``).
+"""Read-only queries of committed jobs and runs, for any thread (inside ``TableStore.reading()``).
 
 * ``RecordReader``: a job, a run, jobs and runs in id order from a key, a
   job's runs by instant, a job's active runs. Lazy iterators read a chunk of
@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Mapping, TypeVar
 from raftsched.cluster.domain.model import Job, Run
 from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.layout import Decoder, decode_run
-from raftsched.cluster.fsm.store import StateStore, Table, iter_table
+from raftsched.cluster.fsm.store import Table, TableStore, iter_table
 
 R = TypeVar("R")
 _CHUNK = 256
@@ -24,7 +24,7 @@ _CHUNK = 256
 class RecordReader:
     """Read-only queries of committed jobs and runs (see the module docstring)."""
 
-    def __init__(self, store: StateStore, decoder: Decoder | None = None) -> None:
+    def __init__(self, store: TableStore, decoder: Decoder | None = None) -> None:
         self.store = store
         self._decoder = decoder or Decoder()
 
@@ -87,7 +87,7 @@ class RecordReader:
         return [(key, keys.run_id_of(key)) for key, _ in rows]
 
 
-def job_keys(store: StateStore, table: str, job_id: str, after: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
+def job_keys(store: TableStore, table: str, job_id: str, after: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
     prefix = keys.job_prefix(job_id)
     start = keys.job_run_key(job_id, after[0], after[1]) + b"\x00" if after is not None else prefix
     rows = store.scan(table, start, keys.prefix_end(prefix), limit)
@@ -96,7 +96,7 @@ def job_keys(store: StateStore, table: str, job_id: str, after: tuple[int, str] 
 
 
 def _job_keys_back(
-    store: StateStore, table: str, job_id: str, before: tuple[int, str] | None, limit: int
+    store: TableStore, table: str, job_id: str, before: tuple[int, str] | None, limit: int
 ) -> list[tuple[int, str]]:
     prefix = keys.job_prefix(job_id)
     stop = keys.job_run_key(job_id, before[0], before[1]) if before is not None else keys.prefix_end(prefix)
@@ -108,7 +108,7 @@ def _job_keys_back(
 class RecordMap(Mapping[str, R]):
     """The stored jobs (or runs) as a read-only mapping, in id order: every access reads the store."""
 
-    def __init__(self, store: StateStore, table: str, decode: Callable[[bytes], R]) -> None:
+    def __init__(self, store: TableStore, table: str, decode: Callable[[bytes], R]) -> None:
         self._store, self._table, self._decode = store, table, decode
 
     def __getitem__(self, ident: str) -> R:

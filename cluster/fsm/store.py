@@ -1,11 +1,11 @@
 """The state machine's storage port: named tables of ordered byte keys and values, written per Raft entry.
 
 The job state machine (``raftsched.cluster.fsm``) keeps every record and every
-index that grows with the backlog in a ``StateStore``: jobs, runs,
+index that grows with the backlog in a ``TableStore``: jobs, runs,
 idempotency keys, each job's runs, the active runs, the due index, the
 retention indexes and the machine's small state (``meta``). Two
 implementations: ``MemoryStore`` here (pure, for unit tests) and
-``raftsched.storage.lmdb_state.LmdbStateStore`` (an LMDB environment on every node).
+``raftsched.storage.lmdb_state.LmdbTableStore`` (an LMDB environment on every node).
 Both hold the same bytes: the typed encoding is the machine's
 (``raftsched.cluster.fsm.keys`` and ``layout``), so the same commands give byte-identical
 tables in both (``state_hash``).
@@ -88,7 +88,7 @@ class StoreFailure(RaftschedError):
 SCAN_LIMIT = 1000
 
 
-class StateStore(Protocol):
+class TableStore(Protocol):
     def get(self, table: str, key: bytes) -> bytes | None: ...
 
     def put(self, table: str, key: bytes, value: bytes) -> None: ...
@@ -129,7 +129,7 @@ class StateStore(Protocol):
 
 
 class MemoryStore:
-    """``StateStore`` in sorted dicts of bytes: what the LMDB store holds, without a file."""
+    """``TableStore`` in sorted dicts of bytes: what the LMDB store holds, without a file."""
 
     def __init__(self) -> None:
         self._tables: dict[str, SortedDict] = {t: SortedDict() for t in Table.ALL}
@@ -192,7 +192,7 @@ class MemoryStore:
 
 
 def iter_table(
-    store: StateStore, table: str, start: bytes = b"", stop: bytes | None = None, chunk: int = SCAN_LIMIT
+    store: TableStore, table: str, start: bytes = b"", stop: bytes | None = None, chunk: int = SCAN_LIMIT
 ) -> Iterator[tuple[bytes, bytes]]:
     """Every pair of ``table`` from ``start`` (to ``stop``), read ``chunk`` at a time."""
     while True:
@@ -206,7 +206,7 @@ def iter_table(
 _LEN = struct.Struct(">I")
 
 
-def state_hash(store: StateStore) -> str:
+def state_hash(store: TableStore) -> str:
     """SHA-256 of every table's bytes in key order: equal for equal states, whatever the store."""
     h = hashlib.sha256()
     for table in Table.ALL:

@@ -44,7 +44,7 @@ from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, run_weight, spec_weight
 from raftsched.cluster.fsm.memory import META_KEYS, Memory
 from raftsched.cluster.fsm.reader import job_keys
-from raftsched.cluster.fsm.store import MemoryStore, StateStore, Table, iter_table
+from raftsched.cluster.fsm.store import MemoryStore, Table, TableStore, iter_table
 
 #: (kind, run) pairs describing what an apply changed, for WatchRuns (``raftsched.cluster.node.event_hub``) and the
 #: metrics; ``lease_expired`` (an ExpireLeases entry expired the run's lease: its retry or end follows as its own
@@ -64,8 +64,8 @@ class Tx:
     __slots__ = ("_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry", "tokens_used", "_jobs",
                  "_runs", "_saved", "get", "put", "delete", "scan")  # fmt: skip
 
-    def __init__(self, store: StateStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
-        self._store: StateStore = store if store is not None else MemoryStore()
+    def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
+        self._store: TableStore = store if store is not None else MemoryStore()
         self._decoder = layout.Decoder()
         #: what is kept between commands, in one budget: run_id -> the stored run tuple (None: no row); job_id ->
         #: (the job's stored ``JOB_SPEC`` fields, its spec)
@@ -91,11 +91,11 @@ class Tx:
         self.get: Callable[[str, bytes], bytes | None] = store.get
         self.put: Callable[[str, bytes, bytes], None] = store.put
         self.delete: Callable[[str, bytes], None] = store.delete
-        #: at most ``limit`` rows of ``table`` with ``start <= key < stop``, in key order (``StateStore.scan``)
+        #: at most ``limit`` rows of ``table`` with ``start <= key < stop``, in key order (``TableStore.scan``)
         self.scan: Callable[..., list[tuple[bytes, bytes]]] = store.scan
 
     @property
-    def store(self) -> StateStore:
+    def store(self) -> TableStore:
         return self._store
 
     # ------------------------------------------------------------ the entry

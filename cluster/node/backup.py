@@ -20,17 +20,17 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import Unavailable
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.ports import Snapshots
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 
 POLL_S = 0.05
 
 
-def open_backup(store: ReplicatedState, snapshots: Snapshots, clock: Clock, timeout_s: float) -> tuple[int, BinaryIO]:
+def open_backup(replica: Replica, snapshots: Snapshots, clock: Clock, timeout_s: float) -> tuple[int, BinaryIO]:
     """``(index, file)``: a snapshot covering at least the index a barrier committed now; the caller closes it."""
     path = snapshots.snapshot_path
     if path is None:
         raise Unavailable("this node keeps no snapshot file (no data dir): back up from another node")
-    index = int(store.execute(c.Barrier(clock.now_ms())))
+    index = int(replica.execute(c.Barrier(clock.now_ms())))
     deadline = clock.monotonic() + timeout_s
     asked = -1.0
     while snapshots.last_snapshot_index < index or not os.path.exists(path):

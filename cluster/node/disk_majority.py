@@ -8,7 +8,7 @@ this node's own ``Fitness`` and what each peer last said of itself in its
 Raft probes (``raftsched.raft.peer_probe``; only fresh reports that say ``storage_ok``
 is false count: a peer not heard from is down, not full).
 
-Who calls: ``raftsched.cluster.node.replicated_state`` when a write could not be proposed
+Who calls: ``raftsched.cluster.node.replica`` when a write could not be proposed
 or did not commit, on the caller's thread. Any thread may call it.
 """
 

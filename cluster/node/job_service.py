@@ -7,7 +7,7 @@ retried call is then not deduplicated);
 a create's idempotency key is stored under its spec's queue
 (``raftsched.cluster.domain.idempotency_scope``: ``_keys_to_send``);
 each read runs after a read barrier, lists and lookups of records in a read
-transaction of the store (``ReplicatedState.read_records``: no lock that Raft
+transaction of the store (``Replica.read_records``: no lock that Raft
 needs). Results come back as copies of the records, so callers never hold
 live state. Refusals raise
 ``RejectedError``/``ValidationError``/``Unavailable``; ``raftsched.rpc.server.errors`` maps
@@ -39,7 +39,7 @@ from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.explain import Explanation, explain
 from raftsched.cluster.node.page_tokens import PageTokens
 from raftsched.cluster.node.ports import OutputReader
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.cluster.node.run_output import RunOutput, read_run_output
 
 DEFAULT_PAGE = 100
@@ -95,9 +95,9 @@ def _page_size(size: int) -> int:
 
 class JobService:
     def __init__(
-        self, store: ReplicatedState, clock: Clock, limits: Limits, outputs: OutputReader, tokens: PageTokens | None = None
+        self, replica: Replica, clock: Clock, limits: Limits, outputs: OutputReader, tokens: PageTokens | None = None
     ) -> None:
-        self._store = store
+        self._replica = replica
         self._clock = clock
         self._limits = limits
         self._outputs = outputs
@@ -108,7 +108,7 @@ class JobService:
     def _check_rules(self, schedule: Schedule) -> None:
         """While the cluster is on command format 1 (a rolling upgrade from the release before command format 2
         is not finished), every node applies the old cron rules: refuse what only the new ones can read."""
-        if not isinstance(schedule, Cron) or self._store.read(lambda m: m.cluster_format, barrier=False) >= NEW_RULES_FORMAT:
+        if not isinstance(schedule, Cron) or self._replica.read(lambda m: m.cluster_format, barrier=False) >= NEW_RULES_FORMAT:
             return
         why = check_legacy(schedule.expression)
         if why is not None:
@@ -123,7 +123,7 @@ class JobService:
         (an older node would apply the spec without it, and prune differently)."""
         if spec.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT:
             return
-        if self._store.read(lambda m: m.cluster_format, barrier=False) < HISTORY_FORMAT:
+        if self._replica.read(lambda m: m.cluster_format, barrier=False) < HISTORY_FORMAT:
             raise ValidationError(
                 f"failed_history_limit needs command format {HISTORY_FORMAT}, and the cluster still uses an older one (a "
                 "rolling upgrade is not finished): leave it unset, or retry once every node runs this version"
@@ -133,7 +133,7 @@ class JobService:
         """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""
         lim.check_chars("request_id", request_id, lim.MAX_REQUEST_ID_CHARS)
         check_text("request_id", request_id)
-        if not request_id or self._store.read(lambda m: m.cluster_format, barrier=False) < c.REQUEST_ID_FORMAT:
+        if not request_id or self._replica.read(lambda m: m.cluster_format, barrier=False) < c.REQUEST_ID_FORMAT:
             return ""
         return request_id
 
@@ -162,12 +162,12 @@ class JobService:
 
         if not any(key for _, key in wanted):
             return ["" for _ in wanted]
-        return self._store.read(pick, barrier=False)
+        return self._replica.read(pick, barrier=False)
 
     def _check_quota(self, count: Callable[[JobStateMachine], int], limit: int, message: str) -> None:
         """The proposer's early refusal, on this node's applied state (apply checks again, with the value
         in the command, so two nodes with different configs or a lagging follower decide nothing alone)."""
-        if limit and self._store.read(count, barrier=False) >= limit:
+        if limit and self._replica.read(count, barrier=False) >= limit:
             raise RejectedError(ResourceExhausted(message))
 
     def _check_jobs_quota(self) -> None:
@@ -184,7 +184,7 @@ class JobService:
         if not idempotency_key and not cmd.request_id:  # a retried create with a key must still find its job
             self._check_jobs_quota()
         try:
-            job = self._store.execute(cmd)
+            job = self._replica.execute(cmd)
         except RejectedError as exc:
             raise _with_client_key(exc, sent) from None
         assert isinstance(job, Job)
@@ -200,7 +200,7 @@ class JobService:
         now = self._clock.now_ms()
         sent = self._keys_to_send([("", "") if isinstance(i, Exception) else (i[0].queue, i[1]) for i in items])
         keyed = [item if isinstance(item, Exception) else (*item, key) for item, key in zip(items, sent)]
-        answers = self._store.execute_each(keyed, lambda item: self._create_command(item[0], item[1], now, item[2], item[3]))
+        answers = self._replica.execute_each(keyed, lambda item: self._create_command(item[0], item[1], now, item[2], item[3]))
         return [_with_client_key(a, key) if isinstance(a, RejectedError) else a for a, key in zip(answers, sent)]
 
     def update_job(self, job_id: str, spec: JobSpec, request_id: str = "") -> Job:
@@ -211,7 +211,7 @@ class JobService:
         return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec, self._rid(request_id)))
 
     def _job_write(self, cmd: c.Command) -> Job:
-        job = self._store.execute(cmd)
+        job = self._replica.execute(cmd)
         assert isinstance(job, Job)
         return job
 
@@ -237,13 +237,13 @@ class JobService:
                 limit,
                 f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
             )
-        run = self._store.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit, rid))
+        run = self._replica.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit, rid))
         assert isinstance(run, Run)
         return run
 
     def cancel_run(self, run_id: str, request_id: str = "") -> Run:
         _require_id("run_id", run_id)
-        run = self._store.execute(c.CancelRun(self._clock.now_ms(), run_id, self._rid(request_id)))
+        run = self._replica.execute(c.CancelRun(self._clock.now_ms(), run_id, self._rid(request_id)))
         assert isinstance(run, Run)
         return run
 
@@ -252,7 +252,7 @@ class JobService:
         while the cluster is below command format 3: the format gate)."""
         _require_id("run_id", run_id)
         cmd = c.RetryRun(self._clock.now_ms(), run_id, requested_by, self._limits.max_pending_runs, self._rid(request_id))
-        run = self._store.execute(cmd)
+        run = self._replica.execute(cmd)
         assert isinstance(run, Run)
         return run
 
@@ -264,14 +264,14 @@ class JobService:
 
     def get_job(self, job_id: str) -> Job:
         _require_id("job_id", job_id)
-        job = self._store.read_records(lambda r: r.job(job_id))
+        job = self._replica.read_records(lambda r: r.job(job_id))
         if job is None:
             raise RejectedError(NotFound(f"job {job_id} not found"))
         return job
 
     def get_run(self, run_id: str) -> Run:
         _require_id("run_id", run_id)
-        run = self._store.read_records(lambda r: r.run(run_id))
+        run = self._replica.read_records(lambda r: r.run(run_id))
         if run is None:
             raise RejectedError(NotFound(f"run {run_id} not found"))
         return run
@@ -290,7 +290,7 @@ class JobService:
         then scheduled time, read a chunk per read transaction."""
         if job_id:
             _require_id("job_id", job_id)
-        return iter_active_runs(self._store, job_id, accept, limit, SCAN_CHUNK)
+        return iter_active_runs(self._replica, job_id, accept, limit, SCAN_CHUNK)
 
     def counts(self) -> Counts:
         """Jobs and runs in this node's state as applied so far: no barrier, no Raft round trip."""
@@ -299,7 +299,7 @@ class JobService:
             pending = {q: len(runs) for q, runs in m.pending.items() if runs}
             return Counts(dict(m.run_counts), sum(m.job_counts.values()), pending, dict(m.members), dict(m.job_counts))
 
-        return self._store.read(count, barrier=False)
+        return self._replica.read(count, barrier=False)
 
     def list_jobs(
         self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
@@ -388,7 +388,7 @@ class JobService:
                         return kept, last, False
                 return kept, last, True
 
-            kept, cursor, exhausted = self._store.read_records(chunk, barrier=first)
+            kept, cursor, exhausted = self._replica.read_records(chunk, barrier=first)
             first = False
             out.extend(kept)
             if len(out) > size:

@@ -29,7 +29,7 @@ from raftsched.cluster.fsm.machine import JobStateMachine, due_item
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.config import SchedulerConfig
 from raftsched.cluster.node.lease_watch import LeaseWatch
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 
 log = logging.getLogger("raftsched.leader")
 
@@ -65,7 +65,7 @@ class _Look(NamedTuple):
 class LeaderLoop:
     def __init__(
         self,
-        store: ReplicatedState,
+        replica: Replica,
         clock: Clock,
         cfg: SchedulerConfig,
         max_pending_runs: int = 0,
@@ -73,13 +73,13 @@ class LeaderLoop:
         term: Callable[[], int] = lambda: 0,
         may_act: Callable[[], str | None] = lambda: None,
     ) -> None:
-        self._store = store
+        self._replica = replica
         #: why this node must not fire or expire now (None: it may)
         self._may_act = may_act
         self._refused: str | None = None
         #: when this leader last saw each lease granted or renewed, on its monotonic clock
         self.watch = LeaseWatch(clock.monotonic, cfg.lease_grace_s)
-        store.on_applied.append(self.watch.on_applied)
+        replica.on_applied.append(self.watch.on_applied)
         #: this node's id and its current Raft term, named in every Fire (the runs' explanations)
         self._node_id, self._term = node_id, term
         self._clock = clock
@@ -97,7 +97,7 @@ class LeaderLoop:
         self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
         self.fires_proposed = 0
         self._planned_ms: int | None = None  # the next due instant the loop last planned around
-        store.on_applied.append(self._after_apply)
+        replica.on_applied.append(self._after_apply)
 
     @property
     def leading(self) -> bool:
@@ -119,7 +119,7 @@ class LeaderLoop:
         """On the tick thread: wake the loop only if a job now comes due earlier than it planned for."""
         if not self._leading:
             return
-        head = self._store.read(lambda m: m.next_due_ms(), barrier=False)
+        head = self._replica.read(lambda m: m.next_due_ms(), barrier=False)
         planned = self._planned_ms
         if head is not None and (planned is None or head < planned):
             self.wake()
@@ -142,7 +142,7 @@ class LeaderLoop:
                 self._sleep(0.5)
 
     def _step(self) -> None:
-        if not self._store.is_leader():
+        if not self._replica.is_leader():
             if self._leading:
                 log.info("no longer the leader: firing stops")
                 self.watch.lead(False)
@@ -181,14 +181,14 @@ class LeaderLoop:
             ttls = m.lease_ttls([lease_id for lease_id, _ in expired]) if expired else {}
             return _Look(fire_room, due, m.next_due_ms(), expired, ttls, m.next_lease_deadline(), m.next_prune_ms())
 
-        return self._store.read(read, barrier=False)
+        return self._replica.read(read, barrier=False)
 
     def _become_leader(self) -> None:
         self.watch.lead(True)  # renewals applied from here on are this leader's to see
         try:
-            index = self._store.execute(c.Barrier(self._clock.now_ms()))
+            index = self._replica.execute(c.Barrier(self._clock.now_ms()))
             grace_ms = int(self._cfg.lease_grace_s * 1000)
-            extended = self._store.execute(c.GraceLeases(self._clock.now_ms(), grace_ms))
+            extended = self._replica.execute(c.GraceLeases(self._clock.now_ms(), grace_ms))
         except RejectedError as exc:  # cannot happen for these commands; never fire on a doubt
             raise Unavailable(f"leader start-up refused: {exc}") from exc
         with self._inflight_lock:
@@ -239,7 +239,7 @@ class LeaderLoop:
             self._pruning_since = 0.0
 
         self._pruning_since = mono
-        self._store.propose_async(c.PruneHistory(now), done)
+        self._replica.propose_async(c.PruneHistory(now), done)
         return MAX_IDLE_S
 
     def _expire_due(self, now: int, look: _Look) -> float:
@@ -261,7 +261,7 @@ class LeaderLoop:
                     for item in items:
                         self._expiring.pop(item, None)
 
-            self._store.propose_async(cmd, done)
+            self._replica.propose_async(cmd, done)
         if items:
             return MIN_PAUSE_S
         if next_deadline is None or next_deadline < now:
@@ -282,5 +282,5 @@ class LeaderLoop:
             if error != 0:
                 log.debug("fire batch of %d not committed (reason %s); will retry", len(keys), error)
 
-        self._store.propose_async(cmd, done)
+        self._replica.propose_async(cmd, done)
         self.fires_proposed += len(keys)

@@ -35,7 +35,7 @@ from raftsched.cluster.domain.unsafe_text import check_text
 from raftsched.cluster.domain.validation import validate_queue, validate_type_name
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import Clock
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.cluster.node.slots import Slots
 
 MAX_WAIT_MS = lim.MAX_WAIT_MS
@@ -116,20 +116,20 @@ def _check_acquire(queues: list[str], max_runs: int, wait_ms: int, types: list[s
 class LeaseService:
     def __init__(
         self,
-        store: ReplicatedState,
+        replica: Replica,
         clock: Clock,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputLocation | None = None,
         max_long_polls: int = DEFAULT_MAX_LONG_POLLS,
     ) -> None:
-        self._store = store
+        self._replica = replica
         self._clock = clock
         self._max_result = max_result_bytes
         #: the node's own output store; None (tests only) accepts any log_uri
         self._outputs = outputs
         self.long_polls = Slots(max_long_polls, "max_long_polls", "AcquireLease long polls")
         self._changed = threading.Condition()
-        store.on_applied.append(self._wake)
+        replica.on_applied.append(self._wake)
 
     def _wake(self, events: list) -> None:
         """On the tick thread: wake long polls only when a run became PENDING (fired or retried)."""
@@ -170,7 +170,7 @@ class LeaseService:
         while alive():
             now = self._clock.now_ms()
             # of the runs this executor may take: a run of a type it does not serve must not wake it
-            next_ms = self._store.read(lambda m: m.next_leasable_ms(queues, served), barrier=False)
+            next_ms = self._replica.read(lambda m: m.next_leasable_ms(queues, served), barrier=False)
             if next_ms is not None and next_ms <= now:
                 grants = self._grant(executor_id, queues, max_runs, now, served)
                 if grants:
@@ -184,12 +184,12 @@ class LeaseService:
         return []
 
     def _grant(self, executor_id: str, queues: list[str], max_runs: int, now: int, types: tuple[str, ...]) -> list[Grant]:
-        grants: list[Grant] = self._store.execute(c.AcquireLeases(now, executor_id, tuple(queues), max_runs, types))
+        grants: list[Grant] = self._replica.execute(c.AcquireLeases(now, executor_id, tuple(queues), max_runs, types))
         return grants
 
     def _refusals(self, leases: list[tuple[str, int]]) -> list[str]:
         """``final_refusal`` of each lease, on this node's applied state (no barrier: see there)."""
-        return self._store.read(lambda m: [final_refusal(m, lease_id, token) for lease_id, token in leases], barrier=False)
+        return self._replica.read(lambda m: [final_refusal(m, lease_id, token) for lease_id, token in leases], barrier=False)
 
     def renew(self, executor_id: str, leases: list[tuple[str, int]]) -> list[Renewal]:
         _require_executor(executor_id)
@@ -200,7 +200,7 @@ class LeaseService:
             _check_lease_id(lease_id)
         refused = self._refusals(leases)
         live = tuple(ref for ref, why in zip(leases, refused) if not why)
-        answers = iter(self._store.execute(c.RenewLeases(self._clock.now_ms(), executor_id, live)) if live else [])
+        answers = iter(self._replica.execute(c.RenewLeases(self._clock.now_ms(), executor_id, live)) if live else [])
         renewals = [
             Renewal(lease_id, False, 0, False, why) if why else next(answers) for (lease_id, _), why in zip(leases, refused)
         ]
@@ -239,7 +239,7 @@ class LeaseService:
         def read(m: JobStateMachine) -> list[tuple[str, OutputKey | None]]:
             return [(final_refusal(m, lease_id, token), m.lease_output(lease_id, token)) for lease_id, token in leases]
 
-        found = iter(self._store.read(read, barrier=False))
+        found = iter(self._replica.read(read, barrier=False))
         out: list[c.CompleteRun | Exception] = []
         for cmd in commands:
             if not isinstance(cmd, c.CompleteRun):
@@ -262,7 +262,7 @@ class LeaseService:
         (cmd,) = self._refuse_dead_leases([self._complete_command(done)])
         if isinstance(cmd, Exception):
             raise cmd
-        run: Run = self._store.execute(cmd)
+        run: Run = self._replica.execute(cmd)
         return run
 
     def complete_many(self, items: list[Completion | Exception]) -> list[Run | Exception]:
@@ -279,5 +279,5 @@ class LeaseService:
                 commands.append(exc)
         checked = self._refuse_dead_leases(commands)
         ready = [cmd for cmd in checked if isinstance(cmd, c.CompleteRun)]
-        answers = iter(self._store.execute_each(ready, lambda cmd: cmd) if ready else [])
+        answers = iter(self._replica.execute_each(ready, lambda cmd: cmd) if ready else [])
         return [next(answers) if isinstance(cmd, c.CompleteRun) else cmd for cmd in checked]

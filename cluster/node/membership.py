@@ -23,7 +23,7 @@ from raftsched.cluster.domain.results import FailedPrecondition
 from raftsched.cluster.domain.validation import validate_member, validate_node_id
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import Clock
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 
 #: how often a waiting AddNode / RemoveNode looks at the state
 POLL_S = 0.1
@@ -71,8 +71,8 @@ def read_view(m: JobStateMachine) -> MembershipView:
 class MembershipService:
     """AddNode and RemoveNode: begin the change with a committed command, then wait until it is finished."""
 
-    def __init__(self, store: ReplicatedState, clock: Clock, self_id: str, first_members: tuple[str, ...] = ()) -> None:
-        self._store = store
+    def __init__(self, replica: Replica, clock: Clock, self_id: str, first_members: tuple[str, ...] = ()) -> None:
+        self._replica = replica
         self._clock = clock
         self._self_id = self_id
         #: the members this node started with (who should have reported a version before any is recorded)
@@ -82,7 +82,7 @@ class MembershipService:
 
     def view(self) -> MembershipView:
         """This node's applied view (no barrier: answered even without a leader)."""
-        return self._store.read(read_view, barrier=False)
+        return self._replica.read(read_view, barrier=False)
 
     def _recorded(self, wait_s: float) -> None:
         """A cluster just started records its first membership within a moment: wait for it, not refuse;
@@ -108,7 +108,7 @@ class MembershipService:
     def _not_busy(self, action: str, node_id: str) -> None:
         """FAILED_PRECONDITION at once while another change is in flight (as the state machine would answer,
         and also when the cluster cannot commit anything, e.g. an addition still waiting for its member)."""
-        refused = self._store.read(lambda m: m.change_in_flight(action, node_id), barrier=False)
+        refused = self._replica.read(lambda m: m.change_in_flight(action, node_id), barrier=False)
         if refused is not None:
             raise RejectedError(refused)
 
@@ -116,7 +116,7 @@ class MembershipService:
         validate_member(member)
         self._recorded(wait_s)
         self._not_busy("add", member.node_id)
-        self._store.execute(c.AddMember(self._clock.now_ms(), member))
+        self._replica.execute(c.AddMember(self._clock.now_ms(), member))
         return self._wait(
             lambda v: v.member(member.node_id) == member and not _in_flight(v, member.node_id), wait_s, "adding", member
         )
@@ -125,7 +125,7 @@ class MembershipService:
         validate_node_id(node_id)
         self._recorded(wait_s)
         self._not_busy("remove", node_id)
-        change = self._store.execute(c.RemoveMember(self._clock.now_ms(), node_id))
+        change = self._replica.execute(c.RemoveMember(self._clock.now_ms(), node_id))
         member = change.member if isinstance(change, MemberChange) else Member(node_id, "", "")
         if node_id == self._self_id:
             # this node never hears the change finish (the leader drops it first): it answers once it is out,

@@ -47,7 +47,7 @@ from raftsched.cluster.domain.model import Member, MemberChange
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.membership import MembershipView, read_view
 from raftsched.cluster.node.ports import RaftMembership, RaftStatus
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 
 log = logging.getLogger("raftsched.membership")
 
@@ -64,7 +64,7 @@ LEAVER_CATCH_UP_S = 5.0
 class MembershipKeeper:
     def __init__(
         self,
-        store: ReplicatedState,
+        replica: Replica,
         raft: RaftMembership,
         status: RaftStatus,
         clock: Clock,
@@ -76,7 +76,7 @@ class MembershipKeeper:
         removed_after_s: float = 3.5,
         hold_until_index: int = 0,
     ) -> None:
-        self._store, self._raft, self._status, self._clock = store, raft, status, clock
+        self._replica, self._raft, self._status, self._clock = replica, raft, status, clock
         self._node_id, self._seed, self._leading = node_id, seed, leading
         self._persist, self._on_removed = persist, on_removed
         self._removed_after_s = removed_after_s
@@ -111,7 +111,7 @@ class MembershipKeeper:
                 log.exception("membership step failed; trying again")
 
     def step(self) -> None:
-        view = self._store.read(read_view, barrier=False)
+        view = self._replica.read(read_view, barrier=False)
         settled = view.settled()
         if settled and settled != self._persisted:
             self._persist(settled)
@@ -149,7 +149,7 @@ class MembershipKeeper:
             return
         if not view.roster:
             if self._seed:
-                self._store.execute(c.SeedMembers(self._clock.now_ms(), self._seed))
+                self._replica.execute(c.SeedMembers(self._clock.now_ms(), self._seed))
                 log.info("membership recorded: %s", ", ".join(m.node_id for m in self._seed))
             return
         if view.change is not None:
@@ -160,7 +160,7 @@ class MembershipKeeper:
         if target is None:
             return False
         log.info("every member understands command format %d: switching the cluster to it", target)
-        self._store.execute(c.SetClusterFormat(self._clock.now_ms(), target))
+        self._replica.execute(c.SetClusterFormat(self._clock.now_ms(), target))
         return True
 
     def _finish(self, change: MemberChange, members: list[str]) -> None:
@@ -169,7 +169,7 @@ class MembershipKeeper:
             return  # pysyncobj's change is on its way: its callback clears this
         wanted_in = change.action == "add"
         if (address in members) == wanted_in:
-            self._store.execute(c.FinishMemberChange(self._clock.now_ms(), change.member.node_id, change.action))
+            self._replica.execute(c.FinishMemberChange(self._clock.now_ms(), change.member.node_id, change.action))
             self._leaver = None
             log.info("membership change finished: %s", change.describe())
             return
@@ -190,7 +190,7 @@ class MembershipKeeper:
         is unreachable, or ``LEAVER_CATCH_UP_S`` passed): then it learns, from its own state, that it leaves."""
         now = self._clock.monotonic()
         if self._leaver is None or self._leaver[0] != change.begun_at:
-            barrier = self._store.execute(c.Barrier(self._clock.now_ms()))
+            barrier = self._replica.execute(c.Barrier(self._clock.now_ms()))
             self._leaver = (change.begun_at, int(barrier), now)
         _, barrier_index, since = self._leaver
         address = change.member.raft

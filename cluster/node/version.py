@@ -17,7 +17,7 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.node.clock import Clock
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 
 log = logging.getLogger("raftsched.node")
 
@@ -45,8 +45,8 @@ def version_text() -> str:
 class VersionReporter:
     """Proposes this node's ``NodeInfo`` until it commits (in a thread; ``stop`` ends it)."""
 
-    def __init__(self, store: ReplicatedState, clock: Clock, node_id: str, version: str, raft: str = "") -> None:
-        self._store = store
+    def __init__(self, replica: Replica, clock: Clock, node_id: str, version: str, raft: str = "") -> None:
+        self._replica = replica
         self._clock = clock
         self._node_id = node_id
         self._version = version
@@ -66,7 +66,7 @@ class VersionReporter:
             fmt = wire.FORMAT_VERSION
             cmd = c.NodeInfo(self._clock.now_ms(), self._node_id, self._version, fmt, self._raft)
             try:
-                self._store.execute(cmd)
+                self._replica.execute(cmd)
                 log.info("node %s reported version %s (command format %d)", self._node_id, self._version, fmt)
                 return
             except RaftschedError as exc:

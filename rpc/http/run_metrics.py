@@ -1,6 +1,6 @@
 """Feeds the event-driven metrics from what the node applies and sees.
 
-``RunEventMetrics.on_applied`` is a ``ReplicatedState.on_applied`` hook: it
+``RunEventMetrics.on_applied`` is a ``Replica.on_applied`` hook: it
 runs on the Raft tick thread after each apply with the run events of that
 entry, so it does no I/O and only a few counter and histogram updates per
 event, with one clock read per entry. It counts only on the leader, so that

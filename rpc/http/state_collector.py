@@ -1,6 +1,6 @@
 """The gauges Prometheus reads at scrape time: runs, queues and jobs from the state, and Raft's indexes.
 
-One read of the node's applied state per scrape (``ReplicatedState.read``
+One read of the node's applied state per scrape (``Replica.read``
 with ``barrier=False``: no Raft round, just the state lock for as long as it
 takes to copy three small tables the state machine keeps up to date in
 apply: run counts by status, PENDING runs per queue, job counts by status).
@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 from raftsched.cluster.domain.model import JobStatus, RunStatus
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.fitness import CLOCK, STORAGE, FitnessView
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.rpc.http.metrics import BY_NAME
 
 StateTables = tuple[dict[RunStatus, int], dict[str, int], dict[JobStatus, int]]
@@ -46,8 +46,8 @@ def _family(name: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
 
 
 class StateCollector(Collector):
-    def __init__(self, store: ReplicatedState, raft: RaftGauges) -> None:
-        self._store = store
+    def __init__(self, replica: Replica, raft: RaftGauges) -> None:
+        self._replica = replica
         self._raft = raft
 
     def describe(self) -> Iterator[Metric]:
@@ -58,7 +58,7 @@ class StateCollector(Collector):
             yield _family(name)
 
     def collect(self) -> Iterator[Metric]:
-        runs, queues, jobs = self._store.read(_tables, barrier=False)
+        runs, queues, jobs = self._replica.read(_tables, barrier=False)
         family = _family("raftsched_runs", ("status",))
         for status, n in runs.items():
             family.add_metric([status.value], n)

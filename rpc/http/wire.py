@@ -29,6 +29,8 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from raftsched.cluster.domain.errors import RaftschedError
+
 #: the most a request line and its header fields may take
 MAX_HEAD_BYTES = 32 * 1024
 #: the largest request body read; a larger one is not read (the app sees its length and an empty input,
@@ -48,7 +50,7 @@ _REASONS = {
 }
 
 
-class BadRequest(Exception):
+class BadRequest(RaftschedError):
     """A request the server answers with ``status`` and ``message`` and then closes its connection."""
 
     def __init__(self, status: int, message: str) -> None:

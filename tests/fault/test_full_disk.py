@@ -25,7 +25,7 @@ from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.raft.lmdb_journal import LmdbJournal
 from raftsched.rpc.client.client import Client
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 from tests import tmpfs
 from tests.conftest import _dump_logs
 from tests.fault.test_durability import Writer
@@ -112,7 +112,7 @@ def _check_files(c: LocalCluster) -> None:
     for node_id in c.nodes:
         journal = LmdbJournal(os.path.join(_dir(c, node_id), "raft.lmdb"))
         journal._destroy()
-        store = LmdbStateStore(os.path.join(_dir(c, node_id), "state.mdb"))
+        store = LmdbTableStore(os.path.join(_dir(c, node_id), "state.mdb"))
         try:
             with store.reading():
                 jobs[node_id] = {job.job_id for job in JobStateMachine(store).iter_jobs()}

@@ -16,7 +16,7 @@ import pytest
 from raftsched.cluster.fsm.store import StoreFailure, Table
 from raftsched.raft import disk_trouble
 from raftsched.raft.lmdb_journal import LmdbJournal
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 from tests import tmpfs
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def test_a_process_that_ends_while_the_disk_is_full_keeps_exactly_what_was_commi
     again._destroy()
 
 
-def _read_elsewhere(store: LmdbStateStore, key: bytes) -> bytes | None:
+def _read_elsewhere(store: LmdbTableStore, key: bytes) -> bytes | None:
     seen: list[bytes | None] = []
     thread = threading.Thread(target=lambda: seen.append(store.get(Table.RUNS, key)))
     thread.start()
@@ -94,7 +94,7 @@ def _read_elsewhere(store: LmdbStateStore, key: bytes) -> bytes | None:
 
 def test_a_full_disk_holds_the_state_commit_until_room_returns(disk: str) -> None:
     path = os.path.join(disk, "state.mdb")
-    store = LmdbStateStore(path, 64 << 20)
+    store = LmdbTableStore(path, 64 << 20)
     tmpfs.fill(disk, leave=300_000)
     committed = 0
     with pytest.raises(StoreFailure) as err:
@@ -113,6 +113,6 @@ def test_a_full_disk_holds_the_state_commit_until_room_returns(disk: str) -> Non
     store.commit()  # the same writes, in a fresh transaction
     assert _read_elsewhere(store, b"r%04d-9" % (committed + 1)) is not None
     store.close()
-    again = LmdbStateStore(path, 64 << 20)
+    again = LmdbTableStore(path, 64 << 20)
     assert again.count(Table.RUNS) == 10 * (committed + 1)
     again.close()

@@ -1,4 +1,4 @@
-"""What a node answers while a disk refuses writes (``raftsched.cluster.node.replicated_state``, ``raftsched.cluster.node.disk_majority``):
+"""What a node answers while a disk refuses writes (``raftsched.cluster.node.replica``, ``raftsched.cluster.node.disk_majority``):
 its own disk — writes UNAVAILABLE naming it, nothing proposed, reads served from what it stored without a barrier
 it could not apply; a majority of the members' disks — writes RESOURCE_EXHAUSTED naming the nodes and paths; and
 the Raft adapter's words reach the node's health (``RaftNode.on_storage`` -> ``Fitness``)."""
@@ -18,7 +18,7 @@ from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.disk_majority import DiskMajority
 from raftsched.cluster.node.event_hub import EventHub
 from raftsched.cluster.node.fitness import REPORT_STORAGE_OK, REPORT_UNFIT, STORAGE, Fitness
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.rpc.server.errors import status_of
 
 pytestmark = pytest.mark.unit
@@ -53,10 +53,10 @@ class CountingRaft:
         return True
 
 
-def _node() -> tuple[ReplicatedState, CountingRaft, Fitness, dict[str, tuple[float, dict[str, Any]]]]:
+def _node() -> tuple[Replica, CountingRaft, Fitness, dict[str, tuple[float, dict[str, Any]]]]:
     machine = JobStateMachine()
     clock = FakeClock(T0)
-    store = ReplicatedState(machine, clock, EventHub(clock.now_ms), 1.0)
+    store = Replica(machine, clock, EventHub(clock.now_ms), 1.0)
     raft = CountingRaft(machine)
     store.attach(raft)
     fitness = Fitness()

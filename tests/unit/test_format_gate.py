@@ -18,7 +18,7 @@ from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.event_hub import EventHub
 from raftsched.cluster.node.membership import read_view
 from raftsched.cluster.node.membership_keeper import next_cluster_format
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 
 pytestmark = pytest.mark.unit
 
@@ -47,10 +47,10 @@ class LogRaft:
         return True
 
 
-def world() -> tuple[ReplicatedState, LogRaft]:
+def world() -> tuple[Replica, LogRaft]:
     machine = JobStateMachine()
     clock = FakeClock(T0)
-    store = ReplicatedState(machine, clock, EventHub(clock.now_ms), 1.0)
+    store = Replica(machine, clock, EventHub(clock.now_ms), 1.0)
     raft = LogRaft(machine)
     store.attach(raft)
     return store, raft

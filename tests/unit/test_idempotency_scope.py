@@ -30,7 +30,7 @@ def spec(queue: str, every_ms: int = 60_000) -> JobSpec:
 
 
 class Log:
-    """The part of ReplicatedState the service uses: commands go through their log encoding into two replicas."""
+    """The part of Replica the service uses: commands go through their log encoding into two replicas."""
 
     def __init__(self) -> None:
         self.replicas = [JobStateMachine(), JobStateMachine()]

@@ -29,7 +29,7 @@ YEAR_MS = 365 * 86_400_000
 
 
 class NoRaft:
-    """The part of ReplicatedState the services use: reads work, any proposal fails the test."""
+    """The part of Replica the services use: reads work, any proposal fails the test."""
 
     def __init__(self) -> None:
         self.machine = JobStateMachine()

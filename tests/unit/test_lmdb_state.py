@@ -17,15 +17,15 @@ from raftsched.cluster.fsm.store import MemoryStore, StoreFailure, Table
 from raftsched.raft import paced_io
 from raftsched.raft.durable_files import OLD_MARK, removals_done
 from raftsched.storage import state_trust
-from raftsched.storage.lmdb_state import MARKER_KEY, LmdbStateStore, StateFileError
+from raftsched.storage.lmdb_state import MARKER_KEY, LmdbTableStore, StateFileError
 
 pytestmark = pytest.mark.unit
 
 MAP = 64 << 20
 
 
-def _store(tmp_path: Path, name: str = "state.mdb", map_size: int = MAP) -> LmdbStateStore:
-    return LmdbStateStore(str(tmp_path / name), map_size)
+def _store(tmp_path: Path, name: str = "state.mdb", map_size: int = MAP) -> LmdbTableStore:
+    return LmdbTableStore(str(tmp_path / name), map_size)
 
 
 def test_other_threads_see_whole_commits_only(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_other_threads_see_whole_commits_only(tmp_path: Path) -> None:
     store.close()
 
 
-def _crash(store: LmdbStateStore) -> None:
+def _crash(store: LmdbTableStore) -> None:
     """What SIGKILL leaves: the environment closed without the clean close (its .open marker stays)."""
     store._close_env()
 
@@ -111,7 +111,7 @@ def _foreign_lmdb(path: Path) -> None:
 
 
 def _newer(path: Path) -> None:
-    store = LmdbStateStore(str(path), MAP)
+    store = LmdbTableStore(str(path), MAP)
     store.close()
     env = lmdb.open(str(path), subdir=False, max_dbs=16)
     with env.begin(write=True) as txn:
@@ -120,7 +120,7 @@ def _newer(path: Path) -> None:
 
 
 def _truncated(path: Path) -> None:
-    store = LmdbStateStore(str(path), MAP)
+    store = LmdbTableStore(str(path), MAP)
     for i in range(3000):
         store.put(Table.JOBS, b"j%05d" % i, b"x" * 300)
     store.commit()
@@ -143,7 +143,7 @@ def test_a_damaged_or_foreign_state_file_is_refused_naming_it(tmp_path: Path, ma
     make(path)
     before = path.read_bytes()
     with pytest.raises(StateFileError, match=needle) as err:
-        LmdbStateStore(str(path), MAP)
+        LmdbTableStore(str(path), MAP)
     assert str(path) in str(err.value)
     assert path.read_bytes() == before  # never rewritten
 

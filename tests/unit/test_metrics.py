@@ -19,7 +19,7 @@ from raftsched.cluster.node.clock_guard import PeerOffset
 from raftsched.cluster.node.event_hub import EventHub
 from raftsched.cluster.node.fitness import Fitness, FitnessView
 from raftsched.cluster.node.health import Health
-from raftsched.cluster.node.replicated_state import ReplicatedState
+from raftsched.cluster.node.replica import Replica
 from raftsched.rpc.http.metrics import METRICS, NodeMetrics
 from raftsched.rpc.http.run_metrics import LeaderChanges, RunEventMetrics
 from raftsched.rpc.http.state_collector import FitnessCollector, StateCollector
@@ -64,12 +64,12 @@ class FakeRaft:
 
 
 class Machine:
-    """A real state machine fed like Raft feeds it, and a ReplicatedState in front of it for reads."""
+    """A real state machine fed like Raft feeds it, and a Replica in front of it for reads."""
 
     def __init__(self) -> None:
         self.m = JobStateMachine()
         self.index = 0
-        self.store = ReplicatedState(self.m, FakeClock(), EventHub(lambda: 0), 1.0)
+        self.store = Replica(self.m, FakeClock(), EventHub(lambda: 0), 1.0)
 
     def ok(self, cmd: c.Command) -> Any:
         self.index += 1

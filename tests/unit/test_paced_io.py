@@ -186,9 +186,9 @@ def test_a_state_file_written_without_syncs_is_written_back_as_it_goes(tmp_path:
 
 
 def test_the_state_store_writes_back_while_open_and_stops_when_closed(tmp_path: Path) -> None:
-    from raftsched.storage.lmdb_state import LmdbStateStore
+    from raftsched.storage.lmdb_state import LmdbTableStore
 
-    store = LmdbStateStore(str(tmp_path / "state.mdb"), 1 << 30)
+    store = LmdbTableStore(str(tmp_path / "state.mdb"), 1 << 30)
     writeback = store._writeback
     try:
         assert writeback is not None and writeback._thread is not None  # a boot id here: commits are not synced

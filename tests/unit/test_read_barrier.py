@@ -1,4 +1,4 @@
-"""Read barriers (``raftsched.cluster.node.replicated_state.ReadBarrier``): readers share one barrier in flight, and a
+"""Read barriers (``raftsched.cluster.node.replica.ReadBarrier``): readers share one barrier in flight, and a
 barrier that never answers is given up, so it cannot leave every later read of the node waiting."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from raftsched.cluster.domain.errors import Unavailable
 from raftsched.cluster.node.clock import SystemClock
-from raftsched.cluster.node.replicated_state import ReadBarrier
+from raftsched.cluster.node.replica import ReadBarrier
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import MemoryStore, state_hash
 from raftsched.cluster.node.explain import explain
 from raftsched.cluster.node.run_output import read_run_output
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 
 pytestmark = pytest.mark.unit
 
@@ -33,7 +33,7 @@ class Twins:
 
     def __init__(self, lmdb_dir: str, cluster_format: int = 3) -> None:
         self.m = JobStateMachine(MemoryStore())
-        self.twin = JobStateMachine(LmdbStateStore(f"{lmdb_dir}/state.mdb", map_size=64 << 20))
+        self.twin = JobStateMachine(LmdbTableStore(f"{lmdb_dir}/state.mdb", map_size=64 << 20))
         self.index = 1
         if cluster_format > 1:
             self.apply(c.SetClusterFormat(T0, cluster_format))
@@ -52,7 +52,7 @@ class Twins:
 
     def close(self) -> None:
         store = self.twin.store
-        assert isinstance(store, LmdbStateStore)
+        assert isinstance(store, LmdbTableStore)
         store.close()
 
     def ok(self, cmd: c.Command) -> object:

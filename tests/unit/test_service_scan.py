@@ -25,7 +25,7 @@ T0 = 1_800_000_000_000
 
 
 class CountingStore:
-    """The part of ReplicatedState the list calls use, counting how much each read transaction examines."""
+    """The part of Replica the list calls use, counting how much each read transaction examines."""
 
     def __init__(self, machine: JobStateMachine) -> None:
         self.machine = machine

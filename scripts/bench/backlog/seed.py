@@ -33,7 +33,7 @@ from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.node.config import load_config
 from raftsched.raft.snapshot_file import write_snapshot_file
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 
 NO_OP = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP entry
 SEEDED_INDEX = 2
@@ -93,7 +93,7 @@ def _jobs(kind: str, n: int, now_ms: int, progress: Progress) -> Iterator[Job]:
 def build_state(path: str, n: int, now_ms: int, kind: str = "mix", show: bool = True) -> dict[str, Any]:
     """The state environment at ``path`` with ``n`` jobs, at Raft index ``SEEDED_INDEX``; sizes and seconds."""
     started = time.monotonic()
-    store = LmdbStateStore(path, map_size=max(1 << 30, n * 2048))
+    store = LmdbTableStore(path, map_size=max(1 << 30, n * 2048))
     due: list[bytes] = []
     in_order = True
 
@@ -130,7 +130,7 @@ def seed(cluster: LocalCluster, n: int, kind: str = "mix", now_ms: int | None = 
     started = time.monotonic()
     raft_data = ((NO_OP, SEEDED_INDEX, 0), (NO_OP, SEEDED_INDEX - 1, 0), [x.raft for x in cfg.nodes])
     snapshot = os.path.join(work, "raft.snapshot")
-    store = LmdbStateStore(master, map_size=max(1 << 30, n * 2048))
+    store = LmdbTableStore(master, map_size=max(1 << 30, n * 2048))
     copy = store.open_copy()
     try:
         write_snapshot_file(snapshot, raft_data, copy.write_to)

@@ -18,25 +18,25 @@ from raftsched.cluster.domain.model import Every, Job, JobSpec, MisfirePolicy, R
 from raftsched.cluster.domain.results import FireReport, Ok, Rejected, Result
 from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain
 from raftsched.cluster.fsm.machine import JobStateMachine
-from raftsched.cluster.fsm.store import MemoryStore, StateStore, Table, iter_table
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.cluster.fsm.store import MemoryStore, Table, TableStore, iter_table
+from raftsched.storage.lmdb_state import LmdbTableStore
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SEC = 1_000
 MIN = 60 * SEC
 
 
-_new_store: Callable[[], StateStore] = MemoryStore
+_new_store: Callable[[], TableStore] = MemoryStore
 
 
 @pytest.fixture(autouse=True, params=["memory", "lmdb"])
 def store_kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Every test here runs against both stores: the in-memory one and an LMDB environment."""
     global _new_store
-    opened: list[LmdbStateStore] = []
+    opened: list[LmdbTableStore] = []
 
-    def lmdb_store() -> StateStore:
-        opened.append(LmdbStateStore(str(tmp_path / f"state-{len(opened)}.mdb"), map_size=1 << 30))
+    def lmdb_store() -> TableStore:
+        opened.append(LmdbTableStore(str(tmp_path / f"state-{len(opened)}.mdb"), map_size=1 << 30))
         return opened[-1]
 
     _new_store = lmdb_store if request.param == "lmdb" else MemoryStore

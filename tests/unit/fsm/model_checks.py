@@ -33,7 +33,7 @@ from raftsched.cluster.fsm import keys as fsm_keys
 from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import Table, iter_table, state_hash
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 from tests.unit.fsm.harness import dump
 from tests.unit.fsm.reference import differences, expected_tables, reference_hash, stored_hash, stored_tables
 
@@ -47,14 +47,14 @@ class Stores:
 
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="state-model-")
-        self.opened: list[LmdbStateStore] = []
+        self.opened: list[LmdbTableStore] = []
 
-    def new(self) -> LmdbStateStore:
-        store = LmdbStateStore(os.path.join(self.root, f"s{len(self.opened)}.mdb"), map_size=1 << 28)
+    def new(self) -> LmdbTableStore:
+        store = LmdbTableStore(os.path.join(self.root, f"s{len(self.opened)}.mdb"), map_size=1 << 28)
         self.opened.append(store)
         return store
 
-    def copy(self, store: LmdbStateStore) -> LmdbStateStore:
+    def copy(self, store: LmdbTableStore) -> LmdbTableStore:
         """A snapshot as a node takes one: the compacting copy of the committed environment, opened as a store."""
         path = os.path.join(self.root, f"s{len(self.opened)}.mdb")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -64,7 +64,7 @@ class Stores:
         finally:
             copy.close()
             os.close(fd)
-        copied = LmdbStateStore(path, map_size=1 << 28)
+        copied = LmdbTableStore(path, map_size=1 << 28)
         self.opened.append(copied)
         return copied
 

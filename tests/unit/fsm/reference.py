@@ -18,7 +18,7 @@ import struct
 from typing import Any, Iterable
 
 from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus
-from raftsched.cluster.fsm.store import StateStore, Table
+from raftsched.cluster.fsm.store import Table, TableStore
 
 _BIAS = 1 << 63
 _ACTIVE = (RunStatus.PENDING, RunStatus.LEASED)
@@ -107,7 +107,7 @@ def reference_hash(tables: dict[str, dict[bytes, bytes]]) -> str:
     return h.hexdigest()
 
 
-def stored_tables(store: StateStore) -> dict[str, dict[bytes, bytes]]:
+def stored_tables(store: TableStore) -> dict[str, dict[bytes, bytes]]:
     """The tables in ``TABLES`` as ``store`` holds them."""
     out: dict[str, dict[bytes, bytes]] = {}
     for name in TABLES:
@@ -123,7 +123,7 @@ def stored_tables(store: StateStore) -> dict[str, dict[bytes, bytes]]:
     return out
 
 
-def stored_hash(store: StateStore) -> str:
+def stored_hash(store: TableStore) -> str:
     return reference_hash(stored_tables(store))
 
 

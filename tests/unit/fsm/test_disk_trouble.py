@@ -12,12 +12,12 @@ from typing import Any
 import lmdb
 import pytest
 
-from raftsched.cluster.app.replica_state import ReplicaState
+from raftsched.cluster.app.durable_machine import DurableMachine
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Every, JobSpec, JobStatus
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import MemoryStore, StoreFailure, Table, state_hash
-from raftsched.storage.lmdb_state import LmdbStateStore
+from raftsched.storage.lmdb_state import LmdbTableStore
 from tests.unit.test_journal_disk_trouble import EIO, FailingEnv
 
 pytestmark = pytest.mark.unit
@@ -26,17 +26,17 @@ T0 = 1_800_000_000_000
 MAP = 64 << 20
 
 
-def _store(tmp_path: Path, map_size: int = MAP) -> LmdbStateStore:
-    return LmdbStateStore(str(tmp_path / "state.mdb"), map_size)
+def _store(tmp_path: Path, map_size: int = MAP) -> LmdbTableStore:
+    return LmdbTableStore(str(tmp_path / "state.mdb"), map_size)
 
 
-def _fail_commits(store: LmdbStateStore, times: int) -> FailingEnv:
+def _fail_commits(store: LmdbTableStore, times: int) -> FailingEnv:
     env = FailingEnv(store.env, times, EIO)
     store.env = env
     return env
 
 
-def _read_elsewhere(store: LmdbStateStore, key: bytes) -> bytes | None:
+def _read_elsewhere(store: LmdbTableStore, key: bytes) -> bytes | None:
     """What a reader on another thread sees."""
     seen: list[bytes | None] = []
     thread = threading.Thread(target=lambda: seen.append(store.get(Table.JOBS, key)))
@@ -93,10 +93,10 @@ def _twin(entries: int) -> str:
     return state_hash(twin.store)
 
 
-def _replica(tmp_path: Path) -> tuple[ReplicaState, LmdbStateStore]:
+def _replica(tmp_path: Path) -> tuple[DurableMachine, LmdbTableStore]:
     store = _store(tmp_path)
     machine = JobStateMachine(store)
-    return ReplicaState(machine, store, lambda: None), store
+    return DurableMachine(machine, store, lambda: None), store
 
 
 def test_an_entry_whose_commit_is_refused_is_committed_as_it_was_applied(tmp_path: Path) -> None:

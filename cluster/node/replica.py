@@ -139,7 +139,7 @@ GAVE_UP = -2
 NOT_SENT = -1
 
 
-class ReplicatedState:
+class Replica:
     def __init__(self, machine: JobStateMachine, clock: Clock, hub: EventHub, request_timeout_s: float) -> None:
         self._machine = machine
         #: held while the state machine applies (the Raft adapter takes it) and while anyone reads

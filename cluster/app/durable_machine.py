@@ -1,4 +1,4 @@
-"""The node's state machine as Raft replicates it: the job state machine over its LMDB environment.
+"""The node's state machine as Raft replicates it: the job state machine with its LMDB environment, durable.
 
 ``raftsched.raft.adapter.StateMachine`` wants one object that applies and commits
 entries, pins a copy of the state for a snapshot, installs one, converts a
@@ -17,13 +17,15 @@ from typing import Any, BinaryIO, Callable
 from raftsched.cluster.domain.errors import NewerState
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.config import ClusterConfig, ConfigError
-from raftsched.storage.lmdb_state import EnvCopy, LmdbStateStore, StateFileError
+from raftsched.storage.lmdb_state import EnvCopy, LmdbTableStore, StateFileError
 
 STATE_FILE = "state.mdb"
 
 
-class ReplicaState:
-    def __init__(self, machine: JobStateMachine, store: LmdbStateStore, restored: Callable[[], None]) -> None:
+class DurableMachine:
+    """``raftsched.raft.adapter.StateMachine`` over the job state machine and the store it writes."""
+
+    def __init__(self, machine: JobStateMachine, store: LmdbTableStore, restored: Callable[[], None]) -> None:
         self.machine = machine
         self.store = store
         self._restored = restored  # told after an install or a restore replaced the state
@@ -63,11 +65,11 @@ class ReplicaState:
         return self.store.full_message()
 
 
-def open_state(cfg: ClusterConfig, node_dir: str) -> tuple[JobStateMachine, LmdbStateStore]:
+def open_state(cfg: ClusterConfig, node_dir: str) -> tuple[JobStateMachine, LmdbTableStore]:
     """The node's store and the machine on it (``ConfigError`` naming the file for one it cannot use)."""
     path = os.path.join(node_dir, STATE_FILE)
     try:
-        store = LmdbStateStore(path, cfg.state.max_bytes)
+        store = LmdbTableStore(path, cfg.state.max_bytes)
     except StateFileError as exc:
         raise ConfigError(str(exc)) from exc
     try:
