@@ -5,8 +5,7 @@ foreign log or snapshot (``JournalError``, ``SnapshotError``), a full log
 (``LogFullError``), a proposal that did not commit (``ProposalError``), a
 damaged batch (``BatchFormatError``), a failed peer handshake
 (``HandshakeError``), an entry held back until the disk takes it
-(``EntryHeld``), a snapshot writer called off (``Cancelled``) and a
-transaction ended on the wrong thread (``WrongThreadError``). The app layer reports them; the node's services see
+(``EntryHeld``) and a snapshot writer called off (``Cancelled``). The app layer reports them; the node's services see
 only what the ``Replicator`` port answers.
 """
 

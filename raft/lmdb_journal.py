@@ -75,10 +75,10 @@ import lmdb
 from pysyncobj.journal import Journal
 
 from raftsched.raft import disk_trouble
-from raftsched.raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
 from raftsched.raft.errors import RaftError
-from raftsched.raft.lmdb_check import lmdb_short_by
-from raftsched.raft.lmdb_owner import check_abort
+from raftsched.storage.disk.durable_files import FILE_MODE, fsync_dir, make_private_dir
+from raftsched.storage.disk.lmdb_check import lmdb_short_by
+from raftsched.storage.disk.lmdb_owner import check_abort
 
 FORMAT_VERSION = 1
 #: the log's address space by default (8 GiB; ``[raft] max_log_bytes``); the file grows as the log does

@@ -36,8 +36,8 @@ each on a pysyncobj upgrade:
   (``cancel_transfers_on_disconnect``). Pieces without the mark (a node of an
   older version) pass unchecked. When a transfer starts, the node's match
   index goes back to 0 (``forget_match_on_dump_sent``), and the dump is read
-  ahead of the tick thread (``raftsched.raft.paced_io.ReadAhead``); the follower syncs
-  what it receives every few MiB (``raftsched.raft.paced_io.PacedWrites``).
+  ahead of the tick thread (``raftsched.storage.disk.paced_io.ReadAhead``); the follower syncs
+  what it receives every few MiB (``raftsched.storage.disk.paced_io.PacedWrites``).
 * ``TCPTransport.send``: the journal's open transaction is committed (with
   fsync by default) before any Raft message leaves the node, except
   forwarded commands and their index replies, which promise nothing about
@@ -104,10 +104,10 @@ from pysyncobj.tcp_connection import CONNECTION_STATE
 
 from raftsched.raft.cipher import cipher_factory
 from raftsched.raft.connection import RaftConnection
-from raftsched.raft.durable_files import durable_replace
 from raftsched.raft.lmdb_journal import LmdbJournal, LogFullError
-from raftsched.raft.paced_io import SYNC_EVERY, PacedWrites, ReadAhead
 from raftsched.raft.snapshot_file import SnapshotError, check_body, read_snapshot
+from raftsched.storage.disk.durable_files import durable_replace
+from raftsched.storage.disk.paced_io import SYNC_EVERY, PacedWrites, ReadAhead
 
 log = logging.getLogger("raftsched.raft")
 
@@ -128,7 +128,7 @@ _PIECE_MARK = b"RSPIECE\x00"
 _OFFSET = struct.Struct(">Q")
 _PIECE_HEAD = len(_PIECE_MARK) + _OFFSET.size
 #: a snapshot received is synced every this many bytes, pausing the tick thread at most this long after
-#: each sync (``raftsched.raft.paced_io``): the leader's next pieces wait meanwhile, nothing else does
+#: each sync (``raftsched.storage.disk.paced_io``): the leader's next pieces wait meanwhile, nothing else does
 RECEIVE_SYNC_EVERY, RECEIVE_MAX_YIELD_S = SYNC_EVERY, 0.05
 
 

@@ -42,10 +42,10 @@ from typing import Any, BinaryIO, Callable
 
 import lmdb
 
-from raftsched.raft.durable_files import FILE_MODE
 from raftsched.raft.errors import RaftError
-from raftsched.raft.lmdb_check import lmdb_short_by
-from raftsched.raft.paced_io import SYNC_EVERY, PacedWrites
+from raftsched.storage.disk.durable_files import FILE_MODE
+from raftsched.storage.disk.lmdb_check import lmdb_short_by
+from raftsched.storage.disk.paced_io import SYNC_EVERY, PacedWrites
 
 MAGIC = b"RSCHSNAP"
 FORMAT_VERSION = 3

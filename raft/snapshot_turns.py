@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from raftsched.raft.durable_files import FILE_MODE
 from raftsched.raft.errors import RaftError
+from raftsched.storage.disk.durable_files import FILE_MODE
 
 log = logging.getLogger("raftsched.raft")
 

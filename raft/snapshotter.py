@@ -53,10 +53,10 @@ from typing import Any, Callable, Protocol
 
 from pysyncobj.config import SERIALIZER_STATE
 
-from raftsched.raft import io_priority
-from raftsched.raft.durable_files import durable_replace, sweep_old
 from raftsched.raft.snapshot_file import write_snapshot_file
 from raftsched.raft.snapshot_turns import Cancelled, turn
+from raftsched.storage.disk import io_priority
+from raftsched.storage.disk.durable_files import durable_replace, sweep_old
 
 log = logging.getLogger("raftsched.raft")
 
@@ -187,7 +187,7 @@ class Snapshotter:
         return SERIALIZER_STATE.FAILED
 
     def _put_in_place(self) -> str | None:
-        """Rename the written snapshot onto the dump, durably (see raftsched.raft.durable_files); what failed, or None."""
+        """Rename the written snapshot onto the dump, durably (see raftsched.storage.disk.durable_files); what failed, or None."""
         try:
             durable_replace(self.next_path, self.dump_file, free_old_later=True)
         except OSError as exc:
@@ -228,7 +228,7 @@ def _remove(path: str) -> None:
 
 def _lowest_priority() -> None:
     """This thread (and the copy thread LMDB starts from it) at the lowest CPU priority and in the idle I/O
-    class (Linux: per thread; ``raftsched.raft.io_priority``): the Raft log's fsyncs go to the disk first."""
+    class (Linux: per thread; ``raftsched.storage.disk.io_priority``): the Raft log's fsyncs go to the disk first."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     except (OSError, AttributeError):

@@ -8,7 +8,7 @@ is not ours and is refused, naming it).
 Transactions (``raftsched.cluster.fsm.store``'s contract): the writer — the state machine on
 the Raft tick thread — opens a write transaction with its first write and
 ``commit()`` ends it once per Raft entry, with the applied index written in
-it by the machine; only that thread may end it (``raftsched.raft.lmdb_owner``: a close
+it by the machine; only that thread may end it (``raftsched.storage.disk.lmdb_owner``: a close
 on another thread mid-entry is refused). The writer's reads see its open
 transaction. Every other read runs in a read transaction (``reading()``: one
 for the whole context; otherwise one per call), so a long scan never waits
@@ -61,11 +61,11 @@ import lmdb
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.fsm.store import SCAN_LIMIT, StoreFailure, Table
 from raftsched.raft import disk_trouble
-from raftsched.raft.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
-from raftsched.raft.lmdb_check import lmdb_short_by
-from raftsched.raft.lmdb_owner import check_abort, check_commit
-from raftsched.raft.paced_io import PacedWrites, Writeback
 from raftsched.storage import state_trust
+from raftsched.storage.disk.durable_files import FILE_MODE, fsync_dir, replace_freeing_later, sweep_old
+from raftsched.storage.disk.lmdb_check import lmdb_short_by
+from raftsched.storage.disk.lmdb_owner import check_abort, check_commit
+from raftsched.storage.disk.paced_io import PacedWrites, Writeback
 from raftsched.storage.rw_gate import RWGate
 
 MARKER_KEY = b"raftsched"
@@ -171,7 +171,7 @@ class LmdbTableStore:
         self._psize = int(self.env.stat()["psize"])
         self.env.sync(True)
         fsync_dir(os.path.dirname(os.path.abspath(self.path)))
-        # commits are not synced: their pages go to disk as they come, not in bursts (raftsched.raft.paced_io)
+        # commits are not synced: their pages go to disk as they come, not in bursts (raftsched.storage.disk.paced_io)
         self._writeback = None if safe else Writeback(self.path)
 
     def close(self) -> None:
@@ -205,7 +205,7 @@ class LmdbTableStore:
 
     def abort(self) -> None:
         """Drop the open batch (and one whose commit failed): the store is what its last commit left. On the writer's
-        thread, or once it has exited (``raftsched.raft.lmdb_owner``)."""
+        thread, or once it has exited (``raftsched.storage.disk.lmdb_owner``)."""
         if self._txn is not None:
             check_abort(self._writer, self.path)
             self._txn.abort()
@@ -441,7 +441,7 @@ class LmdbTableStore:
 def _write_copy(path: str, source: BinaryIO, size: int, copy_of: str) -> None:
     """``size`` bytes from ``source`` into a new file ``path``, synced: the copy for ``copy_of``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raftsched.raft.paced_io)
+    paced = PacedWrites()  # gigabytes in one burst would stall every other fsync on the disk (raftsched.storage.disk.paced_io)
     try:
         left = size
         while left > 0:

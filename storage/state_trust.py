@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from raftsched.raft.durable_files import FILE_MODE, fsync_dir
+from raftsched.storage.disk.durable_files import FILE_MODE, fsync_dir
 
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 OPEN_SUFFIX = ".open"

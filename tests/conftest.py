@@ -41,7 +41,7 @@ def lmdb_closed() -> Iterator[None]:
     if left:
         pytest.fail(
             f"the test left {len(left)} LMDB environment(s) open: {', '.join(left)}; close them in the test "
-            "(one the garbage collector closes, on whatever thread runs it, can crash the process: raft/lmdb_owner.py)"
+            "(one the garbage collector closes, on whatever thread runs it, can crash the process: storage/disk/lmdb_owner.py)"
         )
 
 

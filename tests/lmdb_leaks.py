@@ -2,7 +2,7 @@
 
 One left open is closed later by the garbage collector, on whichever thread
 happens to run it, and that can end the test process with SIGSEGV (a write
-transaction ended on a thread that did not begin it: ``raftsched.raft.lmdb_owner``);
+transaction ended on a thread that did not begin it: ``raftsched.storage.disk.lmdb_owner``);
 its ``Writeback`` thread also runs on for the rest of the session. So
 ``tests/conftest.py``'s ``lmdb_closed`` fixture closes what a test left open,
 on the test's own thread, and fails the test naming it.

@@ -1,7 +1,7 @@
 """A child process for ``tests/unit/test_lmdb_owner.py``: one scenario of a write transaction and two threads.
 
 ``python -m tests.lmdb_threads_child <scenario> <dir>`` prints what happened, one line per step, and exits 0;
-a crash (SIGSEGV) or a hang is what the guard in ``raftsched.raft.lmdb_owner`` exists to prevent.
+a crash (SIGSEGV) or a hang is what the guard in ``raftsched.storage.disk.lmdb_owner`` exists to prevent.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import lmdb
 
 from raftsched.cluster.fsm.store import Table
 from raftsched.raft.lmdb_journal import LmdbJournal
-from raftsched.raft.lmdb_owner import WrongThreadError
+from raftsched.storage.disk.lmdb_owner import WrongThreadError
 from raftsched.storage.lmdb_state import LmdbTableStore
 
 

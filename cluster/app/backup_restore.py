@@ -29,8 +29,8 @@ from raftsched.cluster.app.data_dir import Identity, write_identity
 from raftsched.cluster.app.durable_machine import open_state
 from raftsched.cluster.node.config import ClusterConfig, ConfigError
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
-from raftsched.raft.durable_files import FILE_MODE, fsync_dir, make_private_dir
 from raftsched.raft.snapshot_file import SnapshotError, SnapshotFile, check_body, open_body, read_snapshot, write_snapshot_file
+from raftsched.storage.disk.durable_files import FILE_MODE, fsync_dir, make_private_dir
 
 #: the term given to the restored snapshot's boundary entries (a new cluster's first term is above it)
 RESTORED_TERM = 1

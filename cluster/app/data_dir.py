@@ -8,7 +8,7 @@ data dir is:
   was made (the first membership; the key older versions wrote and read);
 * ``membership``: the members as the cluster's log last said, each
   ``[id, raft, grpc, http]``, recorded by the node whenever a change
-  finished (``raftsched.cluster.node.membership_keeper``). A restart starts Raft with
+  finished (``raftsched.cluster.node.membership.keeper``). A restart starts Raft with
   these peers, not the config's: ``[[nodes]]`` is only the first membership;
 * ``removed``: why the node was removed from its cluster: such a data dir is
   refused for good (its node must not come back with this data);
@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from raftsched.cluster.domain.model import Member
 from raftsched.cluster.node.config import ClusterConfig, ConfigError, NodeAddress
-from raftsched.raft.durable_files import FILE_MODE, fsync_dir
+from raftsched.storage.disk.durable_files import FILE_MODE, fsync_dir
 
 IDENTITY_FILE = "NODE"
 

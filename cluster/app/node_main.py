@@ -43,16 +43,14 @@ from raftsched.cluster.node.job_service import JobService
 from raftsched.cluster.node.leader_loop import LeaderLoop
 from raftsched.cluster.node.lease_service import LeaseService
 from raftsched.cluster.node.membership import MembershipService
-from raftsched.cluster.node.membership_keeper import MembershipKeeper
+from raftsched.cluster.node.membership.keeper import MembershipKeeper
 from raftsched.cluster.node.page_tokens import PageTokens, derive_key
 from raftsched.cluster.node.replica import Replica
 from raftsched.cluster.node.scope_lookup import ScopeReader
 from raftsched.cluster.node.version import VersionReporter, raftsched_version
 from raftsched.raft import snapshot_turns
 from raftsched.raft.adapter import EXIT_UNSUPPORTED_COMMAND, RaftNode, RaftSettings
-from raftsched.raft.durable_files import make_private_dir
 from raftsched.raft.lmdb_journal import JournalError
-from raftsched.raft.lmdb_owner import WrongThreadError
 from raftsched.raft.snapshot_file import SnapshotError
 from raftsched.rpc.server.auth import AuthInterceptor
 from raftsched.rpc.server.cluster_servicer import ClusterServicer, cluster_status
@@ -61,6 +59,8 @@ from raftsched.rpc.server.job_servicer import JobServicer
 from raftsched.rpc.server.lease_servicer import LeaseServicer
 from raftsched.rpc.server.tls import host_warnings, server_credentials
 from raftsched.rpc.server.tokens import TokenTable, load_tokens
+from raftsched.storage.disk.durable_files import make_private_dir
+from raftsched.storage.disk.lmdb_owner import WrongThreadError
 from raftsched.storage.janitor import OutputJanitor
 from raftsched.storage.reader import OutputReader
 from raftsched.storage.s3_client import lazy_s3_client

@@ -33,7 +33,6 @@ MAX_TIMEZONE_CHARS = 64
 MAX_ERROR_CHARS = 16_384  # CompleteRun.error: longer text is cut to this (with a note), not refused
 MAX_LOG_URI_CHARS = 2048
 MAX_PAGE_TOKEN_CHARS = 1024
-MAX_EVENT_KIND_CHARS = 32
 MAX_NODE_ID_CHARS = 64  # AddNode/RemoveNode id: also a directory name under data_dir
 MAX_ADDRESS_CHARS = 255  # AddNode raft, grpc and http addresses (host:port)
 

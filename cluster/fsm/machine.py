@@ -52,8 +52,6 @@ from raftsched.cluster.fsm.reader import RecordMap, RecordReader
 from raftsched.cluster.fsm.store import StoreFailure, Table, TableStore, iter_table
 from raftsched.cluster.fsm.tx import RunEvent, Tx
 
-SNAPSHOT_FORMAT = body.FORMAT
-
 Handler = Callable[[Tx, Any], Result]
 
 

@@ -50,10 +50,6 @@ class RecordReader:
         for _, raw in iter_table(self.store, Table.RUNS, start, chunk=_CHUNK):
             yield decode_run(raw)
 
-    def job_run_keys(self, job_id: str, after: tuple[int, str] | None = None, limit: int = _CHUNK) -> list[tuple[int, str]]:
-        """At most ``limit`` ``(scheduled_ms, run_id)`` of ``job_id``'s runs after ``after`` (None: from the first)."""
-        return job_keys(self.store, Table.JOB_RUNS, job_id, after, limit)
-
     def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None, newest_first: bool = False) -> Iterator[Run]:
         """``job_id``'s runs by (scheduled_ms, run_id), after ``after``; ``newest_first``: the other way, from
         before ``after`` (None: from the newest)."""

@@ -4,7 +4,7 @@ Each node proposes one ``NodeInfo`` command once it runs (retrying until it
 commits), so every replica knows every member's version, command format and
 Raft address: ``GetClusterStatus`` shows them, and the leader switches the
 cluster to a newer command format only once every member of the Raft
-configuration reported it (``raftsched.cluster.node.membership_keeper``).
+configuration reported it (``raftsched.cluster.node.membership.keeper``).
 """
 
 from __future__ import annotations

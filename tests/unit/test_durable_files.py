@@ -1,5 +1,5 @@
-"""Replacing a file without freeing the old one on the caller's thread (``raftsched.raft.durable_files``), and the idle
-I/O class the snapshot writer runs in (``raftsched.raft.io_priority``)."""
+"""Replacing a file without freeing the old one on the caller's thread (``raftsched.storage.disk.durable_files``), and the idle
+I/O class the snapshot writer runs in (``raftsched.storage.disk.io_priority``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.raft import durable_files as df
-from raftsched.raft import io_priority
+from raftsched.storage.disk import durable_files as df
+from raftsched.storage.disk import io_priority
 
 pytestmark = pytest.mark.unit
 

@@ -17,7 +17,7 @@ from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.event_hub import EventHub
 from raftsched.cluster.node.membership import read_view
-from raftsched.cluster.node.membership_keeper import next_cluster_format
+from raftsched.cluster.node.membership.keeper import next_cluster_format
 from raftsched.cluster.node.replica import Replica
 
 pytestmark = pytest.mark.unit

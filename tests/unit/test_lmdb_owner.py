@@ -1,4 +1,4 @@
-"""A write transaction ends only on the thread that began it (raftsched.raft.lmdb_owner): otherwise the process crashes later.
+"""A write transaction ends only on the thread that began it (raftsched.storage.disk.lmdb_owner): otherwise the process crashes later.
 
 Each scenario runs in its own process (``tests/lmdb_threads_child.py``): without the guard, the first and the
 last end in SIGSEGV the moment the writing thread takes any LMDB writer lock again, and the second leaves the
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.raft.lmdb_owner import WrongThreadError, check_abort, check_commit, thread_alive
+from raftsched.storage.disk.lmdb_owner import WrongThreadError, check_abort, check_commit, thread_alive
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raftsched.cluster.fsm.store import MemoryStore, StoreFailure, Table
-from raftsched.raft import paced_io
-from raftsched.raft.durable_files import OLD_MARK, removals_done
 from raftsched.storage import state_trust
+from raftsched.storage.disk import paced_io
+from raftsched.storage.disk.durable_files import OLD_MARK, removals_done
 from raftsched.storage.lmdb_state import MARKER_KEY, LmdbTableStore, StateFileError
 
 pytestmark = pytest.mark.unit
@@ -262,7 +262,7 @@ def test_both_stores_scan_either_way_as_a_sorted_list_does(
 
 
 def test_an_install_writes_the_copy_in_synced_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A burst of gigabytes would stall every other fsync on the disk (``raftsched.raft.paced_io``)."""
+    """A burst of gigabytes would stall every other fsync on the disk (``raftsched.storage.disk.paced_io``)."""
     source = _store(tmp_path, "source.mdb")
     for i in range(5000):
         source.put(Table.JOBS, b"j%05d" % i, os.urandom(4000))

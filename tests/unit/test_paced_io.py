@@ -1,5 +1,5 @@
 """Big files beside a Raft log: written in synced pieces (never gigabytes dirty at once), read ahead of the
-tick thread that sends them (``raftsched.raft.paced_io``, and where pysyncobj's snapshot transfer uses it)."""
+tick thread that sends them (``raftsched.storage.disk.paced_io``, and where pysyncobj's snapshot transfer uses it)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import Any, Callable
 import pytest
 from pysyncobj.serializer import Serializer
 
-from raftsched.raft import paced_io, pysyncobj_patches
-from raftsched.raft.paced_io import PacedWrites, ReadAhead
+from raftsched.raft import pysyncobj_patches
 from raftsched.raft.snapshot_file import write_snapshot_file
 from raftsched.raft.snapshotter import BytesCopy
+from raftsched.storage.disk import paced_io
+from raftsched.storage.disk.paced_io import PacedWrites, ReadAhead
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,11 @@ import pytest
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.serializer import Serializer
 
-from raftsched.raft import io_priority, pysyncobj_patches
-from raftsched.raft.durable_files import OLD_MARK, removals_done
+from raftsched.raft import pysyncobj_patches
 from raftsched.raft.snapshot_file import SnapshotError, check_body, open_body, read_snapshot, write_snapshot_file
 from raftsched.raft.snapshotter import BytesCopy, Snapshotter
+from raftsched.storage.disk import io_priority
+from raftsched.storage.disk.durable_files import OLD_MARK, removals_done
 
 pytestmark = pytest.mark.unit
 

@@ -51,14 +51,6 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def make_private_dir(path: str, tighten: bool = True) -> bool:
     """Create ``path`` (and missing parents) ``0700``, each made durable in its parent. True if it was created.
 

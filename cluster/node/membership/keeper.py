@@ -45,7 +45,7 @@ from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.model import Member, MemberChange
 from raftsched.cluster.node.clock import Clock
-from raftsched.cluster.node.membership import MembershipView, read_view
+from raftsched.cluster.node.membership.service import MembershipView, read_view
 from raftsched.cluster.node.ports import RaftMembership, RaftStatus
 from raftsched.cluster.node.replica import Replica
 

@@ -5,7 +5,7 @@
 the change in flight, the command format, and what each node reported of
 its version. ``MembershipService`` begins a change with a committed command
 (one at a time: another while one is in flight is FAILED_PRECONDITION) and
-waits until the leader has finished it (``raftsched.cluster.node.membership_keeper``
+waits until the leader has finished it (``keeper``
 does pysyncobj's part on whichever node leads), so AddNode answers once the
 member is committed. A retried call is the same change, never a second one.
 """

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import threading
 
-from raftsched.raft.errors import RaftError
+from raftsched.cluster.domain.errors import RaftschedError
 
 
-class WrongThreadError(RaftError, RuntimeError):
+class WrongThreadError(RaftschedError, RuntimeError):
     """A write transaction was to be ended on a thread that did not begin it (the message names both)."""
 
 
