@@ -61,8 +61,10 @@ _NOT_KEPT: Any = object()
 class Tx:
     """The transaction of the entry being applied (see the module docstring)."""
 
-    __slots__ = ("_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry", "tokens_used", "_jobs",
-                 "_runs", "_saved", "get", "put", "delete", "scan")  # fmt: skip
+    __slots__ = (
+        "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry",
+        "tokens_used", "_jobs", "_runs", "_saved", "get", "put", "delete", "scan",
+    )  # fmt: skip
 
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
         self._store: TableStore = store if store is not None else MemoryStore()
@@ -87,7 +89,7 @@ class Tx:
         #: ``meta``'s values as last written
         self._saved: dict[bytes, bytes] = {}
         store = self._store
-        #: a row of an index or a small table (see ``rows`` below)
+        #: a row of an index or a small table (the store's own methods: see the rows section below)
         self.get: Callable[[str, bytes], bytes | None] = store.get
         self.put: Callable[[str, bytes, bytes], None] = store.put
         self.delete: Callable[[str, bytes], None] = store.delete
