@@ -1,13 +1,19 @@
 """The executor's contracts: what a handler gets, what it needs from the cluster and from an output store.
 
 * ``Task`` — one leased run as a handler sees it; ``TaskContext`` — its log,
-  cancellation and deadline. A handler is ``fn(task, ctx)``: returning means
-  success (the value becomes the run's result), raising means failure
-  (``HandlerError``'s text becomes the run's error).
+  cancellation, deadline and heartbeat. A handler is ``fn(task, ctx)``:
+  returning means success (the value becomes the run's result), raising
+  means failure (``HandlerError``'s text becomes the run's error; one marked
+  ``non_retryable`` fails the run at once, one with ``retry_after_s`` asks
+  that the next attempt wait at least that long).
+  ``ctx.heartbeat(details)`` asks the executor to renew the lease now, with
+  ``details`` (at most ``MAX_HEARTBEAT_DETAILS`` bytes) to keep on the
+  attempt; ``task.last_heartbeat`` holds the latest earlier attempt's.
 * ``LeaseApi`` — the cluster (``raftsched.rpc.client.GrpcLeaseApi``, or a fake):
   acquire (long poll, for the job types the executor serves), renew,
   complete (one or many ``Finished`` runs), each naming the executor.
   A completion or renewal the cluster refuses raises/returns ``LeaseLost``.
+  A renewal may carry heartbeat details per lease (``details``).
 * ``OutputStore`` — where each attempt's log and result go (``storage``):
   ``check()`` proves it usable or raises ``OutputStoreError`` saying what to
   fix; ``put(key, log, result)`` stores one attempt (the log streamed from a
@@ -27,7 +33,7 @@ import io
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO, Callable, Protocol, runtime_checkable
 
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.leases import Renewal
@@ -49,6 +55,12 @@ class Task:
     timeout_ms: int
     expires_ms: int
     scheduled_ms: int
+    #: the heartbeat details of this run's latest earlier attempt that sent any (b"": none)
+    last_heartbeat: bytes = b""
+
+
+#: the most heartbeat details one renewal may carry for a lease (``LeaseRef.details``)
+MAX_HEARTBEAT_DETAILS = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,15 @@ class Finished:
     result: bytes = b""
     error: str = ""
     log_uri: str = ""
+    #: a failure that no retry can help: the run is FAILED at once
+    non_retryable: bool = False
+    #: a failure whose next attempt must not be leased before this many ms after the completion (0: the
+    #: retry policy's backoff alone)
+    retry_after_ms: int = 0
+
+
+def _no_renewal() -> None:
+    """What ``TaskContext.renew_now`` does until an executor sets it: nothing."""
 
 
 @dataclass
@@ -68,9 +89,37 @@ class TaskContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None
     reason: str = ""
+    #: asks the executor to renew this lease now (set by the executor; ``heartbeat`` calls it)
+    renew_now: Callable[[], None] = _no_renewal
+    _details: bytes | None = field(default=None, repr=False)
+    _details_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def heartbeat(self, details: bytes = b"") -> None:
+        """Ask for a renewal of the lease now; ``details`` (when not empty) go with it, to be kept on the
+        attempt (the latest given wins, sent once). ``ValueError`` over ``MAX_HEARTBEAT_DETAILS`` bytes."""
+        if len(details) > MAX_HEARTBEAT_DETAILS:
+            raise ValueError(
+                f"heartbeat details are {len(details)} bytes; at most {MAX_HEARTBEAT_DETAILS} are kept: "
+                "send a smaller summary (a page number, an offset), not the data itself"
+            )
+        if details:
+            with self._details_lock:
+                self._details = bytes(details)
+        self.renew_now()
+
+    def pending_details(self) -> bytes | None:
+        """The details given to ``heartbeat`` and not yet sent (None: none)."""
+        with self._details_lock:
+            return self._details
+
+    def details_sent(self, details: bytes) -> None:
+        """A renewal carried ``details``: forget them, unless newer ones came meanwhile."""
+        with self._details_lock:
+            if self._details == details:
+                self._details = None
 
 
 class LeaseLost(RaftschedError):
@@ -78,7 +127,18 @@ class LeaseLost(RaftschedError):
 
 
 class HandlerError(RaftschedError):
-    """A handler's failure with a message meant for the run's error field."""
+    """A handler's failure with a message meant for the run's error field.
+
+    ``non_retryable``: no retry can help, the run is FAILED at once. ``retry_after_s``: the next attempt
+    is not leased before this long after the completion (the retry policy's backoff still applies when
+    it is longer)."""
+
+    def __init__(self, message: str = "", *, non_retryable: bool = False, retry_after_s: float = 0.0) -> None:
+        super().__init__(message)
+        if retry_after_s < 0:
+            raise ValueError(f"retry_after_s must not be negative, got {retry_after_s}")
+        self.non_retryable = non_retryable
+        self.retry_after_s = retry_after_s
 
 
 class Handler(Protocol):
@@ -90,9 +150,12 @@ class LeaseApi(Protocol):
         """Long-poll for up to ``max_runs`` runs of ``queues`` whose job type is one of ``types`` (None: any)."""
         ...
 
-    def renew(self, leases: list[tuple[str, int]], within_s: float | None = None) -> list[Renewal]:
+    def renew(
+        self, leases: list[tuple[str, int]], within_s: float | None = None, details: dict[str, bytes] | None = None
+    ) -> list[Renewal]:
         """Renew ``(lease_id, fencing_token)`` pairs; raise if no answer came within ``within_s`` (None: the
-        client's own deadline), trying every node meanwhile."""
+        client's own deadline), trying every node meanwhile. ``details``: heartbeat details to keep on the
+        attempts of some of the leases, by lease id (the executor passes it only when it has some)."""
         ...
 
     def complete(self, finished: Finished) -> None:

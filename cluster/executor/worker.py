@@ -16,6 +16,15 @@ cluster has already given the run to someone else. ``stop(grace)`` stops
 acquiring, waits up to ``grace`` for running work, then cancels the rest and
 lets their leases expire.
 
+A handler's ``ctx.heartbeat(details)`` wakes the renewer (at most once per
+``HEARTBEAT_GAP_S``); the details travel with that renewal, once (details
+still unsent when the handler ends go in one last renewal before the
+completion). A
+``HandlerError`` marked ``non_retryable`` or with ``retry_after_s`` is
+completed saying so (``Finished``). When no node answers, the acquirers and
+the renewer say so in one line per few seconds between them
+(``raftsched.cluster.executor.quiet_log``), not one line each per try.
+
 While a run goes, its new log bytes are shipped to the output store about
 once a second as live parts (``raftsched.cluster.executor.live_log``: one more
 thread, only with a store that takes parts); once its whole log is stored
@@ -25,25 +34,27 @@ The job types it serves are its handlers' (``types()``): ``noop``, the
 user's, and ``shell``/``http`` only when named in ``allow_types``. Every
 acquire call names them, and the cluster grants runs of those types only.
 
-Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}).run()``.
+Usable as a library: ``Executor(api, queues, handlers={"my-type": fn}, output=store).run()``. An
+executor keeps every run's log in its output store: one without a store
+refuses to start (``ConfigError``), rather than drop the logs silently.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-import random
 import threading
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
+from raftsched.cluster.domain.errors import ConfigError
 from raftsched.cluster.executor.bounded_log import LogSettings
 from raftsched.cluster.executor.completer import Completer
 from raftsched.cluster.executor.handlers import BuiltinSettings, builtin_handlers
 from raftsched.cluster.executor.live_log import LiveSettings, LiveShipper
+from raftsched.cluster.executor.output_upload import output_key, store_output
 from raftsched.cluster.executor.ports import (
     Finished,
     HandlerError,
@@ -54,6 +65,7 @@ from raftsched.cluster.executor.ports import (
     Task,
     TaskContext,
 )
+from raftsched.cluster.executor.quiet_log import QuietWarning
 
 log = logging.getLogger("raftsched.executor")
 
@@ -64,11 +76,11 @@ ACQUIRERS = 2
 MIN_RENEW_S = 0.05
 #: how soon a renewal that was not answered is tried again
 RENEW_RETRY_S = 0.1
-RENEW_WARN_EVERY_S = 5.0
+#: the shortest time between two renewals that a heartbeat asks for (a handler heartbeating in a loop
+#: costs one call per this span, whatever its pace)
+HEARTBEAT_GAP_S = 0.5
 #: how long a failing output store is retried before the run completes with its output missing
 OUTPUT_RETRY_S = 120.0
-OUTPUT_BACKOFF_S = 0.5
-OUTPUT_MAX_BACKOFF_S = 15.0
 
 
 @dataclass
@@ -121,7 +133,10 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._runs: queue.SimpleQueue[_Held | None] = queue.SimpleQueue()  # to the worker threads
         self._completer = Completer(api)
-        self._renew_warned = -RENEW_WARN_EVERY_S  # monotonic time of the last "renewal failed" line
+        #: the cluster's failures as the acquirers and the renewer meet them: one line per few seconds
+        self._unreachable = QuietWarning(log)
+        self._heartbeat_asked = False  # a handler asked for a renewal now (``_heartbeat``)
+        self._last_renewal = -HEARTBEAT_GAP_S  # monotonic time the renewer's last round began
         self.completed = 0
         self.lost = 0
 
@@ -135,6 +150,9 @@ class Executor:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        """Start the threads; ``ConfigError`` without an output store (a run's log would be dropped)."""
+        if self.output is None:
+            raise ConfigError(NO_OUTPUT_STORE)
         loops = [(self._acquire_loop, f"acquire-{i}") for i in range(ACQUIRERS)] + [(self._renew_loop, "renew")]
         # one more worker than slots: a worker whose run is done may be busy sending completions
         loops += [(self._worker_loop, f"worker-{i}") for i in range(self.concurrency + 1)]
@@ -200,8 +218,9 @@ class Executor:
             try:
                 tasks = self.api.acquire(self.queues, free, ACQUIRE_WAIT_MS, types=self.types())
                 backoff = 0.1
+                self._unreachable.ok()
             except Exception as exc:  # noqa: BLE001 - the cluster may be failing over
-                log.warning("acquire failed (%s); retrying in %.1f s", exc, backoff)
+                self._unreachable.warn("acquire failed (%s); retrying in %.1f s", exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
@@ -211,7 +230,7 @@ class Executor:
         """Start the granted tasks in the slots reserved for them; give back the slots left unused."""
         helds = []
         for task in tasks:
-            ctx = TaskContext(self.log_settings.new_log())
+            ctx = TaskContext(self.log_settings.new_log(), renew_now=self._heartbeat)
             if task.timeout_ms > 0:
                 ctx.deadline = time.monotonic() + task.timeout_ms / 1000.0
             helds.append(_Held(task, ctx, max(0.1, (task.expires_ms - time.time() * 1000) / 1000.0)))
@@ -237,25 +256,35 @@ class Executor:
                 held = list(self._held.values())
             period = max(MIN_RENEW_S, min([h.ttl_s / 3.0 for h in held], default=0.5))
             # a failed renewal (no node answered within a period) is tried again soon, not a period later
+            self._last_renewal = time.monotonic()
             wait = period if not held or self._renew_once(held, period) else RENEW_RETRY_S
             self._next_renewal = time.monotonic() + wait
-            self._renew_soon.wait(wait)  # or sooner, for a lease with a shorter TTL (``_launch``)
+            self._renew_soon.wait(wait)  # or sooner: a lease with a shorter TTL (``_launch``), a heartbeat
             self._renew_soon.clear()
+            if self._heartbeat_asked and not self._stopping.is_set():
+                self._heartbeat_asked = False  # a heartbeat loop is paced: one renewal per HEARTBEAT_GAP_S
+                self._stopping.wait(max(0.0, self._last_renewal + HEARTBEAT_GAP_S - time.monotonic()))
             if self._stopping.is_set() and not self._held:
                 return
 
+    def _heartbeat(self) -> None:
+        """A handler's ``ctx.heartbeat``: renew now (paced by ``_renew_loop``)."""
+        self._heartbeat_asked = True
+        self._renew_soon.set()
+
     def _renew_once(self, held: list[_Held], within_s: float) -> bool:
         """Renew every held lease in one call, answered within ``within_s``; whether it was answered."""
-        try:
-            results = self.api.renew([(h.task.lease_id, h.task.fencing_token) for h in held], within_s)
+        leases = [(h.task.lease_id, h.task.fencing_token) for h in held]
+        details = {h.task.lease_id: d for h in held if (d := h.ctx.pending_details()) is not None}
+        try:  # (``details`` only when there are some: a lease API from before them takes two arguments)
+            results = self.api.renew(leases, within_s, details=details) if details else self.api.renew(leases, within_s)
         except Exception as exc:  # noqa: BLE001 - keep trying: the new leader grants a grace period
-            now = time.monotonic()
-            if now - self._renew_warned >= RENEW_WARN_EVERY_S:  # one line per few seconds of failing, not per try
-                self._renew_warned = now
-                log.warning("renewal of %d leases failed (%s); retrying", len(held), exc)
+            self._unreachable.warn("renewal of %d leases failed (%s); retrying", len(held), exc)
             return False
-        self._renew_warned = -RENEW_WARN_EVERY_S
+        self._unreachable.ok()
         by_id = {h.task.lease_id: h for h in held}
+        for lease_id, sent in details.items():
+            by_id[lease_id].ctx.details_sent(sent)
         for r in results:
             h = by_id.get(r.lease_id)
             if h is None:
@@ -281,6 +310,7 @@ class Executor:
     def _work(self, held: _Held) -> None:
         task, ctx = held.task, held.ctx
         succeeded, result, error = False, b"", ""
+        verdict: HandlerError | None = None
         try:
             handler = self.handlers.get(task.type)
             if handler is None:
@@ -289,12 +319,12 @@ class Executor:
             result = value if isinstance(value, bytes) else (b"" if value is None else str(value).encode("utf-8"))
             succeeded = True
         except HandlerError as exc:
-            error = str(exc)
+            error, verdict = str(exc), exc
         except Exception as exc:  # noqa: BLE001 - a user's handler failed
             error = f"{type(exc).__name__}: {exc}"
             ctx.log.write(traceback.format_exc())
         try:
-            self._finish(held, succeeded, result, error)
+            self._finish(held, succeeded, result, error, verdict)
         except Exception:  # noqa: BLE001 - never lose track of a held lease
             log.exception("run %s: finishing failed", task.run_id)
             self._done_with(held)
@@ -320,7 +350,9 @@ class Executor:
         if last and self._stopping.is_set():
             self._renew_soon.set()  # the renewer's last round is done
 
-    def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str) -> None:
+    def _finish(self, held: _Held, succeeded: bool, result: bytes, error: str, verdict: HandlerError | None = None) -> None:
+        """Store the attempt's output and send its completion; ``verdict``: the handler's failure, which may
+        say that no retry helps or when the next attempt may start."""
         task = held.task
         parts: list[tuple[int, bool]] = self._live.finish(task) if self._live is not None else []
         if held.lost:
@@ -335,9 +367,23 @@ class Executor:
         else:  # the whole log is stored: its live parts are not needed (if it is not, they are all there is)
             self._drop_parts(task, parts)
         held.ctx.log.close()
+        self._send_details(held)
         self._release(held)  # the lease stays renewed until the completion is answered
-        finished = Finished(task, succeeded, result, error, log_uri)
+        non_retryable, retry_after_ms = (verdict.non_retryable, int(verdict.retry_after_s * 1000)) if verdict else (False, 0)
+        finished = Finished(task, succeeded, result, error, log_uri, non_retryable, retry_after_ms)
         self._completer.submit(finished, lambda failure: self._completed(held, failure))
+
+    def _send_details(self, held: _Held) -> None:
+        """Heartbeat details the renewer has not sent yet go now, before the completion: a retry finds them."""
+        details = held.ctx.pending_details()
+        if details is None:
+            return
+        task = held.task
+        try:
+            self.api.renew([(task.lease_id, task.fencing_token)], max(1.0, held.ttl_s / 3.0), details={task.lease_id: details})
+            held.ctx.details_sent(details)
+        except Exception as exc:  # noqa: BLE001 - the completion matters more: it goes anyway
+            log.warning("run %s: its last heartbeat details were not sent (%s)", task.run_id, exc)
 
     def _drop_parts(self, task: Task, parts: list[tuple[int, bool]]) -> None:
         if not parts or self._live is None:
@@ -367,45 +413,24 @@ class Executor:
         self._done_with(held)
 
     def _store_output(self, held: _Held, result: bytes) -> tuple[str, str]:
-        """Write the log and result through the store: (log_uri, "") or ("", "output missing: <why>").
-
-        A failing store is retried with exponential backoff and jitter for up to
-        ``output_retry_s`` (the lease is renewed meanwhile); then, or at once for a
-        failure that retrying cannot fix, or when the executor stops, the run is
-        completed without its output — the completion itself is never given up.
-        """
+        """Write the log and result through the store: (log_uri, "") or ("", "output missing: <why>")
+        (``raftsched.cluster.executor.output_upload``; given up early when the lease is lost or the executor stops)."""
         if self.output is None:
             return "", ""
-        if not result and held.ctx.log.size == 0:
-            return EMPTY_OUTPUT_URI, ""  # nothing to keep: no file, no object, no request
-        task = held.task
-        key = output_key(task)
-        budget = self.output_retry_s
-        started = time.monotonic()
-        deadline, delay, tries = started + budget, OUTPUT_BACKOFF_S, 0
-        while True:
-            tries += 1
-            try:
-                return self.output.put(key, held.ctx.log, result), ""
-            except Exception as exc:  # noqa: BLE001 - a store failure must never cost the completion
-                retryable = getattr(exc, "retryable", True)
-                left = deadline - time.monotonic()
-                if not retryable or left <= 0 or held.lost or self._stopping.is_set():
-                    why = "" if retryable else ", not retryable"
-                    took = time.monotonic() - started
-                    missing = (
-                        f"output missing: storing the log at {self.output.uri_for(key)} failed "
-                        f"({tries} tries in {took:.1f} s{why}): {exc}"
-                    )
-                    log.error("run %s: %s", task.run_id, missing)
-                    return "", missing
-                wait = min(left, delay * (0.5 + random.random()))
-                log.warning("run %s: storing output failed (%s); try %d again in %.1f s", task.run_id, exc, tries + 1, wait)
-                if self._stopping.wait(wait):
-                    continue  # stopping: one last try, then give up without waiting
-                delay = min(delay * 2, OUTPUT_MAX_BACKOFF_S)
+        return store_output(
+            self.output,
+            held.task,
+            held.ctx.log,
+            result,
+            self.output_retry_s,
+            give_up=lambda: held.lost or self._stopping.is_set(),
+            pause=self._stopping.wait,
+        )
 
 
-def output_key(task: Task) -> OutputKey:
-    """Where an attempt's output goes: its job, run, attempt and fencing token."""
-    return OutputKey(task.job_id, task.run_id, task.attempt, task.fencing_token)
+NO_OUTPUT_STORE = (
+    "an executor needs an output store for its runs' logs, and none was given: pass output= (e.g. "
+    "raftsched.storage.LocalOutputStore(dir), dir being where the nodes accept logs: their [logs] dir, default "
+    "<data_dir>/outputs; or an S3 store), as `raftsched executor` finds it from --output-dir, --config or the "
+    "client config's output_dir"
+)

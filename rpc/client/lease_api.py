@@ -3,6 +3,10 @@
 A failed call leaves as ``LeaseLost`` (a stale lease or token:
 FAILED_PRECONDITION) or as ``RpcFailure``, whose text is one readable line
 (``raftsched.rpc.client.errors.describe``): the executor logs it as it is.
+
+Heartbeats: a lease's ``last_heartbeat_details`` become ``Task.last_heartbeat``;
+a renewal's ``details`` go in each ``LeaseRef``; a completion's
+``non_retryable`` and ``retry_after_ms`` in ``CompleteRunRequest``.
 """
 
 from __future__ import annotations
@@ -46,14 +50,18 @@ class GrpcLeaseApi:
                 timeout_ms=cv.dur_ms(lease.timeout),
                 expires_ms=cv.ts_ms(lease.expires_at),
                 scheduled_ms=cv.ts_ms(lease.run.scheduled_time),
+                last_heartbeat=bytes(lease.last_heartbeat_details),
             )
             for lease in resp.leases
         ]
 
-    def renew(self, leases: list[tuple[str, int]], within_s: float | None = None) -> list[Renewal]:
+    def renew(
+        self, leases: list[tuple[str, int]], within_s: float | None = None, details: dict[str, bytes] | None = None
+    ) -> list[Renewal]:
         req = pb.RenewLeaseRequest(executor_id=self.executor_id)
+        details = details or {}
         for lease_id, token in leases:
-            req.leases.add(lease_id=lease_id, fencing_token=token)
+            req.leases.add(lease_id=lease_id, fencing_token=token, details=details.get(lease_id, b""))
         try:
             if within_s is None:
                 resp = self.client.lease("RenewLease", req)
@@ -120,7 +128,7 @@ ACQUIRE_PATIENCE_S = 5.0
 
 
 def _complete_request(done: Finished, executor_id: str) -> pb.CompleteRunRequest:
-    return pb.CompleteRunRequest(
+    req = pb.CompleteRunRequest(
         executor_id=executor_id,
         lease_id=done.task.lease_id,
         fencing_token=done.task.fencing_token,
@@ -128,7 +136,11 @@ def _complete_request(done: Finished, executor_id: str) -> pb.CompleteRunRequest
         result=done.result,
         error=done.error,
         log_uri=done.log_uri,
+        non_retryable=not done.succeeded and done.non_retryable,
     )
+    if not done.succeeded and not done.non_retryable and done.retry_after_ms > 0:
+        cv.to_dur(done.retry_after_ms, req.retry_after)
+    return req
 
 
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]

@@ -9,6 +9,7 @@ import pytest
 
 from raftsched.cluster.domain.leases import Renewal
 from raftsched.cluster.executor import Executor, Task, TaskContext
+from raftsched.storage import MemoryOutputStore
 from tests.executor_fakes import FakeApi
 
 pytestmark = pytest.mark.unit
@@ -60,7 +61,7 @@ def test_a_lease_with_a_shorter_ttl_is_renewed_in_time_while_a_long_one_is_held(
         release.wait(10)
         return b""
 
-    ex = Executor(api, ["q"], handlers={"block": block})  # type: ignore[arg-type]
+    ex = Executor(api, ["q"], handlers={"block": block}, output=MemoryOutputStore())  # type: ignore[arg-type]
     ex.start()
     try:
         deadline = time.monotonic() + 5

@@ -11,6 +11,7 @@ from raftsched.cluster.executor import BuiltinSettings, Executor, ShellSettings,
 from raftsched.cluster.executor.handlers import builtin_handlers
 from raftsched.cluster.executor.http_handler import HttpHandler
 from raftsched.cluster.executor.shell import ShellHandler, run_environment
+from raftsched.storage import MemoryOutputStore
 from tests.executor_fakes import FakeApi
 
 pytestmark = pytest.mark.unit
@@ -52,7 +53,7 @@ def test_an_executor_serves_its_handlers_types_and_asks_for_them() -> None:
             asked.set()
             return []
 
-    ex = Executor(RecordingApi(), ["q"], allow_types=["shell"])  # type: ignore[arg-type]
+    ex = Executor(RecordingApi(), ["q"], allow_types=["shell"], output=MemoryOutputStore())  # type: ignore[arg-type]
     ex.start()
     try:
         assert asked.wait(5)

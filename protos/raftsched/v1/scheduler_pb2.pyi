@@ -231,7 +231,7 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., attempts_dropped: _Optional[int] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("attempt", "executor_id", "lease_id", "fencing_token", "leased_at", "finished_at", "outcome", "error", "log_uri")
+    __slots__ = ("attempt", "executor_id", "lease_id", "fencing_token", "leased_at", "finished_at", "outcome", "error", "log_uri", "heartbeat_details", "heartbeat_at")
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +241,8 @@ class Attempt(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOG_URI_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AT_FIELD_NUMBER: _ClassVar[int]
     attempt: int
     executor_id: str
     lease_id: str
@@ -250,7 +252,9 @@ class Attempt(_message.Message):
     outcome: AttemptOutcome
     error: str
     log_uri: str
-    def __init__(self, attempt: _Optional[int] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ...) -> None: ...
+    heartbeat_details: bytes
+    heartbeat_at: _timestamp_pb2.Timestamp
+    def __init__(self, attempt: _Optional[int] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key", "request_id")
@@ -539,7 +543,7 @@ class AcquireLeaseRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max_runs: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("lease_id", "fencing_token", "expires_at", "run", "type", "payload", "timeout")
+    __slots__ = ("lease_id", "fencing_token", "expires_at", "run", "type", "payload", "timeout", "last_heartbeat_details", "last_heartbeat_at")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
@@ -547,6 +551,8 @@ class Lease(_message.Message):
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_AT_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     fencing_token: int
     expires_at: _timestamp_pb2.Timestamp
@@ -554,7 +560,9 @@ class Lease(_message.Message):
     type: str
     payload: bytes
     timeout: _duration_pb2.Duration
-    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    last_heartbeat_details: bytes
+    last_heartbeat_at: _timestamp_pb2.Timestamp
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., last_heartbeat_details: _Optional[bytes] = ..., last_heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AcquireLeaseResponse(_message.Message):
     __slots__ = ("leases",)
@@ -563,12 +571,14 @@ class AcquireLeaseResponse(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
-    __slots__ = ("lease_id", "fencing_token")
+    __slots__ = ("lease_id", "fencing_token", "details")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     fencing_token: int
-    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+    details: bytes
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., details: _Optional[bytes] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("executor_id", "leases")
@@ -599,7 +609,7 @@ class RenewLeaseResponse(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRenewal, _Mapping]]] = ...) -> None: ...
 
 class CompleteRunRequest(_message.Message):
-    __slots__ = ("lease_id", "fencing_token", "outcome", "result", "error", "log_uri", "executor_id")
+    __slots__ = ("lease_id", "fencing_token", "outcome", "result", "error", "log_uri", "executor_id", "non_retryable", "retry_after")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -607,6 +617,8 @@ class CompleteRunRequest(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LOG_URI_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    NON_RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     fencing_token: int
     outcome: Outcome
@@ -614,7 +626,9 @@ class CompleteRunRequest(_message.Message):
     error: str
     log_uri: str
     executor_id: str
-    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., executor_id: _Optional[str] = ...) -> None: ...
+    non_retryable: bool
+    retry_after: _duration_pb2.Duration
+    def __init__(self, lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., executor_id: _Optional[str] = ..., non_retryable: _Optional[bool] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class CompleteRunResponse(_message.Message):
     __slots__ = ("run",)
