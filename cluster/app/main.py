@@ -1,5 +1,5 @@
-"""The ``raftsched`` command: ``node`` and ``executor`` run processes; ``job``, ``run``, ``cluster`` are the client;
-``token create`` makes a bearer token, ``tls ca|cert`` certificates."""
+"""The ``raftsched`` command: ``node``, ``executor`` and ``worker`` (a Python SDK Worker) run processes; ``job``,
+``run``, ``cluster`` are the client; ``token create`` makes a bearer token, ``tls ca|cert`` certificates."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     from raftsched.cluster.app.log_setup import add_log_args
     from raftsched.cluster.app.tls_cli import add_tls_commands
     from raftsched.cluster.app.token_cli import add_token_commands
+    from raftsched.cluster.app.worker_main import add_worker_command
 
     parser = argparse.ArgumentParser(
         prog="raftsched",
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_args(execu)
     add_security_args(execu)
     add_log_args(execu)
+    add_worker_command(sub)
     cli.add_client_commands(sub)
     add_token_commands(sub)
     add_tls_commands(sub)
@@ -129,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         from raftsched.cluster.app.executor_main import run_executor
 
         return run_executor(args)
+    if args.command == "worker":
+        from raftsched.cluster.app.worker_main import run_worker
+
+        return run_worker(args)
     if args.command == "token":
         from raftsched.cluster.app.token_cli import run_token
 

@@ -1,0 +1,263 @@
+"""What the cluster answers, as plain frozen dataclasses: never protobuf messages.
+
+Instants are aware UTC ``datetime``s (``None``: not set), spans
+``timedelta``s, statuses and kinds their names as text (``"SUCCEEDED"``,
+``"ACTIVE"``, ``"CRON"``...). A run's ``result`` and an attempt's
+``heartbeat`` are decoded as ``raftsched.sdk.codec.decode`` says (JSON where
+they are JSON); the bytes as sent stay beside them (``result_bytes``).
+``raftsched.sdk.from_pb`` makes them from the protobuf answers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from raftsched.sdk import codec
+
+#: the statuses a run never leaves
+TERMINAL_RUN_STATUSES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "DEAD_LETTER", "SKIPPED", "EXPIRED"})
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a job fires: ``kind`` is ``"every"``, ``"cron"``, ``"at"`` or ``"after"``; the field of that name
+    holds it (``cron`` the expression, ``tz`` its IANA zone)."""
+
+    kind: str
+    every: dt.timedelta | None = None
+    cron: str | None = None
+    tz: str | None = None
+    at: dt.datetime | None = None
+    after: dt.timedelta | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a failed run is retried: up to ``max_attempts`` attempts, waiting ``initial_backoff`` times
+    ``multiplier`` per attempt (at most ``max_backoff``), give or take ``jitter`` (a fraction)."""
+
+    max_attempts: int
+    initial_backoff: dt.timedelta
+    max_backoff: dt.timedelta
+    multiplier: float
+    jitter: float
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a job runs and when, as the cluster holds it (its defaults filled in by the cluster)."""
+
+    name: str
+    queue: str
+    type: str
+    payload_bytes: bytes
+    schedule: Schedule
+    retry: RetryPolicy | None = None
+    lease_ttl: dt.timedelta | None = None
+    timeout: dt.timedelta | None = None
+    concurrency: str = ""
+    misfire: str = ""
+    catchup_window: dt.timedelta | None = None
+    history_limit: int = 0
+    history_ttl: dt.timedelta | None = None
+    failed_history_limit: int = 0
+    #: fields of the cluster's JobSpec this SDK has no attribute for, by name, as JSON values
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def payload(self) -> Any:
+        """The payload decoded: JSON where it is JSON, else text, else bytes."""
+        return codec.decode(self.payload_bytes)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job: ``id``, its ``spec``, its ``status`` (``ACTIVE``, ``PAUSED``, ``COMPLETED``, ``DELETED``)."""
+
+    id: str
+    spec: JobSpec
+    status: str
+    next_fire_time: dt.datetime | None
+    created_at: dt.datetime | None
+    updated_at: dt.datetime | None
+    idempotency_key: str = ""
+    fire_count: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def queue(self) -> str:
+        return self.spec.queue
+
+    @property
+    def type(self) -> str:
+        return self.spec.type
+
+    @property
+    def payload(self) -> Any:
+        return self.spec.payload
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a run: its lease, and how it ended (``outcome``: ``SUCCEEDED``, ``FAILED``,
+    ``LEASE_EXPIRED``, ``CANCELLED``; ``None`` while it runs)."""
+
+    attempt: int
+    executor_id: str
+    lease_id: str
+    fencing_token: int
+    leased_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    outcome: str | None
+    error: str = ""
+    log_uri: str = ""
+    #: the last heartbeat details its task sent (decoded), or None
+    heartbeat: Any = None
+    heartbeat_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One firing of a job. ``status``: ``PENDING``, ``LEASED``, ``SUCCEEDED``, ``FAILED``, ``CANCELLED``,
+    ``DEAD_LETTER``, ``SKIPPED``. ``result``: what the task returned, decoded."""
+
+    id: str
+    job_id: str
+    status: str
+    attempt: int
+    scheduled_time: dt.datetime | None
+    fired_at: dt.datetime | None = None
+    queue: str = ""
+    executor_id: str = ""
+    lease_id: str = ""
+    fencing_token: int = 0
+    lease_expires_at: dt.datetime | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    result_bytes: bytes = b""
+    error: str = ""
+    log_uri: str = ""
+    manual: bool = False
+    cancel_requested: bool = False
+    not_before: dt.datetime | None = None
+    skipped_count: int = 0
+    skipped_until: dt.datetime | None = None
+    attempts: tuple[Attempt, ...] = ()
+    attempts_dropped: int = 0
+
+    @property
+    def result(self) -> Any:
+        """The task's result: JSON decoded where it is JSON, else text, else bytes; None when there is none."""
+        return codec.decode(self.result_bytes)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the run has ended (no more attempts will be made unless someone retries it)."""
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+@dataclass(frozen=True)
+class ExplanationStep:
+    """One thing that happened to a run: ``kind`` (``fired``, ``leased``, ``retry_scheduled``, ...) and
+    ``detail`` in words."""
+
+    at: dt.datetime | None
+    kind: str
+    detail: str
+    node_id: str = ""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a run exists and what happened to it, step by step (``ExplainRun``)."""
+
+    run_id: str
+    steps: tuple[ExplanationStep, ...]
+    run: Run
+    steps_dropped: int = 0
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """An attempt's log and result (``GetRunOutput``); ``missing_reason`` says why a log is absent."""
+
+    run_id: str
+    attempt: int
+    log: bytes
+    result_bytes: bytes = b""
+    log_uri: str = ""
+    missing_reason: str = ""
+    live: bool = False
+    next_offset: int = 0
+    size: int = 0
+    fencing_token: int = 0
+    note: str = ""
+
+    @property
+    def text(self) -> str:
+        """The log as text (undecodable bytes replaced)."""
+        return self.log.decode("utf-8", "replace")
+
+    @property
+    def result(self) -> Any:
+        return codec.decode(self.result_bytes)
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One change of a run (``watch_runs``): ``kind`` is ``existing``, ``fired``, ``leased``,
+    ``retry_scheduled``, ``cancel_requested``, ``finished``, ``skipped`` or ``pruned``."""
+
+    kind: str
+    run: Run
+    observed_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of the cluster as the answering node sees it (``role``: ``LEADER``, ``FOLLOWER``, ...)."""
+
+    id: str
+    raft_address: str
+    grpc_address: str
+    role: str
+    reachable: bool
+    version: str = ""
+    http_address: str = ""
+    clock_offset: dt.timedelta | None = None
+    clock_ok: bool = True
+    storage_ok: bool = True
+    clock_measured: bool = False
+    unfit_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """The cluster as the answering node sees it (``GetClusterStatus``)."""
+
+    self_id: str
+    leader_id: str
+    members: tuple[Member, ...]
+    term: int
+    commit_index: int
+    applied_index: int
+    last_snapshot_index: int = 0
+    has_quorum: bool = False
+    runs: Mapping[str, int] = field(default_factory=dict)
+    jobs: int = 0
+    pending_by_queue: Mapping[str, int] = field(default_factory=dict)
+    command_format: int = 0
+    membership_change: str = ""
+
+
+@dataclass(frozen=True)
+class ScheduledInstant:
+    """An instant a schedule would fire at (``preview_schedule``), with a note of what DST did to it."""
+
+    time: dt.datetime
+    note: str = ""
