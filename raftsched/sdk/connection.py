@@ -15,7 +15,8 @@ program said; ``resolve()`` makes a ``Target`` of it:
   clear off loopback unless ``insecure``;
 * for a worker, where run logs go: ``output_dir``, else the config's
   (``[logs]`` of a cluster.toml, ``output_dir`` of the client config that
-  names these nodes), as ``raftsched executor`` does
+  names these nodes — also when they came from ``cluster`` or
+  ``$RAFTSCHED_CLUSTER``), as ``raftsched executor`` does
   (``raftsched.cluster.app.executor_main.resolve_target``, with the
   environment passed in rather than read from the process).
 
@@ -97,11 +98,22 @@ class Connection:
         naming the same nodes takes that config's output directory and files (as ``raftsched executor``)."""
         cluster = self.cluster if isinstance(self.cluster, str) or self.cluster is None else ",".join(self.cluster)
         if self.config or not cluster:
-            return resolve(cluster, self.config, env)
+            found = resolve(cluster, self.config, env)
+            if found.output_dir or found.cluster is not None or found.source != "$RAFTSCHED_CLUSTER":
+                return found
+            known = self._known(env, found.addresses)  # $RAFTSCHED_CLUSTER: a worker may still learn where logs go
+            return dataclasses.replace(found, output_dir=known.output_dir) if known is not None else found
         given = resolve(cluster, None, env)
-        path = discover(env)
-        if path is not None:
-            known = load_any(path, path)
-            if set(given.addresses) <= set(known.addresses):
-                return ClientConfig(given.addresses, "cluster=", known.output_dir, known.files)
+        known = self._known(env, given.addresses)
+        if known is not None:
+            return ClientConfig(given.addresses, "cluster=", known.output_dir, known.files)
         return given
+
+    @staticmethod
+    def _known(env: Mapping[str, str], addresses: list[str]) -> ClientConfig | None:
+        """The client config found by itself, when it names (at least) these nodes."""
+        path = discover(env)
+        if path is None:
+            return None
+        known = load_any(path, path)
+        return known if set(addresses) <= set(known.addresses) else None

@@ -38,9 +38,11 @@ class RunLog(io.TextIOBase):
         self._ctx = ctx
 
     def writable(self) -> bool:
+        """Always: the log takes text."""
         return True
 
     def write(self, text: str) -> int:
+        """Append ``text`` to the run's log; its length."""
         if not isinstance(text, str):
             raise TypeError(f"ctx.log takes text, not {type(text).__name__}")
         self._ctx.log.write(text)
@@ -48,6 +50,7 @@ class RunLog(io.TextIOBase):
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
+        """What the text is stored as: UTF-8."""
         return "utf-8"
 
 

@@ -69,4 +69,5 @@ def to_datetime(ms: int) -> dt.datetime:
 
 
 def to_timedelta(ms: int) -> dt.timedelta:
+    """Milliseconds as a ``timedelta``."""
     return dt.timedelta(milliseconds=ms)

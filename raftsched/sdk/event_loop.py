@@ -39,6 +39,7 @@ class LoopThread:
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
 
     def start(self) -> None:
+        """Start the loop's thread."""
         self._thread.start()
 
     def _serve(self) -> None:

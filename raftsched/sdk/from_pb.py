@@ -47,6 +47,7 @@ def instant(ts: Any) -> dt.datetime | None:
 
 
 def span(d: Any) -> dt.timedelta:
+    """A Duration as a ``timedelta``."""
     return dt.timedelta(seconds=d.seconds, microseconds=d.nanos // 1000)
 
 
@@ -63,6 +64,7 @@ def enum_name(enum_type: Any, value: int, prefix: str) -> str:
 
 
 def schedule(spec: pb.JobSpec) -> Schedule:
+    """A spec's schedule."""
     kind = spec.WhichOneof("schedule") or ""
     if kind == "every":
         return Schedule("every", every=span(spec.every))
@@ -76,6 +78,7 @@ def schedule(spec: pb.JobSpec) -> Schedule:
 
 
 def job_spec(spec: pb.JobSpec) -> JobSpec:
+    """A JobSpec as ``JobSpec``."""
     retry = None
     if spec.HasField("retry"):
         r = spec.retry
@@ -101,6 +104,7 @@ def job_spec(spec: pb.JobSpec) -> JobSpec:
 
 
 def job(j: pb.Job) -> Job:
+    """A Job as ``Job``."""
     return Job(
         id=j.job_id,
         spec=job_spec(j.spec),
@@ -114,6 +118,7 @@ def job(j: pb.Job) -> Job:
 
 
 def attempt(a: pb.Attempt) -> Attempt:
+    """An Attempt, its heartbeat details decoded."""
     outcome = enum_name(pb.AttemptOutcome, a.outcome, "ATTEMPT_OUTCOME_") if a.outcome else None
     return Attempt(
         attempt=a.attempt,
@@ -131,6 +136,7 @@ def attempt(a: pb.Attempt) -> Attempt:
 
 
 def run(r: pb.Run) -> Run:
+    """A Run as ``Run``, with its attempts."""
     return Run(
         id=r.run_id,
         job_id=r.job_id,
@@ -159,11 +165,13 @@ def run(r: pb.Run) -> Run:
 
 
 def explanation(e: pb.RunExplanation) -> Explanation:
+    """A RunExplanation as ``Explanation``."""
     steps = tuple(ExplanationStep(instant(s.at), s.kind, s.detail, s.node_id) for s in e.steps)
     return Explanation(e.run_id, steps, run(e.run), e.steps_dropped)
 
 
 def run_output(o: pb.RunOutput) -> RunOutput:
+    """A RunOutput as ``RunOutput``."""
     return RunOutput(
         run_id=o.run_id,
         attempt=o.attempt,
@@ -180,10 +188,12 @@ def run_output(o: pb.RunOutput) -> RunOutput:
 
 
 def run_event(e: pb.RunEvent) -> RunEvent:
+    """A RunEvent as ``RunEvent``."""
     return RunEvent(e.kind, run(e.run), instant(e.observed_at))
 
 
 def member(m: pb.Member) -> Member:
+    """A Member (its clock offset only when measured)."""
     return Member(
         id=m.id,
         raft_address=m.raft_address,
@@ -201,6 +211,7 @@ def member(m: pb.Member) -> Member:
 
 
 def cluster_status(s: pb.ClusterStatus) -> ClusterStatus:
+    """A ClusterStatus, its run counts by status name."""
     counts = {f.name.upper(): getattr(s.runs, f.name) for f in s.runs.DESCRIPTOR.fields}
     return ClusterStatus(
         self_id=s.self_id,
@@ -220,6 +231,7 @@ def cluster_status(s: pb.ClusterStatus) -> ClusterStatus:
 
 
 def preview(resp: pb.PreviewScheduleResponse) -> list[ScheduledInstant]:
+    """PreviewSchedule's instants with their notes."""
     notes = list(resp.notes)
     out = []
     for i, ts in enumerate(resp.times):

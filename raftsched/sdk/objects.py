@@ -87,18 +87,22 @@ class Job:
 
     @property
     def name(self) -> str:
+        """The job's name (its spec's)."""
         return self.spec.name
 
     @property
     def queue(self) -> str:
+        """The queue its runs are offered on."""
         return self.spec.queue
 
     @property
     def type(self) -> str:
+        """The job type: the task (or built-in) that runs it."""
         return self.spec.type
 
     @property
     def payload(self) -> Any:
+        """The payload decoded: JSON where it is JSON, else text, else bytes."""
         return self.spec.payload
 
 
@@ -205,6 +209,7 @@ class RunOutput:
 
     @property
     def result(self) -> Any:
+        """The attempt's result, decoded as ``Run.result`` is."""
         return codec.decode(self.result_bytes)
 
 

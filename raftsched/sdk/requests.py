@@ -52,11 +52,13 @@ def job_status(status: str | int | None) -> int:
 
 
 def list_jobs(queue: str, status: str | int | None, name_prefix: str, page_size: int, token: str) -> pb.ListJobsRequest:
+    """One page of ``ListJobs`` (``token``: the previous page's ``next_page_token``)."""
     filtered: Any = job_status(status)
     return pb.ListJobsRequest(queue=queue, status=filtered, name_prefix=name_prefix, page_size=page_size, page_token=token)
 
 
 def list_runs(job_id: str, status: str | int | None, page_size: int, token: str) -> pb.ListRunsRequest:
+    """One page of ``ListRuns`` (``token``: the previous page's ``next_page_token``)."""
     filtered: Any = run_status(status)
     return pb.ListRunsRequest(job_id=job_id, status=filtered, page_size=page_size, page_token=token)
 
@@ -71,6 +73,7 @@ def preview(count: int, start: Any, schedule: dict[str, Any]) -> pb.PreviewSched
 
 
 def add_node(node_id: str, raft_address: str, grpc_address: str, http_address: str) -> pb.AddNodeRequest:
+    """``AddNode`` for a member with these addresses."""
     return pb.AddNodeRequest(id=node_id, raft_address=raft_address, grpc_address=grpc_address, http_address=http_address)
 
 

@@ -125,6 +125,7 @@ def set_schedule(spec: pb.JobSpec, given: dict[str, Any], tz: str | None) -> Non
 
 
 def set_retry(spec: pb.JobSpec, max_attempts: int | None, backoff: Any) -> None:
+    """Set the retry policy's attempts and backoff (``None``: leave them as they are)."""
     if max_attempts is not None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
             raise TypeError(f"max_attempts={max_attempts!r}: give a whole number of attempts (the first included)")

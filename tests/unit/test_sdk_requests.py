@@ -184,8 +184,9 @@ def test_answers_are_plain_objects_never_protobuf() -> None:
 # ---------------------------------------------------------------- where the cluster is
 
 
-def test_the_cluster_is_found_as_the_command_line_finds_it(tmp_path: object) -> None:
+def test_the_cluster_is_found_as_the_command_line_finds_it(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     root = str(tmp_path)
+    monkeypatch.chdir(root)
     conf = os.path.join(root, "local-cluster")
     os.makedirs(conf)
     with open(os.path.join(conf, "client.toml"), "w", encoding="utf-8") as f:
@@ -197,6 +198,11 @@ def test_the_cluster_is_found_as_the_command_line_finds_it(tmp_path: object) -> 
     named = Connection(["127.0.0.1:9"], token="s3cret").resolve(env={"RAFTSCHED_TOKEN": "other"})
     assert named.addresses == ["127.0.0.1:9"] and named.security.token == "s3cret"
     assert Connection("127.0.0.1:9").resolve(env={"RAFTSCHED_TOKEN": "t"}).security.token == "t"
+    # addresses named otherwise still learn where logs go from the client config found here, when it names them
+    by_env = Connection().resolve(env={"RAFTSCHED_CLUSTER": "127.0.0.1:50072", "HOME": root})
+    assert os.path.normpath(by_env.output_dir) == os.path.join(root, "var", "outputs")
+    assert Connection("127.0.0.1:50071").resolve(env={"HOME": root}).output_dir == by_env.output_dir
+    assert Connection("127.0.0.1:7").resolve(env={"HOME": root}).output_dir == ""
 
 
 def test_a_token_that_would_travel_in_the_clear_or_a_missing_file_is_a_configuration_error() -> None:
