@@ -165,13 +165,25 @@ class Worker:
     def schedule(self, name: str, *, task: str, queue: str | None = None, payload: Any = None, **spec: Any) -> None:
         """Declare a job that runs ``task`` on a schedule: ``cron=`` (with ``tz=``), ``every=``, ``at=`` or
         ``after=``, and any of ``create_job``'s arguments (``payload``, ``max_attempts``, ``timeout``...).
-        ``queue`` defaults to the worker's first. When the worker starts, the job named ``name`` is created,
-        or updated if it differs from this declaration: one job per name, however many workers start."""
+        ``queue`` defaults to the worker's first (as it is when the worker starts: ``raftsched worker --queue``
+        counts). When the worker starts, the job named ``name`` is created, or updated if it differs from this
+        declaration: one job per name, however many workers start."""
         if name in self._schedules:
             raise ValueError(f"schedule {name!r} is declared twice")
-        target_queue = queue or self.settings.queues[0]
-        decl = Declaration(name, build_spec(name, type=task, queue=target_queue, payload=payload, **spec))
+        decl = Declaration(name, build_spec(name, type=task, queue=queue or "", payload=payload, **spec))
         self._schedules[name] = decl
+
+    def _declarations(self) -> list[Declaration]:
+        """The declared schedules, those without a queue on the worker's first."""
+        out = []
+        for decl in self._schedules.values():
+            if not decl.spec.queue:
+                spec = type(decl.spec)()
+                spec.CopyFrom(decl.spec)
+                spec.queue = self.settings.queues[0]
+                decl = Declaration(decl.name, spec)
+            out.append(decl)
+        return out
 
     def configure(self, **changes: Any) -> None:
         """Replace settings before the worker starts: ``queues``, ``concurrency``, ``executor_id``,
@@ -236,7 +248,7 @@ class Worker:
         """Make the declared schedules so, then start the event loop (for async tasks) and the executor."""
         s = self.settings
         assert self._rpc is not None
-        self.scheduled_jobs = reconcile(self._rpc, list(self._schedules.values()))
+        self.scheduled_jobs = reconcile(self._rpc, self._declarations())
         if any(t.is_async for t in self._tasks.values()):
             self._loop = LoopThread()
             self._loop.start()

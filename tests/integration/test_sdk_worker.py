@@ -143,11 +143,12 @@ def _declare(w: Worker, name: str, cron: str = "30 2 * * *") -> None:
 
 
 def test_a_schedule_declared_twice_or_by_two_workers_is_one_job(sdk: Client, cluster: LocalCluster) -> None:
+    # nothing of this job is due while the test runs: each worker stops without waiting for its long polls
     name = f"nightly-{uuid.uuid4().hex[:8]}"
     first = _worker(cluster)
     _declare(first, name)
     first.start()
-    first.stop()
+    first.stop(0)
     again = [_worker(cluster) for _ in range(2)]
     for w in again:
         _declare(w, name)
@@ -157,7 +158,7 @@ def test_a_schedule_declared_twice_or_by_two_workers_is_one_job(sdk: Client, clu
     for t in starting:
         t.join(60)
     for w in again:
-        w.stop()
+        w.stop(0)
     jobs = sdk.find_jobs(name)
     assert len(jobs) == 1, jobs
     assert {j.id for w in [first, *again] for j in w.scheduled_jobs} == {jobs[0].id}
@@ -168,7 +169,7 @@ def test_a_schedule_declared_twice_or_by_two_workers_is_one_job(sdk: Client, clu
     changed = _worker(cluster)
     _declare(changed, name, cron="45 3 * * *")
     changed.start()
-    changed.stop()
+    changed.stop(0)
     jobs = sdk.find_jobs(name)
     assert [j.id for j in jobs] == [job.id] and jobs[0].spec.schedule.cron == "45 3 * * *"
 
@@ -176,7 +177,7 @@ def test_a_schedule_declared_twice_or_by_two_workers_is_one_job(sdk: Client, clu
     revived = _worker(cluster)
     _declare(revived, name, cron="45 3 * * *")
     revived.start()
-    revived.stop()
+    revived.stop(0)
     live = sdk.find_jobs(name)
     assert len(live) == 1 and live[0].id != job.id and live[0].status == "ACTIVE"
 

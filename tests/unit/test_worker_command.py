@@ -45,3 +45,11 @@ def test_a_target_that_names_no_worker_is_refused(tmp_path: object, monkeypatch:
         load_worker("jobs_for_test:number")
     with pytest.raises(ConfigError, match="cannot import no_such_jobs"):
         load_worker("no_such_jobs:worker")
+
+
+def test_a_schedule_without_a_queue_goes_to_the_first_queue_the_worker_serves_when_it_starts() -> None:
+    worker = Worker(queues=["reports"])
+    worker.schedule("nightly", cron="30 2 * * *", task="report")
+    worker.schedule("hourly", every="1h", task="report", queue="elsewhere")
+    worker.configure(**overrides(build_parser().parse_args(["worker", "m:w", "--queue", "night-shift"])))
+    assert [(d.name, d.spec.queue) for d in worker._declarations()] == [("nightly", "night-shift"), ("hourly", "elsewhere")]
