@@ -19,7 +19,13 @@ esac
 dev_stamp="$venv/.raftsched-installed"
 runtime_stamp="$venv/.raftsched-installed-runtime"
 fresh() { [ -f "$1" ] && [ ! "$repo/pyproject.toml" -nt "$1" ] && [ ! "$repo/constraints.txt" -nt "$1" ]; }
-if fresh "$dev_stamp" || { [ "$mode" = runtime ] && fresh "$runtime_stamp"; }; then
+# the venv runs this checkout's code, from any folder (a venv copied or moved with another checkout does not)
+ours() {
+  [ -x "$venv/bin/python" ] || return 1
+  [ "$(cd / && "$venv/bin/python" -c 'import os, raftsched; print(os.path.realpath(raftsched.__file__))' 2>/dev/null)" \
+    = "$(realpath "$repo/raftsched/__init__.py")" ]
+}
+if { fresh "$dev_stamp" || { [ "$mode" = runtime ] && fresh "$runtime_stamp"; }; } && ours; then
   echo "$venv/bin/python"
   exit 0
 fi
@@ -43,7 +49,8 @@ say "installing $what (pinned in constraints.txt)"
   | grep -v -e "BuildBackendWarning: Editable installation" -e "^ *!!$" -e "^ *\*\{20,\}$" \
       -e "Please be careful with folders" -e "name as your package as they may take" -e "with strategy, WheelFile" \
       -e "^ *$" >&2 || true
-"$venv/bin/python" -c "import raftsched.cluster, grpc, pysyncobj" || { say "the install failed (see above)"; exit 1; }
+(cd / && "$venv/bin/python" -c "import raftsched.cluster, grpc, pysyncobj") && ours \
+  || { say "the install failed (see above): $venv does not run the code in $repo"; exit 1; }
 if [ "$mode" = dev ]; then
   touch "$dev_stamp"
 else
