@@ -254,6 +254,9 @@ def attempt_to_pb(a: Attempt, out: pb.Attempt) -> pb.Attempt:
     to_ts(a.leased_at_ms, out.leased_at)
     if a.finished_at_ms:
         to_ts(a.finished_at_ms, out.finished_at)
+    if a.heartbeat_details:
+        out.heartbeat_details = a.heartbeat_details
+        to_ts(a.heartbeat_at_ms, out.heartbeat_at)
     return out
 
 

@@ -40,6 +40,9 @@ MAX_ADDRESS_CHARS = 255  # AddNode raft, grpc and http addresses (host:port)
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
+#: RenewLease's LeaseRef.details: an attempt's heartbeat details, and all of one call's together
+MAX_HEARTBEAT_DETAILS_BYTES = 64 * 1024
+MAX_RENEW_DETAILS_BYTES = 1024 * 1024
 
 # ----------------------------------------------------------------- repeated fields (items per call)
 
@@ -64,6 +67,8 @@ WATCH_HISTORY_BYTES = 64 << 20
 
 #: attempts a run keeps (``Run.attempts``): beyond, the oldest are dropped and counted
 MAX_RUN_ATTEMPTS_KEPT = 32
+#: attempts of a run that keep their heartbeat details (the latest ones; older attempts keep only when they came)
+MAX_ATTEMPTS_WITH_HEARTBEAT = 4
 #: steps a run keeps (``ExplainRun``): the first ``RUN_STEPS_HEAD`` and the latest ones; those between are counted
 MAX_RUN_STEPS = 64
 RUN_STEPS_HEAD = 16
@@ -99,7 +104,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("CronSchedule.expression", f"{MAX_CRON_CHARS} characters", "INVALID_ARGUMENT"),
     ("CronSchedule.timezone", f"{MAX_TIMEZONE_CHARS} characters (an IANA name)", "INVALID_ARGUMENT"),
     ("JobSpec.at, PreviewSchedule.after", "1970-01-01 to 9999-12-31T23:59:59.999Z (a valid Timestamp)", "INVALID_ARGUMENT"),
-    ("every span (after, every, lease_ttl, timeout, catchup_window, history_ttl, backoffs)", "100 years (a valid Duration)", "INVALID_ARGUMENT"),
+    ("every span (after, every, lease_ttl, timeout, catchup_window, history_ttl, backoffs, CompleteRun.retry_after)", "100 years (a valid Duration)", "INVALID_ARGUMENT"),
     ("idempotency_key", f"{MAX_IDEMPOTENCY_KEY_CHARS} characters, no control or bidirectional character; per queue", "INVALID_ARGUMENT"),
     ("request_id (every mutating request)", f"{MAX_REQUEST_ID_CHARS} characters, no control or bidirectional character; remembered {REQUEST_ID_TTL_MS // 3_600_000} h", "INVALID_ARGUMENT"),
     ("Run.attempts, ExplainRun steps (kept per run)", f"{MAX_RUN_ATTEMPTS_KEPT} attempts (oldest dropped), {MAX_RUN_STEPS} steps (the first {RUN_STEPS_HEAD} and the latest); the rest counted", "attempts_dropped, steps_dropped"),
@@ -112,6 +117,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("CreateJobs.jobs", f"{MAX_CREATE_BATCH} items, counted before any is read", "INVALID_ARGUMENT"),
     ("CompleteRuns.runs", f"{MAX_COMPLETE_BATCH} items, counted before any is read", "INVALID_ARGUMENT"),
     ("RenewLease.leases", f"{MAX_RENEW_BATCH} items", "INVALID_ARGUMENT"),
+    ("RenewLease.leases[].details", f"{MAX_HEARTBEAT_DETAILS_BYTES // 1024} KiB each, {MAX_RENEW_DETAILS_BYTES >> 20} MiB in one call", "INVALID_ARGUMENT"),
     ("AcquireLease.queues", f"{MAX_ACQUIRE_QUEUES} items", "INVALID_ARGUMENT"),
     ("AcquireLease.types", f"{MAX_ACQUIRE_TYPES} items", "INVALID_ARGUMENT"),
     ("AcquireLease.max_runs / wait", f"1-999 runs / up to {MAX_WAIT_MS // 1000} s", "INVALID_ARGUMENT"),

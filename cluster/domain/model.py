@@ -152,6 +152,11 @@ class Attempt(NamedTuple):
     #: how many steps the run had recorded when this attempt was leased (its place among them: ``ExplainRun``
     #: shows its grant, and a success, from the attempt instead of storing them as steps)
     steps_before: int = 0
+    #: the executor's latest heartbeat details for this attempt and when they came (a run keeps only its latest
+    #: details: an earlier attempt's go when a later one sends some). Stored only once given: older attempts are
+    #: ten values long.
+    heartbeat_details: bytes = b""
+    heartbeat_at_ms: int = 0
 
 
 class Step(NamedTuple):
@@ -289,7 +294,7 @@ class Run:
 
     @property
     def attempts(self) -> tuple[Attempt, ...]:
-        return tuple(map(Attempt._make, self.attempts_raw))
+        return tuple(Attempt(*a) for a in self.attempts_raw)
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"

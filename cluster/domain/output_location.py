@@ -83,8 +83,8 @@ class OutputLocation:
         self.check(uri)
         if uri in ("", EMPTY_OUTPUT_URI):
             return
-        own = "/" + key.relpath() + ".log"
-        if not _normal(uri).endswith(own):
+        if not names_attempt(uri, key):
+            own = "/" + key.relpath() + ".log"
             raise ValidationError(
                 f"log_uri {shown(uri)} is not this attempt's output: attempt {key.attempt} of run {key.run_id} "
                 f"(fencing token {key.fencing_token}) keeps its log at {self.uri_for(key) or '...' + own}"
@@ -139,6 +139,15 @@ class OutputLocation:
         if not posixpath.normpath(path).startswith(root.rstrip("/") + "/"):
             return f"the file is not under {root}"
         return ""
+
+
+def names_attempt(uri: str, key: OutputKey) -> bool:
+    """Whether ``uri`` (in whatever store) ends in attempt ``key``'s own log, ``/<job>/<run>/attempt-<n>-token-<t>.log``
+    (the store's own part is ``OutputLocation``'s to check); "" and ``data:,`` name no output and pass."""
+    if uri in ("", EMPTY_OUTPUT_URI):
+        return True
+    normal = _normal(uri)
+    return normal.endswith("/" + key.relpath() + ".log") and "/../" not in normal
 
 
 def _normal(uri: str) -> str:

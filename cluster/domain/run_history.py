@@ -75,11 +75,34 @@ def end_attempt(run: Run, at_ms: int, outcome: AttemptOutcome, error: str = "", 
     run.attempts_raw = run.attempts_raw[:-1] + (ended,)
 
 
+def heartbeat(run: Run, at_ms: int, details: bytes) -> None:
+    """The executor sent heartbeat details for the running attempt: kept on it (the latest wins). Only the latest
+    ``MAX_ATTEMPTS_WITH_HEARTBEAT`` attempts keep theirs (when they came stays), so a run's details stay bounded."""
+    if not run.attempts_raw:
+        return
+    last = run.attempts_raw[-1]
+    if last[6] or last[3] != run.fencing_token:
+        return
+    keep = len(run.attempts_raw) - lim.MAX_ATTEMPTS_WITH_HEARTBEAT
+    earlier = tuple(
+        a[:10] + (b"", a[11]) if i < keep and len(a) > 10 and a[10] else a for i, a in enumerate(run.attempts_raw[:-1])
+    )
+    run.attempts_raw = earlier + (last[:10] + (details, at_ms),)
+
+
+def last_heartbeat(run: Run) -> tuple[bytes, int]:
+    """The latest heartbeat details any attempt of the run kept, and when they came ((b"", 0): none)."""
+    for a in reversed(run.attempts_raw):
+        if len(a) > 10 and a[10]:
+            return a[10], a[11]
+    return b"", 0
+
+
 def attempt_of(run: Run, number: int) -> Attempt | None:
     """Attempt ``number`` (1-based) if the run keeps it."""
     for a in run.attempts_raw:
         if a[0] == number:
-            return Attempt._make(a)
+            return Attempt(*a)
     return None
 
 

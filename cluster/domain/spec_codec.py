@@ -173,7 +173,7 @@ def run_to_plain(r: Run) -> Plain:
     for name in _RUN_INT_FIELDS + _RUN_STR_FIELDS:
         p[name] = getattr(r, name)
     if r.attempts_raw or r.steps_raw or r.budget_base:  # its history (format 3), as stored
-        p["attempts"] = [list(a) for a in r.attempts_raw]
+        p["attempts"] = [[b64(x) if isinstance(x, bytes) else x for x in a] for a in r.attempts_raw]
         p["steps"] = [list(x) for x in r.steps_raw]
         p["dropped"] = [r.attempts_dropped, r.steps_dropped, r.budget_base]
     return p

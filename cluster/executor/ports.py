@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Protocol, runtime_checkable
 
+from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.leases import Renewal
 from raftsched.cluster.domain.output import OutputKey
@@ -60,7 +61,7 @@ class Task:
 
 
 #: the most heartbeat details one renewal may carry for a lease (``LeaseRef.details``)
-MAX_HEARTBEAT_DETAILS = 64 * 1024
+MAX_HEARTBEAT_DETAILS = lim.MAX_HEARTBEAT_DETAILS_BYTES
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,15 @@
   and a renewal that reaches a new leader before its grace is not refused.
 * A failed or expired attempt is retried after an exponential backoff with
   jitter (the jitter's random draw travels in the command: apply stays
-  deterministic); after ``max_attempts`` the run is DEAD_LETTER.
+  deterministic); after ``max_attempts`` the run is DEAD_LETTER. The
+  executor may say otherwise (command format 4): a failure that is not
+  retryable ends the run FAILED at once, and a ``retry_after`` takes the
+  backoff's place. A renewal may carry heartbeat details, kept on the
+  attempt (``run_history.heartbeat``) and handed to the next attempt.
+* From command format 4, a completion's ``log_uri`` must end in the
+  attempt's own place (``.../<job>/<run>/attempt-<n>-token-<t>.log``):
+  the node checked it against its store before proposing; apply checks
+  what every node can, so no entry names another run's log.
 """
 
 from __future__ import annotations
@@ -33,8 +41,10 @@ from itertools import islice
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, backoff_ms, lease_id_for
 from raftsched.cluster.domain.model import AttemptOutcome, JobStatus, RetryPolicy, Run, RunStatus
-from raftsched.cluster.domain.results import FailedPrecondition, Ok, Result
-from raftsched.cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt
+from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.domain.output_location import names_attempt
+from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument, Ok, Result
+from raftsched.cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt, heartbeat
 from raftsched.cluster.domain.words import iso, span
 from raftsched.cluster.fsm import runs
 from raftsched.cluster.fsm.tx import Tx
@@ -78,8 +88,9 @@ def _set_deadline(tx: Tx, run: Run, expires_ms: int) -> None:
     deadlines.add((expires_ms, run.lease_id))
 
 
-def _attempt_failed(tx: Tx, run: Run, error: str, draw: float) -> None:
-    """After a failed or expired attempt: CANCELLED if asked, retry after backoff, or DEAD_LETTER."""
+def _attempt_failed(tx: Tx, run: Run, error: str, draw: float, non_retryable: bool = False, retry_after_ms: int = 0) -> None:
+    """After a failed or expired attempt: CANCELLED if asked, FAILED if the executor said no retry can help,
+    retry after backoff (or after the executor's ``retry_after_ms``), or DEAD_LETTER."""
     runs.release(tx, run)
     run.error = error
     if run.cancel_requested:
@@ -88,18 +99,22 @@ def _attempt_failed(tx: Tx, run: Run, error: str, draw: float) -> None:
     job = tx.job(run.job_id)
     retry = job.spec.retry if job is not None else RetryPolicy(max_attempts=1)
     used = run.attempt - run.budget_base  # a manual retry (RetryRun) starts a fresh budget
+    if non_retryable:
+        runs.finish(tx, run, RunStatus.FAILED, f"attempt {used} of {retry.max_attempts} failed and is not retryable: {error}")
+        return
     if used >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
         runs.finish(tx, run, RunStatus.DEAD_LETTER, f"attempt {used} of {retry.max_attempts} failed: {error}")
         return
     runs.unindex_live(tx, run)  # stays active: only its live indexes change, to PENDING's
     runs.set_status(tx, run, RunStatus.PENDING)
-    wait = backoff_ms(retry, used, draw)
+    wait = retry_after_ms if retry_after_ms > 0 else backoff_ms(retry, used, draw)
     run.not_before_ms = tx.mem.now_ms + wait
     run.lease_expires_ms = 0
     runs.index_live(tx, run)
+    why = f"a wait of {span(wait)}, as the executor asked" if retry_after_ms > 0 else f"a backoff of {span(wait)}"
     runs.step(
         tx, run, "retry_scheduled",
-        f"attempt {used + 1} of {retry.max_attempts} after a backoff of {span(wait)} (not before {iso(run.not_before_ms)})",
+        f"attempt {used + 1} of {retry.max_attempts} after {why} (not before {iso(run.not_before_ms)})",
     )  # fmt: skip
     tx.events.append(("retry_scheduled", run))
 
@@ -172,6 +187,7 @@ def acquire(tx: Tx, cmd: c.AcquireLeases) -> Result:
 
 def renew(tx: Tx, cmd: c.RenewLeases) -> Result:
     out: list[Renewal] = []
+    details = dict(cmd.details) if cmd.details else None
     for lease_id, token in cmd.leases:
         run = _holder_check(tx, lease_id, token, cmd.executor_id)
         if isinstance(run, FailedPrecondition):
@@ -180,6 +196,8 @@ def renew(tx: Tx, cmd: c.RenewLeases) -> Result:
         spec = tx.spec(run.job_id)
         assert spec is not None, run
         _set_deadline(tx, run, max(run.lease_expires_ms, tx.mem.now_ms + spec.lease_ttl_ms))
+        if details is not None and details.get(lease_id):
+            heartbeat(run, tx.mem.now_ms, details[lease_id])
         tx.events.append(("lease_renewed", run))  # the leader's own clock of renewals (raftsched.cluster.node.lease_watch)
         out.append(Renewal(lease_id, True, run.lease_expires_ms, run.cancel_requested, ""))
     return Ok(out)
@@ -189,6 +207,13 @@ def complete(tx: Tx, cmd: c.CompleteRun) -> Result:
     run = _holder_check(tx, cmd.lease_id, cmd.fencing_token, cmd.executor_id)
     if isinstance(run, FailedPrecondition):
         return run
+    if tx.mem.cluster_format >= c.VERDICT_FORMAT:
+        key = OutputKey(run.job_id, run.run_id, run.attempt, run.fencing_token)
+        if not names_attempt(cmd.log_uri, key):
+            return InvalidArgument(
+                f"log_uri {cmd.log_uri[:300]!r} is not the output of attempt {run.attempt} of run {run.run_id}: "
+                f"it must end in '/{key.relpath()}.log'"
+            )
     now = tx.mem.now_ms
     run.result, run.log_uri = cmd.result, cmd.log_uri
     if cmd.succeeded and not run.cancel_requested:
@@ -201,7 +226,7 @@ def complete(tx: Tx, cmd: c.CompleteRun) -> Result:
         end_attempt(run, now, outcome, error, cmd.log_uri)
         kind = "attempt_cancelled" if run.cancel_requested else "failed"
         runs.step(tx, run, kind, f"attempt {run.attempt} on executor {run.executor_id!r} ended: {error}")
-        _attempt_failed(tx, run, error, cmd.draw)
+        _attempt_failed(tx, run, error, cmd.draw, cmd.non_retryable, cmd.retry_after_ms)
     return Ok(run)
 
 

@@ -173,10 +173,14 @@ class EventHub:
             now = self._now_ms()
             # tuple.__new__: a NamedTuple's own __new__ costs more than the snapshot itself on this hot path
             changes = [_new(RunChange, (kind, _snapshot(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
-            weight = _CHANGE_COST * len(events) + sum(
-                len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
-                for _, run in events
-            )
+            weight = (
+                _CHANGE_COST * len(events)
+                + sum(
+                    len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
+                    for _, run in events
+                )
+                + sum(len(a[10]) for _, run in events for a in run.attempts_raw if len(a) > 10)
+            )  # heartbeat details
             self._remember(index, changes, weight)
             if self._subs:
                 self._deliver(changes, events)

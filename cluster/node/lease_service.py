@@ -18,6 +18,7 @@ held is refused here, and only one that may still be held reaches the log.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.replica import Replica
 from raftsched.cluster.node.slots import Slots
+
+log = logging.getLogger(__name__)
 
 MAX_WAIT_MS = lim.MAX_WAIT_MS
 #: queues and job types one AcquireLease may name (a grant reads one index per queue and type)
@@ -62,6 +65,9 @@ class Completion:
     log_uri: str = ""
     #: who reports it; only the lease's holder may (an empty id is nobody's and is refused)
     executor_id: str = ""
+    #: the executor's verdict on a failure: no retry can help (FAILED at once), or wait this long before the next
+    non_retryable: bool = False
+    retry_after_ms: int = 0
 
 
 def _require_executor(executor_id: str) -> None:
@@ -98,6 +104,24 @@ def final_refusal(m: JobStateMachine, lease_id: str, token: int) -> str:
     return ""
 
 
+def _check_details(details: dict[str, bytes], named: set[str]) -> dict[str, bytes]:
+    """The heartbeat details worth keeping (non-empty), each and all within their limits, each for a lease the
+    call renews."""
+    kept = {lease_id: d for lease_id, d in details.items() if d}
+    total = 0
+    for lease_id, d in kept.items():
+        if lease_id not in named:
+            raise ValidationError(f"heartbeat details for lease {lease_id[:40]!r}, which the call does not renew")
+        lim.check_bytes(f"details of lease {lease_id}", d, lim.MAX_HEARTBEAT_DETAILS_BYTES, "keep a smaller checkpoint")
+        total += len(d)
+    if total > lim.MAX_RENEW_DETAILS_BYTES:
+        raise ValidationError(
+            f"heartbeat details of {total} bytes in one RenewLease; at most {lim.MAX_RENEW_DETAILS_BYTES} in one "
+            "call: renew in several calls"
+        )
+    return kept
+
+
 def _check_acquire(queues: list[str], max_runs: int, wait_ms: int, types: list[str] | tuple[str, ...]) -> None:
     if not queues:
         raise ValidationError("queues is empty: name at least one queue to take runs from, e.g. 'default'")
@@ -128,6 +152,7 @@ class LeaseService:
         #: the node's own output store; None (tests only) accepts any log_uri
         self._outputs = outputs
         self.long_polls = Slots(max_long_polls, "max_long_polls", "AcquireLease long polls")
+        self._said_verdicts_off = False
         self._changed = threading.Condition()
         replica.on_applied.append(self._wake)
 
@@ -191,16 +216,23 @@ class LeaseService:
         """``final_refusal`` of each lease, on this node's applied state (no barrier: see there)."""
         return self._replica.read(lambda m: [final_refusal(m, lease_id, token) for lease_id, token in leases], barrier=False)
 
-    def renew(self, executor_id: str, leases: list[tuple[str, int]]) -> list[Renewal]:
+    def renew(self, executor_id: str, leases: list[tuple[str, int]], details: dict[str, bytes] | None = None) -> list[Renewal]:
+        """Renew ``leases`` (lease_id, fencing_token); ``details``: heartbeat details by lease id, kept on the
+        attempt (dropped, with a log line, while the cluster is on a command format before they existed)."""
         _require_executor(executor_id)
         if not leases:
             raise ValidationError("no leases to renew: list at least one (lease_id, fencing_token)")
         lim.check_count("leases", leases, MAX_RENEW_BATCH, "renew in several calls")
         for lease_id, _ in leases:
             _check_lease_id(lease_id)
+        kept = _check_details(details or {}, {lease_id for lease_id, _ in leases})
+        if kept and not self._verdicts_on():
+            kept = {}
         refused = self._refusals(leases)
         live = tuple(ref for ref, why in zip(leases, refused) if not why)
-        answers = iter(self._replica.execute(c.RenewLeases(self._clock.now_ms(), executor_id, live)) if live else [])
+        carried = tuple((lease_id, kept[lease_id]) for lease_id, _ in live if lease_id in kept)
+        now = self._clock.now_ms()
+        answers = iter(self._replica.execute(c.RenewLeases(now, executor_id, live, carried)) if live else [])
         renewals = [
             Renewal(lease_id, False, 0, False, why) if why else next(answers) for (lease_id, _), why in zip(leases, refused)
         ]
@@ -217,6 +249,10 @@ class LeaseService:
             self._outputs.check(done.log_uri)
         else:
             lim.check_chars("log_uri", done.log_uri, lim.MAX_LOG_URI_CHARS)
+        if done.retry_after_ms < 0 or done.retry_after_ms > lim.MAX_SPAN_MS:
+            raise ValidationError(f"retry_after must be between 0 and 100 years, not {done.retry_after_ms} ms")
+        verdict = not done.succeeded and (done.non_retryable or done.retry_after_ms > 0)
+        on = verdict and self._verdicts_on()
         now = self._clock.now_ms()
         return c.CompleteRun(
             now,
@@ -228,7 +264,23 @@ class LeaseService:
             done.log_uri,
             random.random(),
             done.executor_id,
+            on and done.non_retryable,
+            done.retry_after_ms if on and not done.non_retryable else 0,
         )
+
+    def _verdicts_on(self) -> bool:
+        """Whether the cluster takes executors' verdicts and heartbeat details (command format 4): until every
+        member understands them, they are dropped (said once) and the job's retry policy decides."""
+        if self._replica.read(lambda m: m.cluster_format, barrier=False) >= c.VERDICT_FORMAT:
+            return True
+        if not self._said_verdicts_off:
+            self._said_verdicts_off = True
+            log.warning(
+                "an executor sent a verdict (not retryable, retry after) or heartbeat details, but the cluster still "
+                "uses command format %s: they are dropped until every member runs a raftsched that understands "
+                "format %s", self._replica.read(lambda m: m.cluster_format, barrier=False), c.VERDICT_FORMAT,
+            )  # fmt: skip
+        return False
 
     def _refuse_dead_leases(self, commands: list[c.CompleteRun | Exception]) -> list[c.CompleteRun | Exception]:
         """Each command, or the ``RejectedError`` of a lease it names that can no longer be held, or the

@@ -15,6 +15,7 @@ import time
 
 import grpc
 
+from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.leases import Renewal
 from raftsched.cluster.executor.ports import Finished, LeaseLost, Task
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
@@ -58,8 +59,16 @@ class GrpcLeaseApi:
     def renew(
         self, leases: list[tuple[str, int]], within_s: float | None = None, details: dict[str, bytes] | None = None
     ) -> list[Renewal]:
-        req = pb.RenewLeaseRequest(executor_id=self.executor_id)
+        """Renew ``leases``; ``details``: heartbeat details by lease id. Details beyond what one call may carry
+        (``MAX_RENEW_DETAILS_BYTES``) go in further calls, one after the other."""
         details = details or {}
+        out: list[Renewal] = []
+        for part in _by_details_size(leases, details):
+            out.extend(self._renew(part, within_s, details))
+        return out
+
+    def _renew(self, leases: list[tuple[str, int]], within_s: float | None, details: dict[str, bytes]) -> list[Renewal]:
+        req = pb.RenewLeaseRequest(executor_id=self.executor_id)
         for lease_id, token in leases:
             req.leases.add(lease_id=lease_id, fencing_token=token, details=details.get(lease_id, b""))
         try:
@@ -125,6 +134,20 @@ UNAVAILABLE_ROUNDS = 4
 RENEW_MAX_PAUSE_S = 0.2
 #: how long an acquire waits for any node to answer before it fails (and the executor logs it)
 ACQUIRE_PATIENCE_S = 5.0
+
+
+def _by_details_size(leases: list[tuple[str, int]], details: dict[str, bytes]) -> list[list[tuple[str, int]]]:
+    """``leases`` in parts whose heartbeat details fit one RenewLease call (one part when they all fit)."""
+    parts: list[list[tuple[str, int]]] = [[]]
+    size = 0
+    for ref in leases:
+        n = len(details.get(ref[0], b""))
+        if n and size + n > lim.MAX_RENEW_DETAILS_BYTES and parts[-1]:
+            parts.append([])
+            size = 0
+        parts[-1].append(ref)
+        size += n
+    return parts
 
 
 def _complete_request(done: Finished, executor_id: str) -> pb.CompleteRunRequest:

@@ -11,6 +11,7 @@ import grpc
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.run_history import last_heartbeat
 from raftsched.cluster.node.lease_service import Completion, LeaseService
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
@@ -43,14 +44,19 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
             cv.to_ts(g.run.lease_expires_ms, lease.expires_at)
             cv.run_to_pb(g.run, lease.run)
             cv.to_dur(g.spec.timeout_ms, lease.timeout)
+            details, at_ms = last_heartbeat(g.run)
+            if details:
+                lease.last_heartbeat_details = details
+                cv.to_ts(at_ms, lease.last_heartbeat_at)
         return resp
 
     @guarded
     def RenewLease(self, request: pb.RenewLeaseRequest, context: grpc.ServicerContext) -> pb.RenewLeaseResponse:
         lim.check_count("leases", request.leases, lim.MAX_RENEW_BATCH, "renew in several calls")  # before any is read
         refs = [(ref.lease_id, ref.fencing_token) for ref in request.leases]
+        details = {ref.lease_id: bytes(ref.details) for ref in request.leases if ref.details}
         resp = pb.RenewLeaseResponse()
-        for r in self._svc.renew(_executor_id(request, context), refs):
+        for r in self._svc.renew(_executor_id(request, context), refs, details):
             item = resp.leases.add(lease_id=r.lease_id, ok=r.ok, cancel_requested=r.cancel_requested, error=r.error)
             if r.ok:
                 cv.to_ts(r.expires_ms, item.expires_at)
@@ -88,4 +94,6 @@ def _completion(request: pb.CompleteRunRequest, context: grpc.ServicerContext) -
         request.error,
         request.log_uri,
         _executor_id(request, context),
+        request.non_retryable,
+        cv.span_in(request.retry_after, "retry_after") if request.HasField("retry_after") else 0,
     )

@@ -113,14 +113,12 @@ def test_a_payload_that_does_not_fit_fails_its_run_naming_the_field(sdk: Client,
     assert "cannot decode the payload into ReportArgs: field 'customer.id': expected an integer" in run.error
 
 
-@pytest.mark.xfail(strict=True, reason="the state machine does not apply CompleteRunRequest.non_retryable yet")
 def test_a_non_retryable_failure_is_failed_at_once(sdk: Client, worker: Worker) -> None:
     run = _run(sdk, "refuse", {"customer": 3}, max_attempts=3)
     assert "no such customer 3" in run.error
     assert (run.status, run.attempt) == ("FAILED", 1)
 
 
-@pytest.mark.xfail(strict=True, reason="the state machine does not apply CompleteRunRequest.retry_after yet")
 def test_retry_after_holds_the_next_attempt_back(sdk: Client, worker: Worker) -> None:
     run = _run(sdk, "later", None, max_attempts=2, backoff="1s")
     assert run.status == "DEAD_LETTER" and "rate limited" in run.error and len(run.attempts) == 2
@@ -129,7 +127,6 @@ def test_retry_after_holds_the_next_attempt_back(sdk: Client, worker: Worker) ->
     assert second.leased_at - first.finished_at >= dt.timedelta(seconds=29)
 
 
-@pytest.mark.xfail(strict=True, reason="the state machine does not keep heartbeat details on attempts yet")
 def test_a_retry_finds_the_last_heartbeat_of_the_attempt_before(sdk: Client, worker: Worker) -> None:
     run = _run(sdk, "resume", None, max_attempts=2, backoff="1s")
     assert run.status == "SUCCEEDED", run.error

@@ -193,7 +193,14 @@ def test_each_entry_carries_the_format_that_introduced_its_command() -> None:
     format_2 = [c.RemoveMember(T0, "n1"), c.SetClusterFormat(T0, 2), c.AddMember(T0, Member("n4", "a:1", "a:2"))]
     assert [json.loads(c.encode(cmd))["v"] for cmd in format_1] == [1, 1, 1]
     assert [json.loads(c.encode(cmd))["v"] for cmd in format_2] == [2, 2, 2]
-    assert max(c.format_of(t) for t in c.registered_commands()) == c.FORMAT_VERSION
+    newest = max(max([c.format_of(t), *c.field_formats(t).values()]) for t in c.registered_commands())
+    assert newest == c.FORMAT_VERSION
+    # a field a later format added makes the entry of that format, only when it holds something
+    assert json.loads(c.encode(c.CompleteRun(T0, "L1", 1, False)))["v"] == 1
+    assert json.loads(c.encode(c.CompleteRun(T0, "L1", 1, False, non_retryable=True)))["v"] == c.VERDICT_FORMAT
+    assert json.loads(c.encode(c.RenewLeases(T0, "e", (("L1", 1),), (("L1", b"{}"),))))["v"] == c.VERDICT_FORMAT
+    with pytest.raises(c.CommandFormatError, match="its 'nr' needs format 4, not 1"):
+        c.decode(_raw(v=1, op="complete", now=T0, lease="L1", token=1, ok=False, result="", error="", log="", draw=0.5, nr=True))
     # a node_info without the Raft address (entries from before it was sent) still decodes
     old = c.decode(_raw(v=1, op="node_info", now=T0, node="n1", ver="0.1.0", fmt=1))
     assert old == c.NodeInfo(T0, "n1", "0.1.0", 1, "")

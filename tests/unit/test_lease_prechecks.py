@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.errors import RejectedError
+from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.model import Every, JobSpec
 from raftsched.cluster.domain.results import FailedPrecondition, Ok
 from raftsched.cluster.fsm.machine import JobStateMachine
@@ -121,3 +121,38 @@ def test_renewals_and_completions_of_dead_leases_never_reach_the_log() -> None:
     answers = svc.complete_many([Completion(lease_id, token, False, executor_id="e1"), Completion("L7", 8, True)])
     assert all(isinstance(a, RejectedError) for a in answers)
     assert len(store.proposed) == proposed
+
+
+def _service(fmt: int) -> tuple[LeaseService, Store, str, int]:
+    log: list[bytes] = [c.encode(c.SetClusterFormat(T0, fmt))]
+    lease_id, token = _leased(log)
+    node = Replica()
+    node.catch_up(log)
+    store = Store(node, log)
+    return LeaseService(store, FakeClock(T0), outputs=None), store, lease_id, token  # type: ignore[arg-type]
+
+
+def test_heartbeat_details_are_bounded_and_only_for_leases_the_call_renews() -> None:
+    svc, store, lease_id, token = _service(4)
+    with pytest.raises(ValidationError, match=r"details of lease L\d+ is 65537 bytes, over the limit of 65536 bytes"):
+        svc.renew("e1", [(lease_id, token)], {lease_id: b"x" * 65_537})
+    with pytest.raises(ValidationError, match="which the call does not renew"):
+        svc.renew("e1", [(lease_id, token)], {"L99": b"{}"})
+    assert store.proposed == []
+    svc.renew("e1", [(lease_id, token)], {lease_id: b'{"page": 3}'})
+    (renew,) = store.proposed
+    assert isinstance(renew, c.RenewLeases) and renew.details == ((lease_id, b'{"page": 3}'),)
+
+
+def test_a_verdict_travels_from_format_4_and_is_dropped_before() -> None:
+    for fmt, travelled in ((4, (True, 0)), (3, (False, 0))):
+        svc, store, lease_id, token = _service(fmt)
+        svc.complete(Completion(lease_id, token, False, error="no", executor_id="e1", non_retryable=True))
+        done = store.proposed[-1]
+        assert isinstance(done, c.CompleteRun) and (done.non_retryable, done.retry_after_ms) == travelled
+    svc, store, lease_id, token = _service(4)
+    svc.complete(Completion(lease_id, token, False, error="busy", executor_id="e1", retry_after_ms=30_000))
+    done = store.proposed[-1]
+    assert isinstance(done, c.CompleteRun) and (done.non_retryable, done.retry_after_ms) == (False, 30_000)
+    with pytest.raises(ValidationError, match="retry_after must be between 0 and 100 years"):
+        svc.complete(Completion(lease_id, token, False, executor_id="e1", retry_after_ms=-1))

@@ -23,6 +23,11 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
   their attempts and steps (``raftsched.cluster.domain.run_history``).
   ``fire`` may name its proposer ("node") and Raft term ("term"): optional
   keys, read only for the steps.
+* 4 — an executor's verdicts and heartbeats: ``complete`` may say the failure
+  is not retryable ("nr") or when to retry ("ra", ms); ``renew`` may carry
+  heartbeat details per lease ("hb"). An entry that fills one is format 4
+  (``Field.since``). With it, a completion's ``log_uri`` is checked in apply
+  against the attempt's own place too.
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and
@@ -43,7 +48,10 @@ unit test checks every command has one). A new command is a new format:
 line above; the leader starts using it once every member understands it.
 ``op`` and the plain keys are the log's wire format: never rename them (an
 ``optional`` or ``omitted`` field keeps old entries readable and needs no new
-format; tests/unit/test_command_bytes.py pins every kind's bytes).
+format as long as every node reads it alike; a field that changes what apply
+does is ``omitted(..., since=FORMAT_VERSION + 1)``, so that an older node
+stops rather than ignore it; tests/unit/test_command_bytes.py pins every
+kind's bytes).
 """
 
 from __future__ import annotations
@@ -74,10 +82,12 @@ from raftsched.cluster.domain.commands.membership import (
 from raftsched.cluster.domain.commands.wire import (
     FORMAT_VERSION,
     REQUEST_ID_FORMAT,
+    VERDICT_FORMAT,
     CommandFormatError,
     UnsupportedCommand,
     command_format,
     encode,
+    field_formats,
     format_of,
     registered_commands,
     request_fingerprint,
@@ -86,6 +96,7 @@ from raftsched.cluster.domain.commands.wire import (
 __all__ = [
     "FORMAT_VERSION",
     "REQUEST_ID_FORMAT",
+    "VERDICT_FORMAT",
     "AcquireLeases",
     "AddMember",
     "Barrier",
@@ -114,6 +125,7 @@ __all__ = [
     "command_format",
     "decode",
     "encode",
+    "field_formats",
     "format_of",
     "registered_commands",
     "request_fingerprint",

@@ -14,14 +14,18 @@ from raftsched.cluster.domain.commands.wire import (
     STR_OR_NONE,
     STRS,
     TRIPLES,
+    VERDICT_FORMAT,
     Field,
     Kind,
     command,
     omitted,
+    seq,
 )
 from raftsched.cluster.domain.spec_codec import b64, unb64
 
 BYTES = Kind(b64, unb64)
+#: (lease_id, heartbeat details) pairs
+DETAILS = Kind(lambda v: [[i, b64(d)] for i, d in v], lambda v: tuple((str(i), unb64(d)) for i, d in seq(v)))
 
 
 @command(
@@ -49,12 +53,23 @@ class AcquireLeases:
     types: tuple[str, ...] = ()
 
 
-@command("renew", (Field("exec", "executor_id", STR), Field("leases", "leases", PAIRS)))
+@command(
+    "renew",
+    (
+        Field("exec", "executor_id", STR),
+        Field("leases", "leases", PAIRS),
+        omitted("hb", "details", DETAILS, since=VERDICT_FORMAT),
+    ),
+)
 @dataclass(frozen=True, slots=True)
 class RenewLeases:
+    """Extend ``leases`` (lease_id, fencing_token) by their TTL. ``details``: (lease_id, bytes) heartbeat details
+    to keep on those leases' attempts (the latest of a run is what its next attempt gets)."""
+
     now_ms: int
     executor_id: str
     leases: tuple[tuple[str, int], ...]  # (lease_id, fencing_token)
+    details: tuple[tuple[str, bytes], ...] = ()
 
 
 @command(
@@ -65,6 +80,8 @@ class RenewLeases:
         Field("draw", "draw", FLOAT),
         # absent only in entries from before completions named their executor: those skip the holder check
         omitted("exec", "executor_id", STR_OR_NONE),
+        omitted("nr", "non_retryable", BOOL, since=VERDICT_FORMAT),
+        omitted("ra", "retry_after_ms", INT, since=VERDICT_FORMAT),
     ),
 )  # fmt: skip
 @dataclass(frozen=True, slots=True)
@@ -73,6 +90,8 @@ class CompleteRun:
 
     ``executor_id`` is who reports it: anyone but the lease's holder is refused.
     ``None`` (old log entries only; the lease service always sets it) skips that check.
+    A failure may be ``non_retryable`` (the run is FAILED at once) or name ``retry_after_ms``, the wait before
+    the next attempt in place of the job's backoff.
     """
 
     now_ms: int
@@ -84,6 +103,8 @@ class CompleteRun:
     log_uri: str = ""
     draw: float = 0.5
     executor_id: str | None = None
+    non_retryable: bool = False
+    retry_after_ms: int = 0
 
 
 @command("expire", (Field("leases", "leases", TRIPLES),))

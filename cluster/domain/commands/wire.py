@@ -44,10 +44,13 @@ from raftsched.cluster.domain.errors import RaftschedError
 from raftsched.cluster.domain.spec_codec import Plain
 
 #: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each added)
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
 #: is of that format at least, whatever its command's own (``command_format``)
 REQUEST_ID_FORMAT = 3
+#: the command format from which a completion carries the executor's verdict (not retryable, retry after) and a
+#: renewal heartbeat details; with it, apply checks a completion's log_uri against the attempt's own place
+VERDICT_FORMAT = 4
 #: plain keys that do not make two requests different (``request_fingerprint``): the id itself, the proposer's
 #: quotas, what the proposer derived, who asked
 _NEUTRAL_KEYS = frozenset({"rid", "qp", "qj", "fp", "by"})
@@ -90,14 +93,17 @@ class Field(NamedTuple):
     #: how an entry without the key reads, and whether the value is written when it holds nothing (module docstring)
     optional: bool = False
     omitted: bool = False
+    #: the command format that added this field to its command (0: the command's own): an entry whose field holds
+    #: something is of that format at least (``command_format``), so a node that would ignore the key stops instead
+    since: int = 0
 
 
 def optional(key: str, attr: str, kind: Kind) -> Field:
     return Field(key, attr, kind, optional=True)
 
 
-def omitted(key: str, attr: str, kind: Kind) -> Field:
-    return Field(key, attr, kind, optional=True, omitted=True)
+def omitted(key: str, attr: str, kind: Kind, since: int = 0) -> Field:
+    return Field(key, attr, kind, optional=True, omitted=True, since=since)
 
 
 def seq(value: Any) -> list[Any]:
@@ -130,6 +136,10 @@ FromPlain = Callable[[Plain, int], Any]
 
 _ENCODERS: dict[type, tuple[str, ToPlain, int]] = {}
 _DECODERS: dict[str, tuple[FromPlain, int]] = {}
+#: per command type, the fields a later format added: (attr, that format)
+_LATER: dict[type, tuple[tuple[str, int], ...]] = {}
+#: per op, the plain keys a later format added: (key, that format)
+_LATER_KEYS: dict[str, tuple[tuple[str, int], ...]] = {}
 _MISSING = object()
 
 
@@ -141,8 +151,14 @@ def command(op: str, fields: tuple[Field, ...] = (), since: int = 1) -> Callable
         if op in _DECODERS:
             raise ValueError(f"command op {op!r} is registered twice")
         to_plain, from_plain = _compile(cls, fields)
+        later = [f for f in fields if f.since > since]
+        if any(not f.omitted for f in later):
+            raise ValueError(f"{cls.__name__}: a field added by a later format must be omitted when it holds nothing")
         _ENCODERS[cls] = (op, to_plain, since)
         _DECODERS[op] = (from_plain, since)
+        if later:
+            _LATER[cls] = tuple((f.attr, f.since) for f in later)
+            _LATER_KEYS[op] = tuple((f.key, f.since) for f in later)
         return cls
 
     return register
@@ -187,9 +203,14 @@ def format_of(cmd_type: type) -> int:
 
 
 def command_format(cmd: Any) -> int:
-    """The format of this command's entry: its type's, or ``REQUEST_ID_FORMAT`` if it carries a request_id."""
+    """The format of this command's entry: its type's, or ``REQUEST_ID_FORMAT`` if it carries a request_id, or
+    that of a later field it fills (``Field.since``)."""
     since = _ENCODERS[type(cmd)][2]
-    return max(since, REQUEST_ID_FORMAT) if getattr(cmd, "request_id", "") else since
+    fmt = max(since, REQUEST_ID_FORMAT) if getattr(cmd, "request_id", "") else since
+    for attr, added in _LATER.get(type(cmd), ()):
+        if added > fmt and getattr(cmd, attr):
+            fmt = added
+    return fmt
 
 
 def request_fingerprint(cmd: Any) -> str:
@@ -201,6 +222,11 @@ def request_fingerprint(cmd: Any) -> str:
         plain.pop("job_id", None)
     body = json.dumps([op, plain], sort_keys=True, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(body).hexdigest()[:32]
+
+
+def field_formats(cmd_type: type) -> dict[str, int]:
+    """The fields a later format added to ``cmd_type``, by attribute: the format that added each."""
+    return dict(_LATER.get(cmd_type, ()))
 
 
 def registered_commands() -> list[type]:
@@ -272,6 +298,9 @@ def decode(data: bytes) -> Any:
         raise CommandFormatError(f"malformed {op} command: format {version}, but {op} came with format {since}")
     if "rid" in plain and version < REQUEST_ID_FORMAT:
         raise CommandFormatError(f"malformed {op} command: a request_id needs format {REQUEST_ID_FORMAT}, not {version}")
+    for key, added in _LATER_KEYS.get(str(op), ()):
+        if key in plain and version < added:
+            raise CommandFormatError(f"malformed {op} command: its {key!r} needs format {added}, not {version}")
     try:
         return decoder(plain, int(plain["now"]))
     except CommandFormatError:
