@@ -53,7 +53,13 @@ def _left_over(tree: Path) -> list[str]:
 
 
 def _pip(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", *args]
+    # --ignore-installed: pip would otherwise uninstall the test venv's own raftsched first, even with --prefix,
+    # and every node started after this test would find no raftsched
+    return [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed", *args]
+
+
+def _venv_runs_this_checkout() -> str:
+    return _run([sys.executable, "-c", "import raftsched; print(raftsched.__file__)"], Path("/")).strip()
 
 
 def test_pip_install_leaves_no_build_folders_in_the_checkout(tmp_path: Path) -> None:
@@ -66,8 +72,10 @@ def test_pip_install_leaves_no_build_folders_in_the_checkout(tmp_path: Path) -> 
     out = _run([sys.executable, "-c", "import raftsched.cluster.app.main as m; print(m.__file__)"], tmp_path, clean_env)
     assert out.startswith(str(target)), out
 
+    before = _venv_runs_this_checkout()
     _run(_pip("--prefix", str(tmp_path / "editable"), "-e", str(tree)), tmp_path)
     assert _left_over(tree) == []
+    assert _venv_runs_this_checkout() == before  # the test venv's own install is untouched
 
 
 def test_a_wheel_builds_from_the_sdist_and_neither_leaves_anything(tmp_path: Path) -> None:
