@@ -197,6 +197,7 @@ class Node:
             self.service,
             lambda: cluster_status(self.raft, node_id, cfg.nodes, None, version_text, self.membership.view(), self.fitness_view),
             self.clock.now_ms,
+            actor=self.service,
         )
         self.server = build_server(
             me.grpc_listen,

@@ -21,6 +21,15 @@ on an address that is not loopback without both ``[tls]`` and ``[auth]``
 (``raftsched.cluster.node.exposure.http_exposure``: a warning at every start says so;
 ``/`` then says why), unless ``[cluster] allow_insecure_http = true``.
 
+With ``[auth]`` on, the web view also acts (``raftsched.rpc.http.web.actions``):
+pause, resume and trigger a job, retry and cancel a run, through the job
+service the gRPC servicer calls, for a signed-in session whose token the
+gRPC rules allow (``action_check``: ``raftsched.rpc.server.auth.decide`` on
+the request the same call would make over gRPC, the job's or run's queue
+and type looked up for a restricted token). Without ``[auth]`` it stays
+read-only: its pages have no session to hold a CSRF token, nor a token to
+decide who acts.
+
 Every route but ``/metrics`` and ``/healthz`` answers only to the names the
 node is reached by (``raftsched.rpc.http.router.allowed_hosts``: its ``http`` address,
 its listen address, localhost): DNS rebinding.
@@ -37,6 +46,8 @@ from raftsched.cluster.node.config import ClusterConfig
 from raftsched.cluster.node.fitness import FitnessView
 from raftsched.cluster.node.health import Health, HealthMonitor, check_health
 from raftsched.cluster.node.replica import Replica
+from raftsched.cluster.node.scope_lookup import ScopeReader
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.raft.adapter import RaftNode
 from raftsched.rpc.http.metrics import NodeMetrics
 from raftsched.rpc.http.ops import add_ops_routes
@@ -45,7 +56,9 @@ from raftsched.rpc.http.run_metrics import LeaderChanges, RunEventMetrics
 from raftsched.rpc.http.server import HttpServer
 from raftsched.rpc.http.state_collector import FitnessCollector, StateCollector
 from raftsched.rpc.http.web import JobReader, TokenVerdict, WebAuth, WebView, add_web_routes, overview_of
-from raftsched.rpc.server.auth import Access, decide
+from raftsched.rpc.http.web.actions import ActionCheck, JobActor, WebActions
+from raftsched.rpc.server.auth import Access, ScopeLookup, access_of, decide, is_restricted
+from raftsched.rpc.server.errors import status_of
 from raftsched.rpc.server.health import GrpcHealth
 from raftsched.rpc.server.metrics_interceptor import MetricsInterceptor
 from raftsched.rpc.server.tokens import TokenTable
@@ -74,6 +87,38 @@ def token_check(tokens: TokenTable) -> Callable[[str], TokenVerdict]:
     return check
 
 
+#: the request each web view action would send over gRPC, from the id it names
+_ACTION_REQUESTS: dict[str, Callable[[str], Any]] = {
+    "PauseJob": lambda job_id: pb.PauseJobRequest(job_id=job_id),
+    "ResumeJob": lambda job_id: pb.ResumeJobRequest(job_id=job_id),
+    "TriggerJob": lambda job_id: pb.TriggerJobRequest(job_id=job_id),
+    "CancelRun": lambda run_id: pb.CancelRunRequest(run_id=run_id),
+    "RetryRun": lambda run_id: pb.RetryRunRequest(run_id=run_id),
+}
+
+
+def action_check(tokens: TokenTable, lookup: ScopeLookup) -> ActionCheck:
+    """The web view's check of an action: the gRPC decision (``AuthInterceptor.check``'s) for the signed-in
+    token's name, on the request the same call would send (a restricted token: the queue and type of the
+    job or run it names, looked up)."""
+    by_name = {token.name: token for token in tokens.tokens}
+
+    def check(holder: str, method: str, target_id: str) -> str | None:
+        token = by_name.get(holder)
+        if token is None:
+            return f"token {holder!r} is not in this node's [auth] tokens_file"
+        request = _ACTION_REQUESTS[method](target_id)
+        return decide(token, method, access_of(method, request, lookup if is_restricted(token, method) else None))
+
+    return check
+
+
+def grpc_words(exc: Exception) -> str | None:
+    """A domain error as a gRPC client reads it: ``CODE: message`` (None: not a domain error)."""
+    mapped = status_of(exc)
+    return None if mapped is None else f"{mapped[0].name}: {mapped[1]}"
+
+
 class Observability:
     def __init__(
         self,
@@ -97,6 +142,7 @@ class Observability:
         self.http: HttpServer | None = None
         self._node_id = node_id
         self._secure = cfg.tls is not None
+        self._action_check = None if tokens is None else action_check(tokens, ScopeReader(replica))
         #: under [auth]: who may look at the web view (a bearer token, or a signed-in session)
         self.web_auth = None if tokens is None else WebAuth(token_check(tokens), node_id, secure=self._secure)
         #: the HTTP routes: the web view adds its own here (they need a reader token under [auth])
@@ -122,9 +168,12 @@ class Observability:
         self.router.allowed_hosts = allowed_hosts(me.http, me.http_listen, self.http.port, self.http.scheme)
         self.router.home = f"{self.http.scheme}://{me.http}/"
 
-    def serve_web_view(self, jobs: JobReader, cluster_status: Callable[[], Any], now_ms: Callable[[], int]) -> None:
+    def serve_web_view(
+        self, jobs: JobReader, cluster_status: Callable[[], Any], now_ms: Callable[[], int], actor: JobActor | None = None
+    ) -> None:
         """Add the web view's pages (``cluster_status()``: the node's ``pb.ClusterStatus``, as GetClusterStatus
-        answers). Nothing without an HTTP endpoint."""
+        answers), and under ``[auth]`` its actions through ``actor`` (the job service). Nothing without an
+        HTTP endpoint."""
         if self.http is None:
             return
         if self._no_web_view:
@@ -136,7 +185,10 @@ class Observability:
             self.router.add("/", off, public=True)
             return
         scheme = "https" if self._secure else "http"
-        view = WebView(jobs, lambda: overview_of(cluster_status()), now_ms, self._node_id, scheme, self.web_auth)
+        actions = None
+        if actor is not None and self.web_auth is not None and self._action_check is not None:
+            actions = WebActions(actor, self.web_auth, self._action_check, grpc_words)
+        view = WebView(jobs, lambda: overview_of(cluster_status()), now_ms, self._node_id, scheme, self.web_auth, actions)
         add_web_routes(self.router, view)
 
     def health(self) -> Health:

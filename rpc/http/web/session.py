@@ -18,6 +18,13 @@ and expires on the server whatever the browser keeps.
   nodes share 127.0.0.1): each node's sign-in lives beside the others'.
 * The table keys are SHA-256 digests of the ids, so a lookup's timing says
   nothing about a real id.
+* Each session has its own **CSRF token** (256 random bits, made at
+  sign-in), which the web view's action forms carry
+  (``raftsched.rpc.http.web.actions``); ``csrf_matches`` compares a presented
+  one in constant time. It is no secret from the signed-in person (it is in
+  their pages), only from other sites' pages, which cannot read those.
+* **Flash messages**: what an action did (or why it was refused), kept in
+  the session until the next page shows it (at most ``MAX_FLASHES``).
 
 Thread-safe: requests run on threads of their own.
 """
@@ -25,6 +32,7 @@ Thread-safe: requests run on threads of their own.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
 import threading
@@ -35,6 +43,8 @@ from typing import Callable
 SESSION_LIFETIME_S = 8 * 3600
 MAX_SESSIONS = 1000
 COOKIE_PREFIX = "raftsched_session_"
+#: flash messages a session keeps until a page shows them (the oldest go first)
+MAX_FLASHES = 5
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -43,6 +53,16 @@ class Session:
     #: the name of the token it was opened with (``tokens.toml``), never the token
     holder: str
     expires_at: float
+    #: the token the session's forms carry (``raftsched.rpc.http.web.actions``)
+    csrf: str = ""
+
+
+@dataclass(frozen=True)
+class Flash:
+    """A message for the next page: ``kind`` is ``ok`` or ``error``."""
+
+    kind: str
+    text: str
 
 
 def _key(session_id: str) -> bytes:
@@ -61,6 +81,7 @@ class Sessions:
         self._clock = clock
         self._lock = threading.Lock()
         self._table: dict[bytes, Session] = {}
+        self._flashes: dict[bytes, list[Flash]] = {}
 
     def open(self, holder: str) -> str:
         """A new session for the holder of a token that was just checked: its id (for the cookie)."""
@@ -70,25 +91,61 @@ class Sessions:
             self._table = {k: s for k, s in self._table.items() if s.expires_at > now}
             while len(self._table) >= self.max_sessions:
                 del self._table[min(self._table, key=lambda k: self._table[k].expires_at)]
-            self._table[_key(session_id)] = Session(holder, now + self.lifetime_s)
+            self._flashes = {k: f for k, f in self._flashes.items() if k in self._table}
+            self._table[_key(session_id)] = Session(holder, now + self.lifetime_s, secrets.token_urlsafe(32))
         return session_id
+
+    def _live(self, session_id: str) -> Session | None:
+        """The session while it lasts (under the lock)."""
+        if not session_id:
+            return None
+        session = self._table.get(_key(session_id))
+        if session is None:
+            return None
+        if session.expires_at <= self._clock():
+            del self._table[_key(session_id)]
+            self._flashes.pop(_key(session_id), None)
+            return None
+        return session
 
     def holder(self, session_id: str) -> str | None:
         """Who the session belongs to, while it lasts (None: unknown, ended or expired)."""
-        if not session_id:
-            return None
         with self._lock:
-            session = self._table.get(_key(session_id))
-            if session is None:
-                return None
-            if session.expires_at <= self._clock():
-                del self._table[_key(session_id)]
-                return None
-            return session.holder
+            session = self._live(session_id)
+            return None if session is None else session.holder
+
+    def csrf(self, session_id: str) -> str:
+        """The CSRF token of the session, for its forms ("" when the session is not live)."""
+        with self._lock:
+            session = self._live(session_id)
+            return "" if session is None else session.csrf
+
+    def csrf_matches(self, session_id: str, presented: str) -> bool:
+        """Whether ``presented`` is the live session's CSRF token (compared in constant time)."""
+        expected = self.csrf(session_id)
+        given = presented.encode("utf-8", "replace")
+        return bool(expected) and hmac.compare_digest(expected.encode("utf-8"), given)
+
+    def flash(self, session_id: str, kind: str, text: str) -> None:
+        """Keep a message for the session's next page (nothing when the session is not live)."""
+        with self._lock:
+            if self._live(session_id) is None:
+                return
+            kept = self._flashes.setdefault(_key(session_id), [])
+            kept.append(Flash(kind, text))
+            del kept[:-MAX_FLASHES]
+
+    def take_flashes(self, session_id: str) -> list[Flash]:
+        """The session's messages, oldest first; each is shown once."""
+        if not session_id:
+            return []
+        with self._lock:
+            return self._flashes.pop(_key(session_id), [])
 
     def close(self, session_id: str) -> None:
         with self._lock:
             self._table.pop(_key(session_id), None)
+            self._flashes.pop(_key(session_id), None)
 
     def __len__(self) -> int:
         return len(self._table)

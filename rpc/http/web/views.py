@@ -1,7 +1,7 @@
 """The web view's pages: the cluster (``/``), the jobs (``/jobs``), a job (``/jobs/{job_id}``), a run
 (``/runs/{run_id}``), and the style sheet (``/static/web.css``).
 
-Read-only, server-rendered (``raftsched.rpc.http.web.render``), no script. Everything
+Server-rendered (``raftsched.rpc.http.web.render``), no script. Everything
 is read through the node's services, never the state machine: the job
 service (``JobReader``: ``raftsched.cluster.node.job_service.JobService`` fits it; its
 reads run after a read barrier, so a page shows what is committed), and the
@@ -12,7 +12,10 @@ found 404, bad input 400, no leader 503, a limit 429.
 
 Who may look is the router's business (``raftsched.rpc.http.web.signin`` under
 ``[auth]``); ``add_web_routes`` adds the pages as routes that need it, and
-the style sheet as a public one (the sign-in form uses it).
+the style sheet as a public one (the sign-in form uses it). With
+``actions`` (``raftsched.rpc.http.web.actions``, under ``[auth]`` only) the job
+and run pages show the buttons the signed-in token may use, every page
+shows the session's flash messages, and the actions' routes are added.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from raftsched.cluster.node.job_service import Counts, Page
 from raftsched.cluster.node.run_output import RunOutput
 from raftsched.rpc.http.router import Request, Response, Router
 from raftsched.rpc.http.web import words
+from raftsched.rpc.http.web.actions import WebActions
 from raftsched.rpc.http.web.job_sections import job_href, job_row, next_instants, run_href, run_row
 from raftsched.rpc.http.web.overview import ClusterOverview
 from raftsched.rpc.http.web.render import CSS, STYLE_PATH, page, style_sheet
@@ -94,6 +98,7 @@ class WebView:
         node_id: str,
         scheme: str = "http",
         auth: WebAuth | None = None,
+        actions: WebActions | None = None,
     ) -> None:
         self.jobs = jobs
         self.cluster = cluster
@@ -102,13 +107,21 @@ class WebView:
         #: how to link to the other members' web views (https under [tls])
         self.scheme = scheme
         self.auth = auth
+        #: pause, resume, trigger, retry, cancel (None: a read-only view)
+        self.actions = actions
 
     def _page(
         self, request: Request, status: int, template: str, title: str, crumbs: list[tuple[str, str]], **ctx: Any
     ) -> Response:
         holder = self.auth.who(request) if self.auth is not None else ""
         ctx.setdefault("refresh", 0)
+        ctx.setdefault("buttons", [])
+        if holder and self.auth is not None:
+            ctx["flashes"] = self.auth.sessions.take_flashes(request.cookie(self.auth.cookie))
         return page(status, template, title=title, crumbs=crumbs, node_id=self.node_id, holder=holder, **ctx)
+
+    def _buttons(self, request: Request, job: Job | None, run: Run | None = None) -> list[tuple[str, str, str]]:
+        return [] if self.actions is None else self.actions.buttons(request, job, run)
 
     def guarded(self, handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
         """``handler``, with the domain's refusals shown as pages (bugs still go to the router: a 500)."""
@@ -174,7 +187,7 @@ class WebView:
             runs=[run_row(r) for r in runs.items], run_status=status.value if status else "",
             run_statuses=[(s.value, _link(here, status=s.value)) for s in RunStatus], all_runs_href=here,
             next_href=_link(here, status=status_text.upper(), page=runs.next_token) if runs.next_token else "",
-            first_href=_link(here, status=status_text.upper()) if token else "",
+            first_href=_link(here, status=status_text.upper()) if token else "", buttons=self._buttons(request, job),
         )  # fmt: skip
 
     def run_page(self, request: Request) -> Response:
@@ -196,7 +209,7 @@ class WebView:
             run=run, job=job, job_name=name, job_link=job_href(run.job_id), fields=run_fields(run, job),
             output=output_view(self.jobs.get_run_output(run.run_id, int(attempt_text))), run_href=run_href(run.run_id),
             attempts=attempts, log_folder=log_folder(attempts), explanation=explanation_rows(getattr(self.jobs, "explain_run", None), run.run_id),
-            refresh=LIVE_REFRESH_S if going else 0,
+            refresh=LIVE_REFRESH_S if going else 0, buttons=self._buttons(request, job, run),
         )  # fmt: skip
 
 
@@ -208,6 +221,10 @@ def add_web_routes(router: Router, view: WebView) -> None:
     router.add("/jobs", view.guarded(view.jobs_page))
     router.add("/jobs/{job_id}", view.guarded(view.job_page))
     router.add("/runs/{run_id}", view.guarded(view.run_page))
+    if view.actions is not None:
+        both = ("GET", "POST")
+        router.add("/jobs/{job_id}/{action}", view.guarded(view.actions.on_job), methods=both)
+        router.add("/runs/{run_id}/{action}", view.guarded(view.actions.on_run), methods=both)
     if view.auth is not None:
         view.auth.add_routes(router)
         router.refused = view.auth.refusal_page
