@@ -15,7 +15,7 @@ route of the router (the web view) asks for a token that may read: in an
 its session cookie (``raftsched.rpc.http.web.WebAuth``).
 
 The web view (``serve_web_view``, once the node's services exist): the
-read-only pages at ``/`` on the same endpoint, reading through the job
+pages at ``/`` on the same endpoint, reading through the job
 service and the cluster status function GetClusterStatus answers with. Not
 on an address that is not loopback without both ``[tls]`` and ``[auth]``
 (``raftsched.cluster.node.exposure.http_exposure``: a warning at every start says so;
@@ -55,8 +55,17 @@ from raftsched.rpc.http.router import Authorizer, Request, Response, Router, all
 from raftsched.rpc.http.run_metrics import LeaderChanges, RunEventMetrics
 from raftsched.rpc.http.server import HttpServer
 from raftsched.rpc.http.state_collector import FitnessCollector, StateCollector
-from raftsched.rpc.http.web import JobReader, TokenVerdict, WebAuth, WebView, add_web_routes, overview_of
-from raftsched.rpc.http.web.actions import ActionCheck, JobActor, WebActions
+from raftsched.rpc.http.web import (
+    ActionCheck,
+    JobActor,
+    JobReader,
+    TokenVerdict,
+    WebActions,
+    WebAuth,
+    WebView,
+    add_web_routes,
+    overview_of,
+)
 from raftsched.rpc.server.auth import Access, ScopeLookup, access_of, decide, is_restricted
 from raftsched.rpc.server.errors import status_of
 from raftsched.rpc.server.health import GrpcHealth

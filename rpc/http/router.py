@@ -2,7 +2,7 @@
 
 The node's HTTP endpoint is this app (``raftsched.rpc.http.server`` serves it): the
 operations routes (``/metrics``, ``/healthz``: ``raftsched.rpc.http.ops``) and the
-read-only web view at ``/`` (``raftsched.rpc.http.web``) are added as routes. A path is matched
+web view at ``/`` (``raftsched.rpc.http.web``) are added as routes. A path is matched
 segment by segment; a segment ``{name}`` matches any one segment and lands in
 ``Request.params`` (``/jobs/{job_id}``).
 
