@@ -183,8 +183,14 @@ class WebActions:
     def _confirm(self, request: Request, action: aw.Action, job: Job | None, run: Run | None, session_id: str) -> Response:
         asked, consequence = aw.question(action, job, run)
         back = run_href(run.run_id) if run is not None else job_href(job.job_id if job is not None else "")
+        crumbs = [("Cluster", "/"), ("Jobs", "/jobs")]
+        if job is not None:
+            crumbs.append((job.spec.name, job_href(job.job_id)))
+        if run is not None:
+            crumbs.append((f"run {run.run_id}", run_href(run.run_id)))
+        crumbs.append((action.label, ""))
         return self._page(
-            request, 200, "confirm.html", asked,
+            request, 200, "confirm.html", asked, crumbs,
             question=asked, consequence=consequence, label=action.label, back=back,
             action_href=f"{back}/{action.name}", csrf=self.auth.sessions.csrf(session_id), request_id=new_request_id(),
             status_now=(run.status.value if run is not None else job.status.value if job is not None else ""),
@@ -223,9 +229,10 @@ class WebActions:
 
     # ---------------------------------------------------------------- pages
 
-    def _page(self, request: Request, status: int, template: str, title: str, **ctx: Any) -> Response:
+    def _page(
+        self, request: Request, status: int, template: str, title: str, crumbs: list[tuple[str, str]], **ctx: Any
+    ) -> Response:
         holder = self.auth.who(request)
-        crumbs = [("Cluster", "/"), ("Jobs", "/jobs"), (title, "")]
         return page(status, template, title=title, crumbs=crumbs, node_id=self.auth.node_id, holder=holder, refresh=0, **ctx)
 
     def _error(self, request: Request, status: int, message: str) -> Response:
