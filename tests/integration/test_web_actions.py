@@ -17,6 +17,7 @@ import pytest
 
 from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.cluster.app.local_security import Grant
+from raftsched.cluster.domain.commands import VERDICT_FORMAT
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv
 from raftsched.rpc.client.client import Client
@@ -67,8 +68,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         c.wait_leader(30)
         with Client(c.addresses, deadline_s=10, security=c.client_security()) as client:
-            # request ids (a form sent twice acts once) and RetryRun need command format 3
-            wait_for(lambda: client.cluster_status().command_format >= 3, 30, "command format 3")
+            # request ids (a form sent twice acts once) and RetryRun need command format 3, non_retryable 4
+            wait_for(lambda: client.cluster_status().command_format >= VERDICT_FORMAT, 30, "command format 4")
             spec = pb.JobSpec(name="nightly-<report>", type="noop", queue=QUEUE)
             cv.to_dur(3_600_000, spec.every)
             job = client.create_job(spec)
