@@ -99,9 +99,7 @@ def same_origin(request: Request) -> bool:
 
 
 class WebActions:
-    def __init__(
-        self, actor: JobActor, auth: WebAuth, check: ActionCheck, words: ErrorWords | None = None
-    ) -> None:  # fmt: skip
+    def __init__(self, actor: JobActor, auth: WebAuth, check: ActionCheck, words: ErrorWords | None = None) -> None:
         self.actor = actor
         self.auth = auth
         self.check = check
