@@ -23,9 +23,8 @@ as the leader proposes it once every member runs a version that knows it):
 
 ``--gc``: the garbage collector's thresholds while applying: ``node`` (the
 default) as a node sets them (``raftsched.cluster.app.node_main.GC_THRESHOLDS``, fewer
-collections of a large heap), ``default`` as Python starts (the README's
-figures measured before 2026-11-27 16:35Z were measured so: at 100,000 jobs
-they add a third or more to each phase).
+collections of a large heap), ``default`` as Python starts (at 100,000 jobs
+that adds a third or more to each phase).
 
 ``--floor``: only the store work each phase does in LMDB, from a bare loop
 with nothing of the state machine in it, one commit per entry of the same

@@ -5,7 +5,7 @@ every node; only the node that believes it leads deletes (best effort, in a
 background thread, never on the Raft thread). Local ``file://`` logs are
 deleted where this node can see them; ``s3://`` objects are deleted through
 boto3 when the node has an S3 config. What a leader change drops on the floor
-is caught by the bucket's lifecycle rule (see the README). Given the node's
+is caught by the bucket's lifecycle rule (docs/operations.md). Given the node's
 ``OutputLocation``, nothing outside its own output store is ever deleted.
 
 Live parts (``raftsched.cluster.domain.live_output``) are removed by their executor

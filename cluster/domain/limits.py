@@ -2,8 +2,8 @@
 
 A field over its limit is ``ValidationError`` (INVALID_ARGUMENT) whose message
 names the field, its size and the limit. ``TABLE`` lists them for people: the
-README's "Limits" table and the proto comments are written from it (a unit
-test keeps the README in step).
+"Limits" table of docs/api.md and the proto comments are written from it (a
+unit test keeps that page in step).
 
 Spans and instants are bounded so that every value the cluster stores fits a
 protobuf ``Duration``/``Timestamp`` and our int64 milliseconds, whatever is
@@ -95,7 +95,7 @@ PB_MAX_TIMESTAMP_S = 253_402_300_799
 PB_MAX_NANOS = 999_999_999
 
 
-#: (field, limit, what happens over it) for the README and the proto comments
+#: (field, limit, what happens over it) for docs/api.md and the proto comments
 TABLE: tuple[tuple[str, str, str], ...] = (
     ("JobSpec.name", f"{MAX_NAME_CHARS} characters, no control or bidirectional character", "INVALID_ARGUMENT"),
     ("JobSpec.queue, AcquireLease.queues[], ListJobs/WatchRuns queue", f"{MAX_QUEUE_CHARS} characters of A-Z a-z 0-9 _ . : / -", "INVALID_ARGUMENT"),

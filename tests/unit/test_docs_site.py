@@ -113,3 +113,17 @@ def test_the_table_says_how_and_where_it_was_measured() -> None:
         row = next(line for line in rendered.splitlines() if f"(`{key.split('.')[0]}`)" in line)
         if verdict == "fail":
             assert row.split("|")[-2].strip().startswith("no"), row
+
+
+#: a path of this repository in backquotes, as the pages name modules and tests
+_REPO_PATH = re.compile(r"`((?:cluster|raft|rpc|storage|protos|scripts|tests|raftsched|docs|examples)/[A-Za-z0-9_./@-]+)`")
+
+
+def test_every_repository_path_the_pages_name_exists() -> None:
+    missing = []
+    for page in [REPO / "README.md", *DOCS.glob("*.md")]:
+        for m in _REPO_PATH.finditer(page.read_text(encoding="utf-8")):
+            path = m.group(1).rstrip(".").split("::")[0]
+            if not (REPO / path).exists() and not (REPO / f"{path}.py").exists():
+                missing.append(f"{page.name}: {path}")
+    assert missing == [], f"pages name paths that are not in the tree (moved or renamed?): {missing}"

@@ -20,7 +20,7 @@ from raftsched.rpc.client.errors import describe
 NOUNS = (
     ("job", "create, list, change and preview jobs", jobs.COMMANDS),
     ("run", "list, inspect, cancel and watch runs, and read their logs", runs.COMMANDS),
-    ("cluster", "the cluster: status and leader", cluster.COMMANDS),
+    ("cluster", "the cluster: status, leader, members, backup", cluster.COMMANDS),
 )
 
 
