@@ -9,4 +9,4 @@
 set -euo pipefail
 repo="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$repo/scripts/bootstrap.sh" runtime)"
-exec "$py" "$repo/scripts/launch_cluster.py" "$@"
+exec "$py" "$repo/scripts/devcluster/launch_cluster.py" "$@"

@@ -1,6 +1,6 @@
 """Start and stop a local cluster of real node processes on loopback.
 
-Used by ``scripts/launch_cluster.py``, the integration and fault tests and
+Used by ``scripts/devcluster/launch_cluster.py``, the integration and fault tests and
 the benchmark. Every node is a separate ``python -m raftsched.cluster.app.main node``
 process with its own data dir and log file under ``root``; ports are picked
 free on 127.0.0.1. Processes are stopped by pid, only the ones started here.

@@ -23,7 +23,7 @@ A ``dict`` subclass so that reads (``in``, ``[]``, ``get``: several on every
 record a command touches) stay the dict's own; every change goes through
 ``put``, ``forget`` or ``clear``, which keep the weights.
 
-Measured to pay for itself (``scripts/apply_cost.py --jobs 100000 --store
+Measured to pay for itself (``scripts/bench/micro/apply_cost.py --jobs 100000 --store
 lmdb``): without it a grant reads and decodes every run and spec again.
 """
 

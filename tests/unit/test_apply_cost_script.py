@@ -1,4 +1,4 @@
-"""scripts/apply_cost.py runs every phase it reports on both stores (importable: ``scripts/`` is on pytest's
+"""scripts/bench/micro/apply_cost.py runs every phase it reports on both stores (importable: ``scripts/`` is on pytest's
 ``pythonpath``)."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_the_launcher_asks_for_the_runtime_and_the_tests_for_the_dev_tools(repo:
     assert launched.returncode == 0, launched.stderr
     assert _installs(repo, venv) == ["REPO"]
     last = (venv / "calls.log").read_text().splitlines()[-1]
-    assert last.endswith(f"scripts/launch_cluster.py --stop --dir {venv / 'no-cluster'}"), last
+    assert last.endswith(f"scripts/devcluster/launch_cluster.py --stop --dir {venv / 'no-cluster'}"), last
 
     tested = _run(repo, "test.sh", venv, "-m", "unit")
     assert tested.returncode == 0, tested.stderr

@@ -1,11 +1,11 @@
 """Start (or resume, or stop) a local raftsched cluster on loopback with an executor and a sample job.
 
-    python scripts/launch_cluster.py [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample]
-                                     [--secure | --mtls | --no-tokens] [--free-ports]
-    python scripts/launch_cluster.py --stop [--dir local-cluster]
-    python scripts/launch_cluster.py --start-node n2 [--dir local-cluster]
-    python scripts/launch_cluster.py --pid n2|leader [--dir local-cluster]
-    python scripts/launch_cluster.py --add-node [n4] [--dir local-cluster] [--free-ports]
+    scripts/launch_cluster.sh [--nodes 3] [--executors 1] [--dir local-cluster] [--no-sample]
+                           [--secure | --mtls | --no-tokens] [--free-ports]
+    scripts/launch_cluster.sh --stop [--dir local-cluster]
+    scripts/launch_cluster.sh --start-node n2 [--dir local-cluster]
+    scripts/launch_cluster.sh --pid n2|leader [--dir local-cluster]
+    scripts/launch_cluster.sh --add-node [n4] [--dir local-cluster] [--free-ports]
 
 Nodes and executors run in the background (their own sessions), so this
 script returns and the cluster keeps running; their pids are kept in

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """What applying a fire, a grant and a completion costs one replica, without Raft, gRPC or other processes.
 
-    python scripts/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3] [--gc node|default]
-    python scripts/apply_cost.py --floor [--jobs 100000]
+    python scripts/bench/micro/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3] [--gc node|default]
+    python scripts/bench/micro/apply_cost.py --floor [--jobs 100000]
 
 Creates ``--jobs`` one-off jobs all due at one instant in a ``JobStateMachine``,
 fires them in ``Fire`` commands of 256 (as the leader batches them), leases
@@ -39,7 +39,7 @@ that kept the state in memory did in dicts, sets and sorted lists instead
 (a grant there changed the run in place).
 
 To compare with another version, run this file from that version's checkout
-(``PYTHONPATH=<checkout> python scripts/apply_cost.py``): it uses only the
+(``PYTHONPATH=<checkout> python scripts/bench/micro/apply_cost.py``): it uses only the
 commands' constructors and ``JobStateMachine.apply``, and versions before the
 state lived in LMDB have only the in-memory store.
 """

@@ -1,6 +1,6 @@
 """What fsync of the Raft log costs: 3 RaftNode processes on loopback, the same run with ``journal_fsync`` on and off.
 
-    python scripts/raft_fsync_cost.py [--seconds 5] [--dir DIR]
+    python scripts/bench/micro/raft_fsync_cost.py [--seconds 5] [--dir DIR]
 
 For each setting it prints commits/s with up to 20,000 200-byte proposals
 in flight (each its own entry, as the bench's raw Raft ceiling), the p50 and
