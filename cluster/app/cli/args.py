@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from raftsched.cluster.app.client_security import add_security_args
 from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.schedule import zones
 
 _SPAN = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -72,8 +72,8 @@ def parse_from_ms(text: str, zone: str, flag: str = "--from") -> int:
         ) from exc
     if when.tzinfo is None:
         try:
-            when = when.replace(tzinfo=zoneinfo.ZoneInfo(zone))
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            when = when.replace(tzinfo=zones.zone(zone or "UTC"))  # the pinned tz database the nodes use
+        except zones.UnknownZone as exc:
             raise UsageError(f"--tz {zone!r} is not an IANA time zone such as Europe/Berlin") from exc
     return int(when.timestamp() * 1000)
 

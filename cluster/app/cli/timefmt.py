@@ -7,8 +7,9 @@ previews (with UTC beside it), ISO 8601 UTC in JSON and YAML (protobuf's own for
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 from typing import Any
+
+from raftsched.cluster.domain.schedule import zones
 
 UTC = dt.timezone.utc
 
@@ -53,8 +54,8 @@ def zone_or_utc(name: str) -> dt.tzinfo:
     if not name or name.upper() == "UTC":
         return UTC
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zones.zone(name)  # the pinned tz database the nodes use, never the host's
+    except zones.UnknownZone:
         return UTC
 
 

@@ -8,9 +8,9 @@ strings; the templates escape them (autoescape), so nothing here builds HTML.
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 
 from raftsched.cluster.domain.model import After, At, ConcurrencyPolicy, Cron, Every, JobSpec, MisfirePolicy, Schedule
+from raftsched.cluster.domain.schedule import zones
 
 UTC = dt.timezone.utc
 NONE = "-"
@@ -73,8 +73,8 @@ def zone_of(name: str) -> dt.tzinfo:
     if not name or name.upper() == "UTC":
         return UTC
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zones.zone(name)  # the pinned tz database the nodes use, never the host's
+    except zones.UnknownZone:
         return UTC
 
 
