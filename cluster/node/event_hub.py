@@ -1,7 +1,7 @@
 """Fan-out of applied run changes to WatchRuns subscribers, and a bounded history to resume from.
 
 ``publish(events, index)`` runs on the Raft tick thread right after every
-apply (also one that changed no run): it snapshots each changed run (a tuple
+apply (also one that changed no run): it copies each changed run's fields (a tuple
 of its fields, not a deep copy), appends the change to the history and to
 each interested subscriber's bounded queue. A subscriber that falls more than
 ``max_backlog`` changes behind is closed with ``overflowed`` set (its stream
@@ -39,10 +39,10 @@ from raftsched.cluster.domain.model import Run
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
 
-#: a run's fields, snapshotted as a tuple: they hold immutable values (a field holding a list or a dict
+#: a run's fields, copied as a tuple: they hold immutable values (a field holding a list or a dict
 #: that apply changes in place would need a copy here)
 _FIELDS = Run.__slots__
-_snapshot = operator.attrgetter(*_FIELDS)
+_fields_of = operator.attrgetter(*_FIELDS)
 _new = tuple.__new__
 
 Point = tuple[int, int]
@@ -171,8 +171,8 @@ class EventHub:
             if not events:
                 return
             now = self._now_ms()
-            # tuple.__new__: a NamedTuple's own __new__ costs more than the snapshot itself on this hot path
-            changes = [_new(RunChange, (kind, _snapshot(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
+            # tuple.__new__: a NamedTuple's own __new__ costs more than the copy itself on this hot path
+            changes = [_new(RunChange, (kind, _fields_of(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
             weight = (
                 _CHANGE_COST * len(events)
                 + sum(
