@@ -45,6 +45,24 @@ def span(ms: int) -> str:
     return f"{ms // 3_600_000} h {(ms % 3_600_000) // 60_000} min"
 
 
+def flag_span(ms: int) -> str:
+    """A span as the flags write it: ``1h30m``, ``2s``, ``500ms`` (the largest units that divide it). For people
+    reading tables and pages (the command line, the web view); apply's own messages keep ``span``'s form."""
+    if ms == 0:
+        return "0s"
+    parts, left = [], abs(ms)
+    for unit, size in _FLAG_UNITS:
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    if left:
+        parts.append(f"{left}ms")
+    return ("-" if ms < 0 else "") + "".join(parts)
+
+
+_FLAG_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
+
+
 def schedule_words(schedule: Schedule) -> str:
     if isinstance(schedule, Every):
         return f"every {span(schedule.every_ms)}"

@@ -10,6 +10,7 @@ import datetime as dt
 from typing import Any
 
 from raftsched.cluster.domain.schedule import zones
+from raftsched.cluster.domain.words import flag_span
 
 UTC = dt.timezone.utc
 
@@ -71,14 +72,5 @@ def preview_line(ms: int, zone: dt.tzinfo, note: str = "") -> str:
 
 
 def span_text(ms: int) -> str:
-    """``1h30m``, ``2s``, ``500ms``: the largest units that divide it."""
-    if ms == 0:
-        return "0s"
-    parts, left = [], abs(ms)
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if left >= size:
-            parts.append(f"{left // size}{unit}")
-            left %= size
-    if left:
-        parts.append(f"{left}ms")
-    return ("-" if ms < 0 else "") + "".join(parts)
+    """``1h30m``, ``2s``, ``500ms``: the flags' form (``words.flag_span``)."""
+    return flag_span(ms)

@@ -11,6 +11,7 @@ import datetime as dt
 
 from raftsched.cluster.domain.model import After, At, ConcurrencyPolicy, Cron, Every, JobSpec, MisfirePolicy, Schedule
 from raftsched.cluster.domain.schedule import zones
+from raftsched.cluster.domain.words import flag_span
 
 UTC = dt.timezone.utc
 NONE = "-"
@@ -87,13 +88,8 @@ def in_zone(ms: int, zone_name: str) -> str:
 
 
 def span(ms: int) -> str:
-    """``1h30m``, ``2s``, ``500ms``: the largest units that divide it."""
-    if ms == 0:
-        return "0s"
-    parts, left = _units(abs(ms)), abs(ms) % 1000
-    if left:
-        parts.append(f"{left}ms")
-    return ("-" if ms < 0 else "") + "".join(parts)
+    """``1h30m``, ``2s``, ``500ms``: the flags' form, as the command line shows it (``words.flag_span``)."""
+    return flag_span(ms)
 
 
 def after(ms: int | None, since_ms: int | None) -> str:
