@@ -3,12 +3,12 @@
 #   scripts/test.sh                   everything, in two passes (below)
 #   scripts/test.sh [pytest args]     one pytest run, e.g. scripts/test.sh -m unit
 #
-# The whole suite runs in two passes: the unit, contract and integration tiers on two pytest-xdist
-# workers (one file per worker at a time: a module's cluster is started once; the integration tests
-# mostly wait for real processes, so two of them share two cores well), then, one test at a time on a
+# The whole suite runs in two passes: the unit, contract and integration tiers on pytest-xdist workers,
+# one more than the cores (one file per worker at a time: a module's cluster is started once; the
+# integration tests mostly wait for real processes, so three of them share two cores well), then, one test at a time on a
 # machine nothing else loads, the fault tier (its kills and elections) and the tests marked `alone`
 # (they time how quickly something answers: a CLI error within 2 s, GetJob under load within 1 s).
-# RAFTSCHED_TEST_WORKERS sets the first pass's workers (default: 2, or 1 on a one-core machine).
+# RAFTSCHED_TEST_WORKERS sets the first pass's workers (default: cores + 1, or 1 on a one-core machine).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$repo/scripts/bootstrap.sh" dev)"
@@ -17,7 +17,7 @@ cd "$repo"
 if [ "$#" -gt 0 ]; then
   exec "$py" -m pytest -q "$@"
 fi
-workers="${RAFTSCHED_TEST_WORKERS:-$(( $(nproc) >= 2 ? 2 : 1 ))}"
+workers="${RAFTSCHED_TEST_WORKERS:-$(( $(nproc) >= 2 ? $(nproc) + 1 : 1 ))}"
 parallel=()
 if [ "$workers" -gt 1 ]; then
   # a worker that crashes fails the pass at once: pytest-xdist 3.8 can hang for good after replacing a crashed
