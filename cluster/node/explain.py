@@ -42,12 +42,24 @@ def _numbered(run: Run) -> list[tuple[int, Step]]:
     return out
 
 
-def _grant(a: Attempt) -> Step:
-    return Step(
-        a.leased_at_ms,
-        "leased",
-        f"attempt {a.attempt} leased to executor {a.executor_id!r} (lease {a.lease_id}, token {a.fencing_token})",
-    )
+def _grant(a: Attempt) -> list[Step]:
+    """An attempt's grant, and its latest heartbeat details when it sent some (before it ended)."""
+    steps = [
+        Step(
+            a.leased_at_ms,
+            "leased",
+            f"attempt {a.attempt} leased to executor {a.executor_id!r} (lease {a.lease_id}, token {a.fencing_token})",
+        )
+    ]
+    if a.heartbeat_details:
+        text = " ".join(a.heartbeat_details.decode("utf-8", "replace").split())
+        shown = text if len(text) <= HEARTBEAT_SHOWN else text[: HEARTBEAT_SHOWN - 3] + "..."
+        steps.append(Step(a.heartbeat_at_ms, "heartbeat", f"attempt {a.attempt}'s latest heartbeat details: {shown}"))
+    return steps
+
+
+#: characters of an attempt's heartbeat details an explanation shows
+HEARTBEAT_SHOWN = 200
 
 
 def explain(run: Run) -> Explanation:
@@ -57,7 +69,7 @@ def explain(run: Run) -> Explanation:
     gap_at = lim.RUN_STEPS_HEAD if run.steps_dropped and len(stored) > lim.RUN_STEPS_HEAD else None
     for number, step in stored:
         while grants and grants[0].steps_before <= number:
-            steps.append(_grant(grants.pop(0)))
+            steps.extend(_grant(grants.pop(0)))
         if gap_at is not None and number == lim.RUN_STEPS_HEAD + run.steps_dropped:
             steps.append(
                 Step(
@@ -68,7 +80,8 @@ def explain(run: Run) -> Explanation:
                 )  # fmt: skip
             )
         steps.append(step)
-    steps.extend(_grant(a) for a in grants)
+    for a in grants:
+        steps.extend(_grant(a))
     last = run.attempts[-1] if run.attempts else None
     if last is not None and last.outcome == AttemptOutcome.SUCCEEDED.value:
         steps.append(Step(last.finished_at_ms, "succeeded", f"attempt {last.attempt} succeeded on executor {last.executor_id!r}"))

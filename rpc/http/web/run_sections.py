@@ -146,6 +146,8 @@ class AttemptRow:
     retry_note: str = ""
     #: how long it ran, from its lease to its end ("running" while it runs)
     took: str = words.NONE
+    #: the executor's latest heartbeat details for this attempt (text, cut) and when they came ("" for none)
+    heartbeat: str = ""
 
     @property
     def log_name(self) -> str:
@@ -199,9 +201,27 @@ def attempt_rows(run: Run, job: Job | None = None) -> list[AttemptRow] | None:
             _text(a, "log_uri") or words.NONE,
             _retry_note(run, job, int(getattr(a, "attempt", 0))),
             _took(a),
+            _heartbeat(a),
         )
         for a in attempts
     ]
+
+
+#: characters of an attempt's heartbeat details the attempts table shows
+HEARTBEAT_SHOWN = 200
+
+
+def _heartbeat(attempt: Any) -> str:
+    """``{"page": 3} (at 2026-...Z)``: the attempt's latest heartbeat details, as text, cut ("" for none)."""
+    details = getattr(attempt, "heartbeat_details", b"") or b""
+    if not details:
+        return ""
+    text, _ = words.text_of(details)
+    text = " ".join(text.split())
+    if len(text) > HEARTBEAT_SHOWN:
+        text = text[: HEARTBEAT_SHOWN - 3] + "..."
+    at = _ms(attempt, "heartbeat_at")
+    return f"{text} (at {words.utc(at, millis=True)})" if at else text
 
 
 def _took(attempt: Any) -> str:

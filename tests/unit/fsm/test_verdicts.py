@@ -136,3 +136,21 @@ def test_before_format_4_entries_apply_as_they_always_did() -> None:
         FailedPrecondition,
     )
     assert "needs command format 4, but the cluster still uses format 3" in refused.message
+
+
+def test_run_explain_and_the_web_view_show_an_attempts_heartbeat() -> None:
+    from raftsched.cluster.node.explain import explain
+    from raftsched.rpc.http.web.run_sections import attempt_rows
+
+    h, run = _leased()
+    details = b'{"page": 3,\n "of": 9}'
+    h.ok(c.RenewLeases(h.m.now_ms + 250, "ex-1", ((run.lease_id, run.fencing_token),), ((run.lease_id, details),)))
+    _fail(h, h.m.runs[run.run_id])
+    done = h.m.runs[run.run_id]
+    kinds = [(s.kind, s.detail) for s in explain(done).steps]
+    assert kinds[1:3] == [
+        ("leased", f"attempt 1 leased to executor 'ex-1' (lease {run.lease_id}, token {run.fencing_token})"),
+        ("heartbeat", 'attempt 1\'s latest heartbeat details: {"page": 3, "of": 9}'),
+    ]
+    (row,) = attempt_rows(done) or []
+    assert row.heartbeat == '{"page": 3, "of": 9} (at 2026-01-01 00:00:01.250 UTC)'  # as the page shows every time
