@@ -8,6 +8,7 @@ quick after the first time); nothing of the checkout is on its path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -107,11 +108,27 @@ def test_the_raftsched_command_works_from_the_wheel(installed: tuple[Path, Path]
     assert "--queue" in _run([str(bin_dir / "raftsched"), "executor", "--help"], tmp_path)
 
 
-def test_three_nodes_from_the_wheel_fire_and_complete_runs(installed: tuple[Path, Path], tmp_path: Path) -> None:
+@dataclasses.dataclass
+class WheelCluster:
+    """Three nodes started with the wheel's ``raftsched`` command, in a folder that is not the checkout."""
+
+    bin_dir: Path
+    folder: Path
+    addresses: str
+    outputs: Path
+    env: dict[str, str]
+
+    def call(self, *args: str) -> str:
+        return _run([str(self.bin_dir / "raftsched"), *args, "--cluster", self.addresses], self.folder, timeout=60, env=self.env)
+
+
+@pytest.fixture(scope="module")
+def wheel_cluster(installed: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[WheelCluster]:
     _, bin_dir = installed
-    raftsched = str(bin_dir / "raftsched")
+    folder = tmp_path_factory.mktemp("wheel-cluster")
+    outputs = folder / "outputs"
     ports = free_ports(6)
-    lines = ["[cluster]", 'data_dir = "var"']
+    lines = ["[cluster]", 'data_dir = "var"', "", "[logs]", f'dir = "{outputs}"']
     for i in range(3):
         lines += [
             "",
@@ -120,53 +137,90 @@ def test_three_nodes_from_the_wheel_fire_and_complete_runs(installed: tuple[Path
             f'raft = "127.0.0.1:{ports[2 * i]}"',
             f'grpc = "127.0.0.1:{ports[2 * i + 1]}"',
         ]
-    (tmp_path / "cluster.toml").write_text("\n".join(lines) + "\n")
+    (folder / "cluster.toml").write_text("\n".join(lines) + "\n")
     addresses = ",".join(f"127.0.0.1:{ports[2 * i + 1]}" for i in range(3))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAFTSCHED_", "PYTHON"))}
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for i in range(3):
-            log = open(tmp_path / f"n{i + 1}.log", "wb")
-            procs.append(
-                subprocess.Popen(
-                    [raftsched, "node", "--config", "cluster.toml", "--node-id", f"n{i + 1}"],
-                    cwd=tmp_path,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
-            )
-
-        def call(*args: str) -> str:
-            return _run([raftsched, *args, "--cluster", addresses], tmp_path, timeout=60, env=env)
-
-        leader = call("cluster", "leader", "--wait", "30s").strip()
+            log = open(folder / f"n{i + 1}.log", "wb")
+            cmd = [str(bin_dir / "raftsched"), "node", "--config", "cluster.toml", "--node-id", f"n{i + 1}"]
+            procs.append(subprocess.Popen(cmd, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env))
+        cluster = WheelCluster(bin_dir, folder, addresses, outputs, env)
+        leader = cluster.call("cluster", "leader", "--wait", "30s").strip()
         assert leader in {"n1", "n2", "n3"}, leader
-        job_id = call("job", "create", "--name", "wheel-tick", "--every", "1s", "--type", "noop", "-o", "id").strip()
-        executor_log = open(tmp_path / "executor.log", "wb")
-        procs.append(
-            subprocess.Popen(
-                [raftsched, "executor", "--cluster", addresses, "--queue", "default", "--output-dir", str(tmp_path / "out")],
-                cwd=tmp_path,
-                stdout=executor_log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        )
+        yield cluster
+    finally:
+        _stop(procs)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_three_nodes_from_the_wheel_fire_and_complete_runs(wheel_cluster: WheelCluster) -> None:
+    c = wheel_cluster
+    job_id = c.call("job", "create", "--name", "wheel-tick", "--every", "1s", "--type", "noop", "-o", "id").strip()
+    executor_log = open(c.folder / "executor.log", "wb")
+    cmd = [
+        str(c.bin_dir / "raftsched"),
+        "executor",
+        "--cluster",
+        c.addresses,
+        "--queue",
+        "default",
+        "--output-dir",
+        str(c.outputs),
+    ]
+    executor = subprocess.Popen(cmd, cwd=c.folder, stdout=executor_log, stderr=subprocess.STDOUT, env=c.env)
+    try:
         deadline = time.monotonic() + 60
         succeeded: list[dict] = []
         while time.monotonic() < deadline and len(succeeded) < 3:
             time.sleep(1.0)
-            runs = json.loads(call("run", "list", "--job", job_id, "--status", "succeeded", "-o", "json"))
+            runs = json.loads(c.call("run", "list", "--job", job_id, "--status", "succeeded", "-o", "json"))
             succeeded = runs if isinstance(runs, list) else runs.get("runs", [])
-        assert len(succeeded) >= 3, f"runs of {job_id} succeeded: {len(succeeded)}; logs in {tmp_path}"
+        assert len(succeeded) >= 3, f"runs of {job_id} succeeded: {len(succeeded)}; logs in {c.folder}"
     finally:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        _stop([executor])
+
+
+def test_the_sdk_from_the_wheel(wheel_cluster: WheelCluster) -> None:
+    """tests/integration/sdk_wheel_scenarios.py run by the wheel venv's python: what a user's program sees."""
+    c = wheel_cluster
+    script = Path(__file__).with_name("sdk_wheel_scenarios.py")
+    local = c.folder / script.name  # outside the checkout: nothing of it on the path
+    shutil.copy(script, local)
+    seen = json.loads(_run([str(c.bin_dir / "python"), str(local), c.addresses, str(c.outputs)], c.folder, 300, c.env))
+
+    typed = seen["typed"]  # a dataclass payload in, JSON out, the task's print in the run's log
+    assert typed["status"] == "SUCCEEDED" and typed["result"] == {"customer": 7, "total": 12.5, "lines": 2}, typed
+    assert typed["log"] == "invoice for 7\n"
+    bad = seen["bad_payload"]  # a payload that does not fit: FAILED at once, the field named
+    assert bad["status"] == "FAILED" and len(bad["attempts"]) == 1, bad
+    assert "field 'customer'" in bad["error"] and "expected an integer" in bad["error"], bad["error"]
+    checkpoint = seen["checkpoint"]  # attempt 2 reads attempt 1's heartbeat
+    assert checkpoint["status"] == "SUCCEEDED" and checkpoint["result"] == {"resumed_from": {"page": 7}}, checkpoint
+    assert checkpoint["attempts"][0]["heartbeat"] == {"page": 7}
+    refused = seen["non_retryable"]  # FAILED after one attempt of three
+    assert refused["status"] == "FAILED" and len(refused["attempts"]) == 1 and "no such customer 3" in refused["error"]
+    later = seen["retry_after"]  # RetryAfter(3): the next attempt 3 s later at least, beyond the 1 s backoff
+    first, second = later["attempts"]
+    assert later["status"] == "DEAD_LETTER" and second["leased"] - first["finished"] >= 3.0, later
+    assert seen["async"]["status"] == "SUCCEEDED" and seen["async"]["result"]["got"] == {"n": 1}
+    assert seen["schedule_jobs"] == 1  # two workers declaring one schedule at once: one job
+    assert seen["same_job"] is True  # AsyncClient and Client see the same job
+    killed = seen["killed"]  # SIGKILL mid-run: the lease expires, another worker finishes; the late completion is refused
+    assert killed["status"] == "SUCCEEDED" and killed["result"] == {"attempt": 2}, killed
+    gone, finished = killed["attempts"]
+    assert gone["outcome"] == "LEASE_EXPIRED" and gone["executor"] == killed["first_executor"], killed
+    assert finished["outcome"] == "SUCCEEDED" and finished["executor"] != gone["executor"], killed
+    assert killed["late_completion"] == "FAILED_PRECONDITION"
