@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PATHS = ["raftsched", "cluster", "raft", "rpc", "storage", "scripts", "tests", "docs"]
+PATHS = ["raftsched", "cluster", "raft", "rpc", "storage", "scripts", "tests", "docs", "examples"]
 
 
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["check", "format"])

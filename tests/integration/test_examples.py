@@ -1,0 +1,53 @@
+"""The examples/ folder runs as its docstrings say: ``examples/worker.py`` serves, ``examples/client.py`` creates
+a job, runs it once and prints its result; the schedule the worker declares is a job; a second client run finds
+the same job (its idempotency key)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raftsched import Client
+from raftsched.cluster.app.client_config import client_config_text
+from raftsched.cluster.app.local_cluster import LocalCluster
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_examples_run_against_a_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
+    # a user's folder: the cluster found through ./local-cluster/client.toml, as the CLI finds it
+    (tmp_path / "local-cluster").mkdir()
+    (tmp_path / "local-cluster" / "client.toml").write_text(client_config_text(cluster.addresses, cluster.output_dir))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": str(tmp_path)}
+    worker_log = open(tmp_path / "worker.log", "wb")
+    worker = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "worker.py")], cwd=tmp_path, env=env, stdout=worker_log, stderr=subprocess.STDOUT
+    )
+    try:
+        with Client(cluster.addresses) as client:
+            wait_for(lambda: any(j.name == "examples-nightly-report" for j in client.list_jobs(queue="examples")), 60,
+                     "the worker's schedule as a job")  # fmt: skip
+            for _ in range(2):
+                out = subprocess.run(
+                    [sys.executable, str(EXAMPLES / "client.py"), "Grace"], cwd=tmp_path, env=env, capture_output=True,
+                    text=True, timeout=90,
+                )  # fmt: skip
+                assert out.returncode == 0, out.stdout + out.stderr
+                assert "SUCCEEDED: hello, Grace" in out.stdout, out.stdout
+            greet = [j for j in client.list_jobs(queue="examples") if j.name == "examples-greet-Grace"]
+            assert len(greet) == 1  # the idempotency key: one job for two runs of the client
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            assert worker.wait(timeout=30) == 0, (tmp_path / "worker.log").read_text()
+        finally:
+            if worker.poll() is None:
+                worker.kill()
