@@ -163,6 +163,7 @@ def test_a_single_node_holds_the_entry_its_store_refuses_and_answers_once_it_is_
         proposer = threading.Thread(target=lambda: answers.append(node.propose(b"cmd-2", timeout=15)))
         proposer.start()
         _wait(lambda: node.storage_problem() == PROBLEM, 5, "the node names its disk")
+        _wait(lambda: heard[-1] is not None, 2, "the layer above is told")  # right after, on the same thread
         assert heard[-1] == PROBLEM and not answers
         tries = ledger.tries
         time.sleep(2.5)
@@ -193,6 +194,7 @@ def test_a_leader_whose_store_refuses_steps_down_and_catches_up_later(three, kep
     _wait(lambda: not old.is_leader(), 2, "the unfit leader steps down")
     new = leader_of(nodes)
     assert new is not old and time.monotonic() - began < 5
+    _wait(lambda: heard[i][-1] is not None, 2, "the layer above is told")
     assert heard[i][-1] == PROBLEM
     for k in range(2, 6):
         _propose(nodes, b"cmd-%d" % k)
@@ -241,6 +243,8 @@ def test_a_node_whose_log_refuses_commits_says_nothing_it_did_not_write_and_catc
     began = time.monotonic()
     _propose(nodes, b"cmd-1")
     _wait(lambda: victim.storage_problem() is not None, 5, "the node names its disk")
+    # the layer above hears it right after (the hook runs once the problem is recorded, on the same thread)
+    _wait(lambda: heard[i][-1] is not None, 2, "the layer above is told")
     assert (victim.storage_problem() or "").startswith("disk failing: ") and "Input/output error" in (heard[i][-1] or "")
     if who == "leader":
         _wait(lambda: not victim.is_leader(), 2, "the leader steps down")
