@@ -175,9 +175,20 @@ def _print_web_view(cluster: LocalCluster) -> None:
     print(f"  web view: {url}  (every node serves one: its http address above)")
     if cluster.security is not None:
         token = cluster.security.token_file(VIEWER if VIEWER in cluster.security.tokens else "admin")
+        acts = (
+            f"; to pause, trigger, retry or cancel from it: {cluster.security.token_file()}"
+            if token != cluster.security.token_file()
+            else ""
+        )
         if not cluster.security.tls:
-            print(f"      sign in with the token in {token}")
+            print(
+                f"      sign in with the token in {token} (it only looks){acts}"
+                if acts
+                else f"      sign in with the token in {token}"
+            )
             return
+        if acts:
+            print(f"      the token in {token} only looks{acts}")
         print(f"      sign in with the token in {token}; the browser warns of the certificate: it is signed by")
         print(f"      this cluster's own CA ({cluster.security.ca_file}), which you may trust for 127.0.0.1")
 
