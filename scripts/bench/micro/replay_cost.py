@@ -1,0 +1,214 @@
+"""What a node's CPU pays per run under a steady load, and what its apply alone pays, replayed from the real log.
+
+    python scripts/bench/micro/replay_cost.py record [--seconds 30] [--jobs 2000] [--out replay.log]
+    python scripts/bench/micro/replay_cost.py replay replay.log [--rounds 3] [--skip 40]
+
+``record`` starts three nodes on loopback (``LocalCluster``) with ``--jobs``
+interval jobs due every second and three executors (``noop``, 64 slots each)
+completing them, lets the load settle, then reads each node's CPU time
+(user and system, from ``/proc``) over ``--seconds`` and prints it per
+completed run (the leader marked ``*``): the figure to compare with another
+version under the same load. It then stops the cluster and saves n1's
+committed log — every regular entry's index and data, as the Raft adapter
+hands them to the state machine — to ``--out``.
+
+``replay`` applies that log to a fresh state machine on a fresh LMDB
+environment, exactly as a replica does (batches unpacked, one commit and one
+drain of the events per entry), and prints the microseconds per finished run
+it took, best of ``--rounds``. Unlike ``apply_cost.py`` (one-off jobs fired,
+leased and completed in large synthetic entries), the entries, their sizes
+and their mix are what a leader proposed under the load: interval jobs
+fired and rescheduled in small batches, grants and completions as the
+executors asked. The same file replays on any later version that reads its
+command format, so two versions compare on identical input, without Raft,
+gRPC, other processes or the machine's noise. ``--skip`` leaves the first
+entries (the jobs' creation) out of the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import marshal
+import os
+import pickle
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from raftsched.cluster.app.node_main import GC_THRESHOLDS
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.raft import batching
+
+#: pysyncobj's first byte of a regular (state machine) command in its log
+_REGULAR = b"\x00"
+_INDEX = struct.Struct(">Q")
+_TERM_BYTES = 8
+
+
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid``."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _completed(client: Any, job_ids: list[str], since_ms: int, until_ms: int) -> int:
+    """Runs of ``job_ids`` scheduled in [since_ms, until_ms) that SUCCEEDED (a sample of jobs, scaled up)."""
+    from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+    from raftsched.rpc import convert as cv
+
+    sample = job_ids[:: max(1, len(job_ids) // 50)]
+    done = 0
+    for job_id in sample:
+        for run in client.list_runs(job_id=job_id):
+            at = cv.ts_ms(run.scheduled_time)
+            if since_ms <= at < until_ms and run.status == pb.RUN_STATUS_SUCCEEDED:
+                done += 1
+    return done * len(job_ids) // len(sample)
+
+
+def record(seconds: float, jobs: int, out: str, settle: float = 10.0) -> int:
+    from google.protobuf.duration_pb2 import Duration
+
+    from raftsched.cluster.app.local_cluster import LocalCluster
+    from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+    from raftsched.rpc.client import Client
+
+    root = tempfile.mkdtemp(prefix="raftsched-replay-")
+    cluster = LocalCluster.create(root, 3)
+    executors: list[subprocess.Popen[bytes]] = []
+    try:
+        cluster.start_all()
+        cluster.wait_leader(30)
+        with Client(cluster.addresses, deadline_s=30) as client:
+            job_ids: list[str] = []
+            for first in range(0, jobs, 500):
+                req = pb.CreateJobsRequest()
+                for k in range(first, min(jobs, first + 500)):
+                    spec = req.jobs.add().spec
+                    spec.name, spec.type = f"replay-{k}", "noop"
+                    spec.every.CopyFrom(Duration(seconds=1))
+                job_ids += [r.job.job_id for r in client.job("CreateJobs", req).results]
+            for e in range(3):
+                log = open(os.path.join(root, f"executor-{e}.log"), "wb")
+                executors.append(subprocess.Popen(
+                    [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--config", cluster.config_path,
+                     "--queue", "default", "--concurrency", "64", "--allow-type", "noop", "--executor-id", f"replay-{e}"],
+                    stdout=log, stderr=subprocess.STDOUT,
+                ))  # fmt: skip
+            time.sleep(settle)
+            pids = {n: p.pid for n, p in cluster.nodes.items() if p.pid is not None}
+            before = {n: _cpu_s(pid) for n, pid in pids.items()}
+            began_ms = time.time_ns() // 1_000_000
+            time.sleep(seconds)
+            after = {n: _cpu_s(pid) for n, pid in pids.items()}
+            ended_ms = time.time_ns() // 1_000_000
+            leader = cluster.wait_leader(10)
+            time.sleep(2.0)  # the window's last runs complete
+            runs = _completed(client, job_ids, began_ms, ended_ms)
+        print(f"{runs / seconds:.0f} runs/s completed over {seconds:g} s ({jobs} interval jobs due every second)")
+        for node in sorted(pids):
+            user, system = (after[node][i] - before[node][i] for i in (0, 1))
+            mark = "*" if node == leader else " "
+            print(
+                f"  {node}{mark} user {user:.2f} s, system {system:.2f} s: {(user + system) / max(runs, 1) * 1e6:.0f} us per run"
+            )
+    finally:
+        for proc in executors:
+            proc.terminate()
+        for proc in executors:
+            proc.wait(10)
+        cluster.stop_all()
+    count = save_log(os.path.join(root, "var", "n1", "raft.lmdb"), out)
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"saved {count} entries of n1's log to {out}")
+    return 0
+
+
+def save_log(journal: str, out: str) -> int:
+    """n1's regular entries as ``[(index, data), ...]`` in ``out`` (marshal)."""
+    import lmdb
+
+    env = lmdb.open(journal, subdir=True, readonly=True, lock=False, max_dbs=4)
+    entries: list[tuple[int, bytes]] = []
+    try:
+        with env.begin() as txn:
+            for key, raw in txn.cursor(db=env.open_db(b"log", txn=txn, create=False)):
+                command = raw[_TERM_BYTES:]
+                if command[:1] == _REGULAR:
+                    call = pickle.loads(command[1:])  # pysyncobj's (method id, args): our own log, never a stranger's
+                    entries.append((_INDEX.unpack(key)[0], bytes(call[1][0])))
+    finally:
+        env.close()
+    with open(out, "wb") as f:
+        marshal.dump(entries, f)
+    return len(entries)
+
+
+def replay_once(entries: list[tuple[int, bytes]], skip: int) -> tuple[float, int]:
+    """Seconds spent applying the entries after the first ``skip``, and how many runs they finished."""
+    from raftsched.storage.lmdb_state import LmdbTableStore
+
+    folder = tempfile.mkdtemp(prefix="raftsched-replay-")
+    store = LmdbTableStore(os.path.join(folder, "state.mdb"), 8 << 30)
+    machine = JobStateMachine(store)
+    spent, finished = 0.0, 0
+    try:
+        for k, (index, data) in enumerate(entries):
+            began = time.perf_counter()
+            commands = batching.unpack(data) if batching.is_batch(data) else [data]
+            for pos, command in enumerate(commands):
+                machine.apply(command, index, pos)
+            machine.commit()
+            events = machine.drain_events()
+            if k >= skip:
+                spent += time.perf_counter() - began
+                finished += sum(1 for kind, _ in events if kind == "finished")
+    finally:
+        store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return spent, finished
+
+
+def replay(path: str, rounds: int, skip: int) -> int:
+    with open(path, "rb") as f:
+        entries: list[tuple[int, bytes]] = marshal.load(f)
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        results = [replay_once(entries, skip) for _ in range(rounds)]
+    finally:
+        gc.set_threshold(*before)
+    spent, finished = min(results)
+    if not finished:
+        print(f"no run finished in the {len(entries) - skip} entries replayed: nothing to divide by", file=sys.stderr)
+        return 1
+    print(f"replay  {len(entries) - skip} entries, {finished} runs finished: {spent / finished * 1e6:.1f} us/run "
+          f"(apply, commit and events; best of {rounds}, node gc)")  # fmt: skip
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    rec = sub.add_parser("record", help="run the load, print node CPU per run, save n1's log")
+    rec.add_argument("--seconds", type=float, default=30.0)
+    rec.add_argument("--jobs", type=int, default=2000)
+    rec.add_argument("--out", default="replay.log")
+    rep = sub.add_parser("replay", help="apply a saved log to a fresh state machine on LMDB")
+    rep.add_argument("log")
+    rep.add_argument("--rounds", type=int, default=3)
+    rep.add_argument("--skip", type=int, default=40, help="entries left out of the figure (the jobs' creation)")
+    args = parser.parse_args(argv)
+    if args.what == "record":
+        return record(args.seconds, args.jobs, args.out)
+    return replay(args.log, args.rounds, args.skip)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

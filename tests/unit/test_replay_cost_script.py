@@ -1,0 +1,80 @@
+"""scripts/bench/micro/replay_cost.py: a saved log is what the Raft log held, and its replay finishes its runs
+(importable: ``scripts/`` is on pytest's ``pythonpath``)."""
+
+from __future__ import annotations
+
+import gc
+import marshal
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+import replay_cost
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import At, JobSpec
+from raftsched.raft import batching
+from raftsched.raft.lmdb_journal import LmdbJournal
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_800_000_000_000
+
+
+def _entries(jobs: int) -> list[tuple[int, bytes]]:
+    """Jobs created, fired, leased and completed, one entry per step as a leader would propose them (the
+    completions in one batch)."""
+    ids = [f"j-{i:04d}" for i in range(jobs)]
+    cmds = [c.SetClusterFormat(T0 - 60_000, 4)]
+    cmds += [c.CreateJob(T0 - 60_000, job_id, JobSpec(name=job_id, schedule=At(T0), type="noop")) for job_id in ids]
+    cmds.append(c.Fire(T0, tuple((job_id, T0) for job_id in ids), lookahead_ms=100))
+    cmds.append(c.AcquireLeases(T0, "bench", ("default",), jobs))
+    return [(index, c.encode(cmd)) for index, cmd in enumerate(cmds, start=3)]
+
+
+def test_a_replay_finishes_the_runs_of_its_log_and_says_what_each_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from raftsched.cluster.fsm.machine import JobStateMachine
+
+    entries = _entries(30)
+    probe = JobStateMachine()  # the grants' leases and tokens, to complete them as executors would
+    for index, data in entries:
+        probe.apply(data, index)
+    leased = [run for run in probe.runs.values() if run.lease_id]
+    assert len(leased) == 30
+    done = [c.encode(c.CompleteRun(T0 + 5, run.lease_id, run.fencing_token, True, executor_id="bench")) for run in leased]
+    entries.append((entries[-1][0] + 1, batching.pack(done)))
+    log = tmp_path / "replay.log"
+    log.write_bytes(marshal.dumps(entries))
+    before = gc.get_threshold()
+    assert replay_cost.main(["replay", str(log), "--rounds", "2", "--skip", "31"]) == 0
+    assert gc.get_threshold() == before
+    out = capsys.readouterr().out.strip()
+    m = re.fullmatch(
+        r"replay  3 entries, 30 runs finished: ([\d.]+) us/run \(apply, commit and events; best of 2, node gc\)", out
+    )
+    assert m is not None and float(m.group(1)) > 0, out
+
+
+def test_a_replay_with_no_finished_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "replay.log"
+    log.write_bytes(marshal.dumps(_entries(3)))
+    assert replay_cost.main(["replay", str(log), "--rounds", "1", "--skip", "0"]) == 1
+    assert "no run finished" in capsys.readouterr().err
+
+
+def test_the_saved_log_is_every_regular_entry_as_the_adapter_hands_it_over(tmp_path: Path) -> None:
+    journal = LmdbJournal(str(tmp_path / "raft.lmdb"), sync=False)
+    journal.bind_thread()
+    journal.add(b"\x01" + pickle.dumps(3), 1, 1)  # pysyncobj's own entries (a no-op, a membership change): left out
+    expected = []
+    for idx, data in enumerate([b'{"op":"a"}', b'{"op":"b"}'], start=2):
+        journal.add(b"\x00" + pickle.dumps((0, (data,))), idx, 1)
+        expected.append((idx, data))
+    journal.commit()
+    journal._destroy()  # pysyncobj's close of a journal
+    out = tmp_path / "saved.log"
+    assert replay_cost.save_log(str(tmp_path / "raft.lmdb"), str(out)) == 2
+    assert marshal.loads(out.read_bytes()) == expected
