@@ -1,9 +1,11 @@
 """Fan-out of applied run changes to WatchRuns subscribers, and a bounded history to resume from.
 
 ``publish(events, index)`` runs on the Raft tick thread right after every
-apply (also one that changed no run): it copies each changed run's fields (a tuple
-of its fields, not a deep copy), appends the change to the history and to
-each interested subscriber's bounded queue. A subscriber that falls more than
+apply (also one that changed no run): it keeps each changed run as the
+state machine handed it over (a record the machine never touches again once
+its command ended: ``raftsched.cluster.fsm.tx``), appends the change to the
+history and to each interested subscriber's bounded queue; a reader gets a
+copy of the run (``RunChange.run``). A subscriber that falls more than
 ``max_backlog`` changes behind is closed with ``overflowed`` set (its stream
 ends with a clear error), so one slow watcher can never stall replication.
 
@@ -39,8 +41,8 @@ from raftsched.cluster.domain.model import Run
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
 
-#: a run's fields, copied as a tuple: they hold immutable values (a field holding a list or a dict
-#: that apply changes in place would need a copy here)
+#: a run's fields, copied for a reader: they hold immutable values (a field holding a list or a dict would need a
+#: deeper copy)
 _FIELDS = Run.__slots__
 _fields_of = operator.attrgetter(*_FIELDS)
 _new = tuple.__new__
@@ -50,7 +52,7 @@ Point = tuple[int, int]
 
 class RunChange(NamedTuple):
     kind: str
-    state: tuple  # the run's fields when it changed (``Run.__slots__`` order)
+    state: Run  # the run after the entry that changed it, as apply handed it over: never changed again
     observed_ms: int
     log_index: int  # the Raft index of the entry whose apply made it
     position: int  # its place among that entry's changes
@@ -63,7 +65,7 @@ class RunChange(NamedTuple):
     def run(self) -> Run:
         """The run as it was after the change (a new, detached record)."""
         run = object.__new__(Run)
-        for name, value in zip(_FIELDS, self.state):
+        for name, value in zip(_FIELDS, _fields_of(self.state)):
             object.__setattr__(run, name, value)
         return run
 
@@ -172,15 +174,13 @@ class EventHub:
                 return
             now = self._now_ms()
             # tuple.__new__: a NamedTuple's own __new__ costs more than the copy itself on this hot path
-            changes = [_new(RunChange, (kind, _fields_of(run), now, index, pos)) for pos, (kind, run) in enumerate(events)]
-            weight = (
-                _CHANGE_COST * len(events)
-                + sum(
-                    len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
-                    for _, run in events
-                )
-                + sum(len(a[10]) for _, run in events for a in run.attempts_raw if len(a) > 10)
-            )  # heartbeat details
+            changes = [_new(RunChange, (kind, run, now, index, pos)) for pos, (kind, run) in enumerate(events)]
+            weight = _CHANGE_COST * len(events)
+            for _, run in events:
+                weight += len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
+                for attempt in run.attempts_raw:
+                    if len(attempt) > 10:
+                        weight += len(attempt[10])  # heartbeat details
             self._remember(index, changes, weight)
             if self._subs:
                 self._deliver(changes, events)

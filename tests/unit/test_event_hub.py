@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from raftsched.cluster.domain.errors import OutOfRange, Unavailable
@@ -19,16 +21,57 @@ def everything(_run: Run) -> bool:
     return True
 
 
-def test_changes_are_numbered_by_entry_and_position_and_snapshot_the_run() -> None:
+def test_changes_are_numbered_by_entry_and_position() -> None:
     hub = EventHub(lambda: 7, history=100)
     sub, replay = hub.subscribe(everything)
     assert replay == []
     r = run(1)
     hub.publish([("fired", r), ("leased", r)], index=5)
-    r.status = RunStatus.SUCCEEDED  # a later apply changes the live record: the change keeps what it was
     got = [sub.get(0.1), sub.get(0.1)]
     assert [(c.kind, c.point, c.observed_ms) for c in got if c] == [("fired", (5, 0), 7), ("leased", (5, 1), 7)]
     assert got[0] is not None and got[0].run.status is RunStatus.PENDING and got[0].run.run_id == "j1@1"
+    assert got[0].run is not r and got[0].run is not got[1].run  # each reader gets its own copy
+
+
+@pytest.mark.parametrize("store", ["memory", "lmdb"])
+def test_each_change_shows_the_run_as_its_entry_left_it_while_later_entries_change_it(store: str, tmp_path: Path) -> None:
+    """The hub keeps the records the state machine handed over, which it never changes once their command ended:
+    a run fired, leased and completed by three entries shows three states, on either store."""
+    from raftsched.cluster.domain import commands as c
+    from raftsched.cluster.domain.model import At, JobSpec
+    from raftsched.cluster.fsm.machine import JobStateMachine
+
+    close = lambda: None  # noqa: E731
+    if store == "lmdb":
+        from raftsched.storage.lmdb_state import LmdbTableStore
+
+        lmdb_store = LmdbTableStore(str(tmp_path / "state.mdb"), 1 << 30)
+        m, close = JobStateMachine(lmdb_store), lmdb_store.close
+    else:
+        m = JobStateMachine()
+    hub = EventHub(lambda: 0, history=100)
+    t0 = 1_800_000_000_000
+    entries = [
+        c.CreateJob(t0 - 1000, "j1", JobSpec(name="j1", schedule=At(t0), type="noop")),
+        c.Fire(t0, (("j1", t0),), lookahead_ms=0),
+        c.AcquireLeases(t0, "e1", ("default",), 1),
+    ]
+    for index, cmd in enumerate(entries, start=1):
+        answer = m.apply(c.encode(cmd), index)
+        m.commit()
+        hub.publish(m.drain_events(), index)
+    grant = answer.value[0]  # type: ignore[union-attr]
+    m.apply(c.encode(c.CompleteRun(t0 + 5, grant.run.lease_id, grant.run.fencing_token, True, executor_id="e1")), 4)
+    m.commit()
+    hub.publish(m.drain_events(), 4)
+    close()
+    _, replay = hub.subscribe(everything, resume_after=(1, 0))  # entry 1 made the job: no run changed
+    seen = [(ch.kind, ch.run.status, ch.run.attempt) for ch in replay]
+    assert seen == [
+        ("fired", RunStatus.PENDING, 0),
+        ("leased", RunStatus.LEASED, 1),
+        ("finished", RunStatus.SUCCEEDED, 1),
+    ]
 
 
 def test_a_resumed_subscription_gets_the_held_changes_after_its_point_then_live_ones() -> None:
