@@ -97,12 +97,22 @@ def _drop_oldest_failed(tx: Tx, job_id: str, how_many: int) -> None:
             _drop_run(tx, run)
 
 
+#: the most keys of a job's runs read at once while looking for its oldest finished ones
+_PAGE = 256
+
+
 def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> None:
-    """The oldest finished runs of the job that are not kept apart as failures (``FAILED_RUNS``)."""
+    """The oldest finished runs of the job that are not kept apart as failures (``FAILED_RUNS``).
+
+    The oldest of a job's runs are finished as a rule (active runs are its newest; failures kept apart are
+    few), so the first page asks for barely more keys than it needs — a job at its limit drops one run per
+    completion, and reading a full page of its thousand runs for it would cost more than the rest of the
+    completion — and each further page four times as many, up to ``_PAGE``."""
     victims: list[Run] = []
     after: tuple[int, str] | None = None
+    size = min(_PAGE, how_many + 2)
     while len(victims) < how_many:
-        page = tx.job_keys(Table.JOB_RUNS, job_id, after, 256)
+        page = tx.job_keys(Table.JOB_RUNS, job_id, after, size)
         for scheduled_ms, run_id in page:
             if tx.get(Table.FAILED_RUNS, keys.job_run_key(job_id, scheduled_ms, run_id)) is not None:
                 continue
@@ -111,9 +121,10 @@ def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> None:
                 victims.append(run)
                 if len(victims) >= how_many:
                     break
-        if len(page) < 256:
+        if len(page) < size:
             break
         after = page[-1]
+        size = min(_PAGE, size * 4)
     for run in victims:
         _drop_run(tx, run)
 

@@ -115,3 +115,31 @@ def test_retention_survives_a_snapshot() -> None:
     twin.restore(h.m.snapshot())
     assert twin.next_prune_ms() == h.m.next_prune_ms()
     assert finished_counts(twin) == finished_counts(h.m) == {"job": 2}
+
+
+def test_the_oldest_finished_runs_are_found_past_many_older_runs_that_stay() -> None:
+    """Behind twenty failures kept apart and a run still leased, the successes over the limit are still found and
+    dropped oldest first (the search reads a few keys, then pages four times as large)."""
+    from raftsched.cluster.domain.model import RetryPolicy
+
+    h = H()
+    h.apply(c.SetClusterFormat(T0, 3))  # failures are kept apart from this format on
+    h.apply(c.CreateJob(T0, "job", spec(history_limit=2, failed_history_limit=50, retry=RetryPolicy(max_attempts=1))))
+
+    def fire(k: int) -> list:  # type: ignore[type-arg]
+        h.apply(c.Fire(T0 + k * SEC, (("job", T0 + k * SEC),), 0, 5000))
+        return h.apply(c.AcquireLeases(T0 + k * SEC, "e", ("default",), 10))  # type: ignore[no-any-return]
+
+    for k in range(1, 21):
+        for g in fire(k):
+            h.apply(c.CompleteRun(T0 + k * SEC, g.run.lease_id, g.run.fencing_token, False, error="boom"))
+    still_leased = fire(21)
+    for k in range(22, 31):
+        for g in fire(k):
+            h.apply(c.CompleteRun(T0 + k * SEC, g.run.lease_id, g.run.fencing_token, True))
+    by_status: dict[RunStatus, list[int]] = {}
+    for r in h.m.runs.values():
+        by_status.setdefault(r.status, []).append((r.scheduled_ms - T0) // SEC)
+    assert sorted(by_status[RunStatus.DEAD_LETTER]) == list(range(1, 21))
+    assert by_status[RunStatus.LEASED] == [21] and len(still_leased) == 1
+    assert sorted(by_status[RunStatus.SUCCEEDED]) == [29, 30]

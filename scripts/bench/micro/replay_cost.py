@@ -1,11 +1,13 @@
 """What a node's CPU pays per run under a steady load, and what its apply alone pays, replayed from the real log.
 
-    python scripts/bench/micro/replay_cost.py record [--seconds 30] [--jobs 2000] [--out replay.log]
+    python scripts/bench/micro/replay_cost.py record [--seconds 30] [--jobs 2000] [--history-limit 10] [--out replay.log]
     python scripts/bench/micro/replay_cost.py replay replay.log [--rounds 3] [--skip 40]
 
 ``record`` starts three nodes on loopback (``LocalCluster``) with ``--jobs``
 interval jobs due every second and three executors (``noop``, 64 slots each)
-completing them, lets the load settle, then reads each node's CPU time
+completing them, lets the load settle (each job keeps ``--history-limit``
+finished runs, 10 by default: from then on every completion also drops the
+job's oldest run, as in a cluster that has run for a while), then reads each node's CPU time
 (user and system, from ``/proc``) over ``--seconds`` and prints it per
 completed run (the leader marked ``*``): the figure to compare with another
 version under the same load. It then stops the cluster and saves n1's
@@ -32,12 +34,14 @@ import gc
 import marshal
 import os
 import pickle
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from typing import Any
 
 from raftsched.cluster.app.node_main import GC_THRESHOLDS
@@ -57,22 +61,19 @@ def _cpu_s(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-def _completed(client: Any, job_ids: list[str], since_ms: int, until_ms: int) -> int:
-    """Runs of ``job_ids`` scheduled in [since_ms, until_ms) that SUCCEEDED (a sample of jobs, scaled up)."""
-    from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
-    from raftsched.rpc import convert as cv
-
-    sample = job_ids[:: max(1, len(job_ids) // 50)]
-    done = 0
-    for job_id in sample:
-        for run in client.list_runs(job_id=job_id):
-            at = cv.ts_ms(run.scheduled_time)
-            if since_ms <= at < until_ms and run.status == pb.RUN_STATUS_SUCCEEDED:
-                done += 1
-    return done * len(job_ids) // len(sample)
+def _succeeded(cluster: Any) -> int:
+    """Runs that SUCCEEDED so far in the cluster: each node's ``raftsched_runs_finished_total`` counts the runs
+    finished while it led, so their sum is the cluster's."""
+    total = 0.0
+    for node in cluster.nodes:
+        with urllib.request.urlopen(cluster.http_url(node, "/metrics"), timeout=10) as answer:
+            text = answer.read().decode()
+        found = re.search(r'^raftsched_runs_finished_total\{status="SUCCEEDED"\} ([0-9.e+]+)$', text, re.MULTILINE)
+        total += float(found.group(1)) if found else 0.0
+    return int(total)
 
 
-def record(seconds: float, jobs: int, out: str, settle: float = 10.0) -> int:
+def record(seconds: float, jobs: int, out: str, history_limit: int = 10, settle: float = 15.0) -> int:
     from google.protobuf.duration_pb2 import Duration
 
     from raftsched.cluster.app.local_cluster import LocalCluster
@@ -80,20 +81,20 @@ def record(seconds: float, jobs: int, out: str, settle: float = 10.0) -> int:
     from raftsched.rpc.client import Client
 
     root = tempfile.mkdtemp(prefix="raftsched-replay-")
-    cluster = LocalCluster.create(root, 3)
+    cluster = LocalCluster.create(root, 3, http=True)
     executors: list[subprocess.Popen[bytes]] = []
     try:
         cluster.start_all()
         cluster.wait_leader(30)
         with Client(cluster.addresses, deadline_s=30) as client:
-            job_ids: list[str] = []
             for first in range(0, jobs, 500):
                 req = pb.CreateJobsRequest()
                 for k in range(first, min(jobs, first + 500)):
                     spec = req.jobs.add().spec
                     spec.name, spec.type = f"replay-{k}", "noop"
                     spec.every.CopyFrom(Duration(seconds=1))
-                job_ids += [r.job.job_id for r in client.job("CreateJobs", req).results]
+                    spec.history_limit = history_limit
+                client.job("CreateJobs", req)
             for e in range(3):
                 log = open(os.path.join(root, f"executor-{e}.log"), "wb")
                 executors.append(subprocess.Popen(
@@ -103,14 +104,12 @@ def record(seconds: float, jobs: int, out: str, settle: float = 10.0) -> int:
                 ))  # fmt: skip
             time.sleep(settle)
             pids = {n: p.pid for n, p in cluster.nodes.items() if p.pid is not None}
+            done = _succeeded(cluster)
             before = {n: _cpu_s(pid) for n, pid in pids.items()}
-            began_ms = time.time_ns() // 1_000_000
             time.sleep(seconds)
             after = {n: _cpu_s(pid) for n, pid in pids.items()}
-            ended_ms = time.time_ns() // 1_000_000
+            runs = _succeeded(cluster) - done
             leader = cluster.wait_leader(10)
-            time.sleep(2.0)  # the window's last runs complete
-            runs = _completed(client, job_ids, began_ms, ended_ms)
         print(f"{runs / seconds:.0f} runs/s completed over {seconds:g} s ({jobs} interval jobs due every second)")
         for node in sorted(pids):
             user, system = (after[node][i] - before[node][i] for i in (0, 1))
@@ -200,13 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--seconds", type=float, default=30.0)
     rec.add_argument("--jobs", type=int, default=2000)
     rec.add_argument("--out", default="replay.log")
+    rec.add_argument("--history-limit", type=int, default=10, help="finished runs each job keeps")
     rep = sub.add_parser("replay", help="apply a saved log to a fresh state machine on LMDB")
     rep.add_argument("log")
     rep.add_argument("--rounds", type=int, default=3)
     rep.add_argument("--skip", type=int, default=40, help="entries left out of the figure (the jobs' creation)")
     args = parser.parse_args(argv)
     if args.what == "record":
-        return record(args.seconds, args.jobs, args.out)
+        return record(args.seconds, args.jobs, args.out, args.history_limit)
     return replay(args.log, args.rounds, args.skip)
 
 
