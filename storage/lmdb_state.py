@@ -329,11 +329,17 @@ class LmdbTableStore:
     def scan(
         self, table: str, start: bytes = b"", stop: bytes | None = None, limit: int = SCAN_LIMIT
     ) -> list[tuple[bytes, bytes]]:
-        out: list[tuple[bytes, bytes]] = []
         if limit <= 0:
-            return out
+            return []
+        txn = self._txn
+        if txn is not None and self._writer == get_ident():  # the writer inside an entry (apply's own scans)
+            return self._scan_in(txn, table, start, stop, limit)
         with self._reader() as txn:
-            cur = txn.cursor(db=self._dbs[table])
+            return self._scan_in(txn, table, start, stop, limit)
+
+    def _scan_in(self, txn: Any, table: str, start: bytes, stop: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        with txn.cursor(db=self._dbs[table]) as cur:
             found = cur.set_range(start) if start else cur.first()
             while found:
                 key = cur.key()
