@@ -51,6 +51,7 @@ FIGURES: dict[str, tuple[str, str, str]] = {
     "security_create_batched_ratio": ("security", "CreateJobs with TLS, tokens and fsync, over without", "ratio"),
     "security_e2e_ratio": ("security", "end to end with TLS, tokens and fsync, over without", "ratio"),
     "e2e_runs_per_s_metrics": ("metrics_cost", "end to end, HTTP endpoint off and on (scraped every second)", "runs/s"),
+    "worker_vs_executor": ("worker_vs_executor", "end to end, the SDK's Worker against `raftsched executor` (no-op)", "runs/s"),
     "node_rss_mb": ("nodes", "resident memory per node at the end", "MB"),
     "node_cpu_s": ("nodes", "CPU time per node during the run", "s"),
 }

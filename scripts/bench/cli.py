@@ -24,7 +24,7 @@ from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
 from bench.profile import FULL, QUICK, Profile
 from bench.report import table, write_outputs
-from bench.scenarios import CLUSTER_SCENARIOS, OPT_IN_SCENARIOS, SCENARIOS
+from bench.scenarios import CLUSTER_SCENARIOS, NOT_QUICK_SCENARIOS, OPT_IN_SCENARIOS, SCENARIOS
 from bench.scenarios.fire_lag import collect_lag_series
 from bench.scenarios.leases import probe_leases
 from bench.scenarios.machine import scenario_machine
@@ -42,7 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--scenarios",
         default="all",
-        help=f"comma-separated subset of: {', '.join(n for n, _ in SCENARIOS)} (all: but {', '.join(sorted(OPT_IN_SCENARIOS))})",
+        help=f"comma-separated subset of: {', '.join(n for n, _ in SCENARIOS)} (default all; a quick run's all leaves out "
+        f"{', '.join(sorted(OPT_IN_SCENARIOS | NOT_QUICK_SCENARIOS))})",
     )
     ap.add_argument(
         "--nodes-extra-config",
@@ -143,8 +144,9 @@ def _record_other_load(b: Bench) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     profile = _profile(args)
+    left_out = OPT_IN_SCENARIOS | (NOT_QUICK_SCENARIOS if args.quick else set())
     wanted = (
-        [n for n, _ in SCENARIOS if n not in OPT_IN_SCENARIOS]
+        [n for n, _ in SCENARIOS if n not in left_out]
         if args.scenarios == "all"
         else [s.strip() for s in args.scenarios.split(",") if s.strip()]
     )

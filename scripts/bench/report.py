@@ -34,6 +34,7 @@ TARGETS: dict[str, tuple[float, bool, str]] = {
     "due_to_leased_ms.p99": (100.0, False, "p99 of lease grant time - scheduled_time (ms) with idle, waiting executors"),
     "security_e2e_ratio": (0.8, True, "e2e runs/s with TLS + tokens + fsync on, over the same with all three off"),
     "security_create_batched_ratio": (0.8, True, "CreateJobs jobs/s with TLS + tokens + fsync on, over the same off"),
+    "worker_vs_executor.ratio": (0.9, True, "e2e runs/s of the SDK's Worker (no-op task) over `raftsched executor` (no-op)"),
 }
 
 #: the keys bench.json always has (None when not measured, with a reason in notes)
@@ -82,7 +83,7 @@ TABLE_KEYS = (
     "node_cpu_s",
 )
 #: rows shown only when measured (opt-in scenarios)
-OPTIONAL_TABLE_KEYS = ("e2e_runs_per_s_metrics",)
+OPTIONAL_TABLE_KEYS = ("e2e_runs_per_s_metrics", "worker_vs_executor")
 
 
 def lookup(results: dict[str, Any], dotted: str) -> Any:

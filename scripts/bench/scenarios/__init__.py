@@ -8,8 +8,9 @@ raftsched cluster, the cluster scenarios, which build on each other (the
 fire-lag jobs feed the failover, the burst's runs feed the leases).
 ``scenario_machine`` runs before all of them and ``scenario_node_stats``
 after the cluster scenarios; neither can be left out. ``security`` (TLS +
-tokens + fsync on against off) and ``metrics_cost`` (the HTTP endpoint on
-and scraped every second against off) start clusters of their own, before
+tokens + fsync on against off), ``metrics_cost`` (the HTTP endpoint on
+and scraped every second against off) and ``worker_vs_executor`` (the SDK's
+Worker against `raftsched executor`) start clusters of their own, before
 the shared one. ``OPT_IN_SCENARIOS`` would run only when named (none now).
 """
 
@@ -27,6 +28,7 @@ from bench.scenarios.leases import scenario_leases
 from bench.scenarios.metrics_cost import scenario_metrics_cost
 from bench.scenarios.raw_raft import scenario_raw_raft
 from bench.scenarios.security import scenario_security
+from bench.scenarios.worker_vs_executor import scenario_worker_vs_executor
 
 SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("raw_raft", scenario_raw_raft),
@@ -38,7 +40,10 @@ SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("leases", scenario_leases),
     ("security", scenario_security),
     ("metrics_cost", scenario_metrics_cost),
+    ("worker_vs_executor", scenario_worker_vs_executor),
 ]
 CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases"}
 #: run only when named in --scenarios (not part of "all"): they start clusters of their own
 OPT_IN_SCENARIOS: set[str] = set()
+#: left out of a quick run's "all" (they would take the time its budget keeps for the lease scenarios); run when named
+NOT_QUICK_SCENARIOS = {"worker_vs_executor"}

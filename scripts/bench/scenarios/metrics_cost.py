@@ -84,14 +84,14 @@ class Scraper:
         }
 
 
-def _backlog(address: str, count: int) -> None:
-    """``count`` one-shot no-op jobs due at once on ``QUEUE``, through CreateJobs; until all are PENDING."""
+def _backlog(address: str, count: int, queue: str = QUEUE) -> None:
+    """``count`` one-shot no-op jobs due at once on ``queue``, through CreateJobs; until all are PENDING."""
     with grpc.insecure_channel(address) as ch:
         stub = pb_grpc.JobServiceStub(ch)
         for first in range(0, count, CREATE_BATCH):
             jobs = []
             for i in range(first, min(count, first + CREATE_BATCH)):
-                spec = pb.JobSpec(name=f"m-{i}", queue=QUEUE, type="noop")
+                spec = pb.JobSpec(name=f"m-{i}", queue=queue, type="noop")
                 spec.after.seconds = 0
                 jobs.append(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex))
             stub.CreateJobs(pb.CreateJobsRequest(jobs=jobs), timeout=60)
@@ -99,7 +99,7 @@ def _backlog(address: str, count: int) -> None:
         deadline = time.monotonic() + 120
         while status.GetClusterStatus(pb.GetClusterStatusRequest(), timeout=5).runs.pending < count:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the {count} jobs of the metrics_cost backlog did not all fire within 120 s")
+                raise TimeoutError(f"the {count} jobs of the backlog on {queue} did not all fire within 120 s")
             time.sleep(0.2)
 
 

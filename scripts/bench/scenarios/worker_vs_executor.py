@@ -1,0 +1,132 @@
+"""Scenario ``worker_vs_executor``: runs per second of a ``raftsched.Worker`` against ``raftsched executor``.
+
+The same end-to-end measurement as ``e2e_runs_per_s`` (``PROCESSES``
+processes of ``CONCURRENCY`` slots, a follower's SUCCEEDED count, 1 s of
+warm-up left out) on fresh 3-node clusters with the same backlog (one-shot
+jobs of type ``noop`` due at once on one queue, created through CreateJobs
+before the processes start), alternately served by `raftsched executor`
+(its built-in no-op handler) and by `raftsched worker bench.noop_worker:worker`
+(a Worker whose ``noop`` task does nothing: the SDK's typed payloads,
+results and renewals on top of the same executor). The rounds go executor,
+worker, worker, executor (``ROUNDS``), so that a drift of the machine
+weighs on both sides alike.
+
+``worker_vs_executor``: ``executor`` and ``worker`` (the mean of their
+rounds, runs/s) and ``ratio`` (worker / executor; the target is at least
+0.9). ``details.worker_vs_executor`` has every round.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench import stats as st
+from bench.harness.cluster import _wait_serving
+from bench.harness.common import REPO_ROOT, r1
+from bench.harness.context import Bench
+from bench.harness.processes import spawn_executors, stop_popen
+from bench.harness.watch import StatusPoller
+from bench.scenarios.metrics_cost import RUNS_PER_MEASURED_S
+from raftsched.cluster.app.local_cluster import LocalCluster
+
+ROUNDS = ("executor", "worker", "worker", "executor")
+QUEUE = "bench-worker"
+PROCESSES = 4
+CONCURRENCY = 32
+#: the ratio the SDK's worker must reach
+TARGET = 0.9
+
+
+def spawn_workers(
+    addresses: list[str], root: str, prefix: str, queue: str, concurrency: int, count: int
+) -> list[subprocess.Popen]:
+    """``count`` `raftsched worker bench.noop_worker:worker` processes serving ``queue`` (the flags of
+    ``spawn_executors``); their logs go in ``root``."""
+    from raftsched.cluster.node.config import load_config
+
+    outputs = load_config(os.path.join(root, "cluster.toml")).output_dir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (os.path.join(REPO_ROOT, "scripts"), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    procs = []
+    for i in range(count):
+        args = [sys.executable, "-m", "raftsched.cluster.app.main", "worker", "bench.noop_worker:worker",
+                "--cluster", ",".join(addresses), "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
+                "--queue", queue, "--output-dir", os.path.join(outputs, f"{prefix}-{i}")]  # fmt: skip
+        with open(os.path.join(root, f"{prefix}-{i}.log"), "ab") as log:
+            procs.append(
+                subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env, start_new_session=True)
+            )
+    return procs
+
+
+def _round(b: Bench, i: int, mode: str, backlog: int) -> dict[str, Any]:
+    from bench.scenarios.metrics_cost import _backlog
+
+    root = os.path.join(b.root, f"workers-{i}-{mode}")
+    cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config)
+    cluster.start_all()
+    procs: list[Any] = []
+    counter = None
+    try:
+        leader = cluster.wait_leader(60)
+        for node in cluster.nodes.values():
+            _wait_serving(node.grpc)
+        _backlog(cluster.nodes[leader].grpc, backlog, QUEUE)
+        follower = next(n for n in cluster.nodes if n != leader)
+        counter = StatusPoller(cluster.nodes[follower].grpc, lambda status: status.runs.succeeded)
+        time.sleep(0.3)
+        spawn = spawn_workers if mode == "worker" else _spawn_executors
+        procs = spawn(cluster.addresses, root, f"{mode}-{i}", QUEUE, CONCURRENCY, PROCESSES)
+        deadline = time.time() + 30
+        while not counter.grown() and time.time() < deadline:
+            time.sleep(0.1)
+        start = time.time() + 1.0
+        until = start + b.profile.lease_measure_s
+        time.sleep(max(0.0, until - time.time()) + 0.2)
+        rate = st.counter_rate(counter.samples, start, until) if counter.grown() else None
+        left = backlog - counter.latest()
+        out: dict[str, Any] = {"mode": mode, "runs_per_s": r1(rate), "backlog_left": left}
+        if left <= 0:
+            out["warning"] = "the backlog ran out during the measurement: the rate is low"
+        return out
+    finally:
+        stop_popen(procs)
+        if counter is not None:
+            counter.stop()
+        cluster.stop_all()
+
+
+def _spawn_executors(
+    addresses: list[str], root: str, prefix: str, queue: str, concurrency: int, count: int
+) -> list[subprocess.Popen]:
+    return spawn_executors(addresses, root, prefix, [queue], concurrency, count)
+
+
+def scenario_worker_vs_executor(b: Bench) -> None:
+    backlog = int(RUNS_PER_MEASURED_S * (b.profile.lease_measure_s + 3.0))
+    rounds = []
+    for i, mode in enumerate(ROUNDS):
+        b.say(f"worker_vs_executor: round {i + 1}/{len(ROUNDS)}, {PROCESSES} {mode} processes: {backlog} runs")
+        rounds.append(_round(b, i, mode, backlog))
+        b.say(f"  {rounds[-1]}")
+    means: dict[str, float | None] = {}
+    for mode in ("executor", "worker"):
+        rates = [r["runs_per_s"] for r in rounds if r["mode"] == mode and r["runs_per_s"] is not None]
+        means[mode] = r1(sum(rates) / len(rates)) if len(rates) == ROUNDS.count(mode) else None
+    executor, worker = means["executor"], means["worker"]
+    ratio = r1(worker / executor, 3) if executor and worker is not None else None
+    b.results["worker_vs_executor"] = {"executor": executor, "worker": worker, "ratio": ratio}
+    b.extra["worker_vs_executor"] = {"rounds": rounds}
+    b.notes["worker_vs_executor"] = (
+        f"e2e runs/s ({PROCESSES} processes x {CONCURRENCY} slots, a follower's SUCCEEDED count) on fresh 3-node "
+        f"clusters, rounds {', '.join(ROUNDS)}: 'executor' = `raftsched executor` with its no-op handler, 'worker' = "
+        f"`raftsched worker` running a raftsched.Worker whose noop task does nothing; ratio = worker / executor "
+        f"(target at least {TARGET})" + ("" if ratio is not None else "; a round measured nothing (details.worker_vs_executor)")
+    )
+    b.say(f"  worker_vs_executor: {b.results['worker_vs_executor']}")
