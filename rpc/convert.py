@@ -40,6 +40,7 @@ from raftsched.cluster.domain.model import (
     RunStatus,
     Schedule,
 )
+from raftsched.cluster.domain.schedule.instants import job_upcoming
 from raftsched.cluster.node.explain import Explanation
 from raftsched.cluster.node.run_output import RunOutput
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
@@ -205,6 +206,8 @@ def job_to_pb(j: Job, out: pb.Job | None = None) -> pb.Job:
     spec_to_pb(j.spec, out.spec)
     if j.next_fire_ms is not None and j.status is JobStatus.ACTIVE:
         to_ts(j.next_fire_ms, out.next_fire_time)
+    for instant in job_upcoming(j):
+        to_ts(instant, out.upcoming.add())
     to_ts(j.created_ms, out.created_at)
     to_ts(j.updated_ms, out.updated_at)
     return out

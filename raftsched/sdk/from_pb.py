@@ -114,6 +114,7 @@ def job(j: pb.Job) -> Job:
         updated_at=instant(j.updated_at),
         idempotency_key=j.idempotency_key,
         fire_count=j.fire_count,
+        upcoming=tuple(t for t in (instant(ts) for ts in j.upcoming) if t is not None),
     )
 
 

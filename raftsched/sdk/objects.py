@@ -84,6 +84,9 @@ class Job:
     updated_at: dt.datetime | None
     idempotency_key: str = ""
     fire_count: int = 0
+    #: its next instants (at most 5, the first being ``next_fire_time``); empty when it will not fire again or
+    #: is paused
+    upcoming: tuple[dt.datetime, ...] = ()
 
     @property
     def name(self) -> str:

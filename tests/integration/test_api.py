@@ -103,6 +103,23 @@ def test_pause_resume_delete_trigger_cancel(client: Client) -> None:
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
+def test_a_read_job_lists_its_next_instants_on_every_node(cluster: LocalCluster, client: Client) -> None:
+    job = client.create_job(every_spec("upcoming", 3_600_000))
+    first = cv.ts_ms(job.next_fire_time)
+    want = [first + k * 3_600_000 for k in range(5)]
+    assert [cv.ts_ms(t) for t in job.upcoming] == want  # the create's answer too
+    for address in cluster.addresses:
+        with Client([address]) as one:
+            assert [cv.ts_ms(t) for t in one.get_job(job.job_id).upcoming] == want
+    listed = [j for j in client.list_jobs() if j.job_id == job.job_id]
+    assert [cv.ts_ms(t) for t in listed[0].upcoming] == want
+    cron = client.create_job(cron_spec("upcoming-cron", "0 9 * * 1-5", "America/New_York"))
+    days = [cv.ts_ms(t) for t in cron.upcoming]
+    assert len(days) == 5 and days == sorted(set(days)) and days[0] == cv.ts_ms(cron.next_fire_time)
+    paused = client.job("PauseJob", pb.PauseJobRequest(job_id=job.job_id))
+    assert not paused.upcoming and not client.get_job(job.job_id).upcoming  # a paused job fires nothing
+
+
 def test_update_job_changes_schedule(client: Client) -> None:
     job = client.create_job(every_spec("upd", 3_600_000))
     spec = cron_spec("upd", "0 9 * * 1-5", "America/New_York")

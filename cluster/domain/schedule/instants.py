@@ -45,7 +45,7 @@ import functools
 from datetime import date, datetime
 from typing import Union
 
-from raftsched.cluster.domain.model import After, At, Cron, Every, Schedule
+from raftsched.cluster.domain.model import After, At, Cron, Every, Job, JobStatus, Schedule
 from raftsched.cluster.domain.schedule import cron_notes
 from raftsched.cluster.domain.schedule.cron_dst import clock_next, once_next
 from raftsched.cluster.domain.schedule.cron_fields import CronFields, ScheduleError, parse_cron
@@ -167,6 +167,26 @@ def upcoming(schedule: Schedule, after_ms: int, anchor_ms: int, count: int) -> l
         out.append(nxt)
         cursor = nxt
     return out
+
+
+#: how many of a job's next instants a read of the job lists (``Job.upcoming`` in the API)
+UPCOMING = 5
+#: the last instant a timestamp in the API can carry (9999-12-31T23:59:59.999Z)
+_LAST_MS = 253_402_300_799_999
+
+
+def job_upcoming(job: Job, count: int = UPCOMING) -> list[int]:
+    """An ACTIVE job's next ``count`` instants from its next fire, in order (fewer when its schedule ends);
+    none for a job that is paused, completed, deleted or will not fire again."""
+    if job.status is not JobStatus.ACTIVE or job.next_fire_ms is None or count <= 0:
+        return []
+    if isinstance(job.spec.schedule, (At, After)):  # a one-off: its one instant
+        return [job.next_fire_ms]
+    try:
+        later = upcoming(job.spec.schedule, job.next_fire_ms, job.anchor_ms, count - 1)
+    except (ScheduleError, OverflowError, ValueError):
+        later = []
+    return [job.next_fire_ms] + [t for t in later if t <= _LAST_MS]
 
 
 def explain_instant(schedule: Schedule, previous_ms: int, instant_ms: int) -> str:

@@ -161,7 +161,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failed_history_limit: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count")
+    __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count", "upcoming")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +170,7 @@ class Job(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     FIRE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: JobSpec
     status: JobStatus
@@ -178,7 +179,8 @@ class Job(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     idempotency_key: str
     fire_count: int
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ...) -> None: ...
+    upcoming: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ..., upcoming: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before", "attempts", "attempts_dropped")
