@@ -17,31 +17,21 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any
 
+from apply_cost import _machine  # the machine on either store, as apply_cost.py makes it (a sibling script)
 from raftsched.cluster.app.node_main import GC_THRESHOLDS
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Every, JobSpec
-from raftsched.cluster.fsm.machine import JobStateMachine
 
 T0 = 1_800_000_000_000
 SEC = 1000
 #: instants measured at each end
 EDGE = 100
-
-
-def _machine(store: str, folder: str) -> tuple[JobStateMachine, Callable[[], None]]:
-    if store == "memory":
-        return JobStateMachine(), lambda: None
-    from raftsched.storage.lmdb_state import LmdbTableStore
-
-    lmdb_store = LmdbTableStore(os.path.join(folder, "state.mdb"), 8 << 30)
-    return JobStateMachine(lmdb_store), lmdb_store.close
 
 
 def measure(jobs: int, limit: int, store: str) -> tuple[float, float]:

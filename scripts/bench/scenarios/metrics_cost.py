@@ -27,12 +27,11 @@ from typing import Any
 
 import grpc
 
-from bench import stats as st
 from bench.harness.cluster import _wait_serving
 from bench.harness.common import r1
 from bench.harness.context import Bench
-from bench.harness.processes import spawn_executors, stop_popen
-from bench.harness.watch import StatusPoller
+from bench.harness.e2e import backlog_rate
+from bench.harness.processes import spawn_executors
 from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
@@ -107,9 +106,7 @@ def _round(b: Bench, i: int, mode: str, backlog: int) -> dict[str, Any]:
     root = os.path.join(b.root, f"metrics-{i}-{mode}")
     cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config, http=mode == "on")
     cluster.start_all()
-    procs: list[Any] = []
     scraper = None
-    counter = None
     try:
         leader = cluster.wait_leader(60)
         for node in cluster.nodes.values():
@@ -118,25 +115,14 @@ def _round(b: Bench, i: int, mode: str, backlog: int) -> dict[str, Any]:
         follower = next(n for n in cluster.nodes if n != leader)
         if mode == "on":
             scraper = Scraper([cluster.http_url(n, p) for n in cluster.nodes for p in ("/metrics", "/healthz")])
-        counter = StatusPoller(cluster.nodes[follower].grpc, lambda status: status.runs.succeeded)
-        time.sleep(0.3)
-        procs = spawn_executors(cluster.addresses, root, f"metrics-{mode}", [QUEUE], CONCURRENCY, EXECUTORS)
-        deadline = time.time() + 20
-        while not counter.grown() and time.time() < deadline:
-            time.sleep(0.1)
-        start = time.time() + 1.0
-        until = start + b.profile.lease_measure_s
-        time.sleep(max(0.0, until - time.time()) + 0.2)
-        rate = st.counter_rate(counter.samples, start, until) if counter.grown() else None
-        left = backlog - counter.latest()
-        out: dict[str, Any] = {"mode": mode, "runs_per_s": r1(rate), "backlog_left": left}
-        if left <= 0:
-            out["warning"] = "the backlog ran out during the measurement: the rate is low"
-        return out
+        measured = backlog_rate(
+            cluster.nodes[follower].grpc,
+            backlog,
+            b.profile.lease_measure_s,
+            lambda: spawn_executors(cluster.addresses, root, f"metrics-{mode}", [QUEUE], CONCURRENCY, EXECUTORS),
+        )
+        return {"mode": mode, **measured}
     finally:
-        stop_popen(procs)
-        if counter is not None:
-            counter.stop()
         if scraper is not None:
             out_scrapes = scraper.stop()
             b.extra.setdefault("metrics_cost_scrapes", []).append(out_scrapes)

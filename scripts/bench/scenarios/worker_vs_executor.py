@@ -21,16 +21,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
-from bench import stats as st
 from bench.harness.cluster import _wait_serving
 from bench.harness.common import REPO_ROOT, r1
 from bench.harness.context import Bench
-from bench.harness.processes import spawn_executors, stop_popen
-from bench.harness.watch import StatusPoller
-from bench.scenarios.metrics_cost import RUNS_PER_MEASURED_S
+from bench.harness.e2e import backlog_rate
+from bench.harness.processes import spawn_executors
+from bench.scenarios.metrics_cost import RUNS_PER_MEASURED_S, _backlog
 from raftsched.cluster.app.local_cluster import LocalCluster
 
 ROUNDS = ("executor", "worker", "worker", "executor")
@@ -66,39 +64,24 @@ def spawn_workers(
 
 
 def _round(b: Bench, i: int, mode: str, backlog: int) -> dict[str, Any]:
-    from bench.scenarios.metrics_cost import _backlog
-
     root = os.path.join(b.root, f"workers-{i}-{mode}")
     cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config)
     cluster.start_all()
-    procs: list[Any] = []
-    counter = None
     try:
         leader = cluster.wait_leader(60)
         for node in cluster.nodes.values():
             _wait_serving(node.grpc)
         _backlog(cluster.nodes[leader].grpc, backlog, QUEUE)
         follower = next(n for n in cluster.nodes if n != leader)
-        counter = StatusPoller(cluster.nodes[follower].grpc, lambda status: status.runs.succeeded)
-        time.sleep(0.3)
         spawn = spawn_workers if mode == "worker" else _spawn_executors
-        procs = spawn(cluster.addresses, root, f"{mode}-{i}", QUEUE, CONCURRENCY, PROCESSES)
-        deadline = time.time() + 30
-        while not counter.grown() and time.time() < deadline:
-            time.sleep(0.1)
-        start = time.time() + 1.0
-        until = start + b.profile.lease_measure_s
-        time.sleep(max(0.0, until - time.time()) + 0.2)
-        rate = st.counter_rate(counter.samples, start, until) if counter.grown() else None
-        left = backlog - counter.latest()
-        out: dict[str, Any] = {"mode": mode, "runs_per_s": r1(rate), "backlog_left": left}
-        if left <= 0:
-            out["warning"] = "the backlog ran out during the measurement: the rate is low"
-        return out
+        measured = backlog_rate(
+            cluster.nodes[follower].grpc,
+            backlog,
+            b.profile.lease_measure_s,
+            lambda: spawn(cluster.addresses, root, f"{mode}-{i}", QUEUE, CONCURRENCY, PROCESSES),
+        )
+        return {"mode": mode, **measured}
     finally:
-        stop_popen(procs)
-        if counter is not None:
-            counter.stop()
         cluster.stop_all()
 
 
