@@ -9,15 +9,64 @@ out) is the figure.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import grpc
+
 from bench import stats as st
+from bench.harness.cluster import _wait_serving
 from bench.harness.common import r1
 from bench.harness.processes import stop_popen
 from bench.harness.watch import StatusPoller
+from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+
+#: jobs per CreateJobs call while a backlog is made
+CREATE_BATCH = 1000
+
+
+def make_backlog(address: str, count: int, queue: str) -> None:
+    """``count`` one-shot no-op jobs due at once on ``queue``, through CreateJobs; until all are PENDING."""
+    with grpc.insecure_channel(address) as ch:
+        stub = pb_grpc.JobServiceStub(ch)
+        for first in range(0, count, CREATE_BATCH):
+            jobs = []
+            for i in range(first, min(count, first + CREATE_BATCH)):
+                spec = pb.JobSpec(name=f"m-{i}", queue=queue, type="noop")
+                spec.after.seconds = 0
+                jobs.append(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex))
+            stub.CreateJobs(pb.CreateJobsRequest(jobs=jobs), timeout=60)
+        status = pb_grpc.ClusterServiceStub(ch)
+        deadline = time.monotonic() + 120
+        while status.GetClusterStatus(pb.GetClusterStatusRequest(), timeout=5).runs.pending < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the {count} jobs of the backlog on {queue} did not all fire within 120 s")
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def cluster_with_backlog(
+    root: str, extra_config: str, backlog: int, queue: str, http: bool = False
+) -> Iterator[tuple[LocalCluster, str]]:
+    """A fresh 3-node cluster in ``root`` with ``backlog`` PENDING no-op runs on ``queue``: (it, a follower's gRPC
+    address); stopped afterwards."""
+    cluster = LocalCluster.create(root, 3, extra_config, http=http)
+    cluster.start_all()
+    try:
+        leader = cluster.wait_leader(60)
+        for node in cluster.nodes.values():
+            _wait_serving(node.grpc)
+        make_backlog(cluster.nodes[leader].grpc, backlog, queue)
+        yield cluster, next(node.grpc for n, node in cluster.nodes.items() if n != leader)
+    finally:
+        cluster.stop_all()
+
 
 #: how long the processes get to complete a first run
 FIRST_RUN_S = 30.0

@@ -22,25 +22,17 @@ import os
 import threading
 import time
 import urllib.request
-import uuid
 from typing import Any
 
-import grpc
-
-from bench.harness.cluster import _wait_serving
 from bench.harness.common import r1
 from bench.harness.context import Bench
-from bench.harness.e2e import backlog_rate
+from bench.harness.e2e import backlog_rate, cluster_with_backlog
 from bench.harness.processes import spawn_executors
-from raftsched.cluster.app.local_cluster import LocalCluster
-from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
-from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 ROUNDS = ("off", "on", "on", "off")
 QUEUE = "bench-metrics"
 EXECUTORS = 4
 CONCURRENCY = 32
-CREATE_BATCH = 1000
 #: backlog per round: enough for the warm-up and the measurement at ~5,000 runs/s
 RUNS_PER_MEASURED_S = 5000
 
@@ -83,50 +75,23 @@ class Scraper:
         }
 
 
-def _backlog(address: str, count: int, queue: str = QUEUE) -> None:
-    """``count`` one-shot no-op jobs due at once on ``queue``, through CreateJobs; until all are PENDING."""
-    with grpc.insecure_channel(address) as ch:
-        stub = pb_grpc.JobServiceStub(ch)
-        for first in range(0, count, CREATE_BATCH):
-            jobs = []
-            for i in range(first, min(count, first + CREATE_BATCH)):
-                spec = pb.JobSpec(name=f"m-{i}", queue=queue, type="noop")
-                spec.after.seconds = 0
-                jobs.append(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex))
-            stub.CreateJobs(pb.CreateJobsRequest(jobs=jobs), timeout=60)
-        status = pb_grpc.ClusterServiceStub(ch)
-        deadline = time.monotonic() + 120
-        while status.GetClusterStatus(pb.GetClusterStatusRequest(), timeout=5).runs.pending < count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the {count} jobs of the backlog on {queue} did not all fire within 120 s")
-            time.sleep(0.2)
-
-
 def _round(b: Bench, i: int, mode: str, backlog: int) -> dict[str, Any]:
     root = os.path.join(b.root, f"metrics-{i}-{mode}")
-    cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config, http=mode == "on")
-    cluster.start_all()
     scraper = None
-    try:
-        leader = cluster.wait_leader(60)
-        for node in cluster.nodes.values():
-            _wait_serving(node.grpc)
-        _backlog(cluster.nodes[leader].grpc, backlog)
-        follower = next(n for n in cluster.nodes if n != leader)
+    with cluster_with_backlog(root, b.args.nodes_extra_config, backlog, QUEUE, http=mode == "on") as (cluster, follower):
         if mode == "on":
             scraper = Scraper([cluster.http_url(n, p) for n in cluster.nodes for p in ("/metrics", "/healthz")])
-        measured = backlog_rate(
-            cluster.nodes[follower].grpc,
-            backlog,
-            b.profile.lease_measure_s,
-            lambda: spawn_executors(cluster.addresses, root, f"metrics-{mode}", [QUEUE], CONCURRENCY, EXECUTORS),
-        )
+        try:
+            measured = backlog_rate(
+                follower,
+                backlog,
+                b.profile.lease_measure_s,
+                lambda: spawn_executors(cluster.addresses, root, f"metrics-{mode}", [QUEUE], CONCURRENCY, EXECUTORS),
+            )
+        finally:
+            if scraper is not None:
+                b.extra.setdefault("metrics_cost_scrapes", []).append(scraper.stop())
         return {"mode": mode, **measured}
-    finally:
-        if scraper is not None:
-            out_scrapes = scraper.stop()
-            b.extra.setdefault("metrics_cost_scrapes", []).append(out_scrapes)
-        cluster.stop_all()
 
 
 def scenario_metrics_cost(b: Bench) -> None:

@@ -23,13 +23,11 @@ import subprocess
 import sys
 from typing import Any
 
-from bench.harness.cluster import _wait_serving
 from bench.harness.common import REPO_ROOT, r1
 from bench.harness.context import Bench
-from bench.harness.e2e import backlog_rate
+from bench.harness.e2e import backlog_rate, cluster_with_backlog
 from bench.harness.processes import spawn_executors
-from bench.scenarios.metrics_cost import RUNS_PER_MEASURED_S, _backlog
-from raftsched.cluster.app.local_cluster import LocalCluster
+from bench.scenarios.metrics_cost import RUNS_PER_MEASURED_S
 
 ROUNDS = ("executor", "worker", "worker", "executor")
 QUEUE = "bench-worker"
@@ -65,24 +63,15 @@ def spawn_workers(
 
 def _round(b: Bench, i: int, mode: str, backlog: int) -> dict[str, Any]:
     root = os.path.join(b.root, f"workers-{i}-{mode}")
-    cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config)
-    cluster.start_all()
-    try:
-        leader = cluster.wait_leader(60)
-        for node in cluster.nodes.values():
-            _wait_serving(node.grpc)
-        _backlog(cluster.nodes[leader].grpc, backlog, QUEUE)
-        follower = next(n for n in cluster.nodes if n != leader)
+    with cluster_with_backlog(root, b.args.nodes_extra_config, backlog, QUEUE) as (cluster, follower):
         spawn = spawn_workers if mode == "worker" else _spawn_executors
         measured = backlog_rate(
-            cluster.nodes[follower].grpc,
+            follower,
             backlog,
             b.profile.lease_measure_s,
             lambda: spawn(cluster.addresses, root, f"{mode}-{i}", QUEUE, CONCURRENCY, PROCESSES),
         )
         return {"mode": mode, **measured}
-    finally:
-        cluster.stop_all()
 
 
 def _spawn_executors(
