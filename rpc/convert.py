@@ -12,6 +12,8 @@ of a read).
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -24,6 +26,7 @@ from raftsched.cluster.domain.model import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_HISTORY_TTL_MS,
     DEFAULT_LEASE_TTL_MS,
+    NO_INFO,
     After,
     At,
     Attempt,
@@ -35,12 +38,15 @@ from raftsched.cluster.domain.model import (
     JobSpec,
     JobStatus,
     MisfirePolicy,
+    NotifyRule,
     RetryPolicy,
     Run,
     RunStatus,
     Schedule,
+    TimeWindow,
 )
 from raftsched.cluster.domain.schedule.instants import job_upcoming
+from raftsched.cluster.domain.spec_codec import has_extras
 from raftsched.cluster.node.explain import Explanation
 from raftsched.cluster.node.run_output import RunOutput
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
@@ -167,7 +173,37 @@ def spec_from_pb(spec: pb.JobSpec) -> JobSpec:
         history_limit=spec.history_limit or DEFAULT_HISTORY_LIMIT,
         history_ttl_ms=_span(spec, "history_ttl", DEFAULT_HISTORY_TTL_MS),
         failed_history_limit=spec.failed_history_limit or DEFAULT_FAILED_HISTORY_LIMIT,
+        **_extras_from_pb(spec),
     )
+
+
+def _extras_from_pb(spec: pb.JobSpec) -> dict[str, Any]:
+    """The spec's fields of command format 5 that are set (none for most specs)."""
+    out: dict[str, Any] = {}
+    for name in ("start_time", "end_time"):
+        if spec.HasField(name):
+            out[name.replace("_time", "_ms")] = instant_in(getattr(spec, name), f"spec.{name}")
+    for name in ("jitter", "pending_ttl"):
+        if spec.HasField(name):
+            out[f"{name}_ms"] = span_in(getattr(spec, name), f"spec.{name}")
+    if spec.skip_dates:
+        out["skip_dates"] = tuple(spec.skip_dates)
+    if spec.skip_windows:
+        out["skip_windows"] = tuple(
+            TimeWindow(instant_in(w.start, f"spec.skip_windows[{i}].start"), instant_in(w.end, f"spec.skip_windows[{i}].end"))
+            for i, w in enumerate(spec.skip_windows)
+        )
+    if spec.extra_crons:
+        out["extra_crons"] = tuple(Cron(c.expression, c.timezone or "UTC") for c in spec.extra_crons)
+    if spec.labels:
+        out["labels"] = tuple(sorted(spec.labels.items()))
+    if spec.notify:
+        out["notify"] = tuple(NotifyRule(tuple(r.events), r.url, r.secret_name) for r in spec.notify)
+    for name in ("max_runs", "pause_after_failures", "trigger_on_create", "priority", "concurrency_key", "concurrency_limit"):
+        value = getattr(spec, name)
+        if value:
+            out[name] = value
+    return out
 
 
 def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
@@ -193,6 +229,31 @@ def spec_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
     to_dur(s.history_ttl_ms, out.history_ttl)
     out.concurrency = _CONC_PB[s.concurrency]
     out.misfire = _MISFIRE_PB[s.misfire]
+    if has_extras(s):
+        _extras_to_pb(s, out)
+
+
+def _extras_to_pb(s: JobSpec, out: pb.JobSpec) -> None:
+    if s.start_ms:
+        to_ts(s.start_ms, out.start_time)
+    if s.end_ms:
+        to_ts(s.end_ms, out.end_time)
+    if s.jitter_ms:
+        to_dur(s.jitter_ms, out.jitter)
+    if s.pending_ttl_ms:
+        to_dur(s.pending_ttl_ms, out.pending_ttl)
+    out.skip_dates.extend(s.skip_dates)
+    for w in s.skip_windows:
+        window = out.skip_windows.add()
+        to_ts(w.start_ms, window.start)
+        to_ts(w.end_ms, window.end)
+    for c in s.extra_crons:
+        out.extra_crons.add(expression=c.expression, timezone=c.timezone)
+    out.labels.update(dict(s.labels))
+    for r in s.notify:
+        out.notify.add(events=list(r.events), url=r.url, secret_name=r.secret_name)
+    out.max_runs, out.pause_after_failures, out.trigger_on_create = s.max_runs, s.pause_after_failures, s.trigger_on_create
+    out.priority, out.concurrency_key, out.concurrency_limit = s.priority, s.concurrency_key, s.concurrency_limit
 
 
 def job_to_pb(j: Job, out: pb.Job | None = None) -> pb.Job:
@@ -210,6 +271,18 @@ def job_to_pb(j: Job, out: pb.Job | None = None) -> pb.Job:
         to_ts(instant, out.upcoming.add())
     to_ts(j.created_ms, out.created_at)
     to_ts(j.updated_ms, out.updated_at)
+    info = j.info
+    if info is not NO_INFO:
+        out.success_count, out.failure_count, out.skipped_count = info.success_count, info.failure_count, info.skipped_count
+        out.consecutive_failures, out.last_error = info.consecutive_failures, info.last_error
+        if info.last_success_ms:
+            to_ts(info.last_success_ms, out.last_success_time)
+        if info.last_failure_ms:
+            to_ts(info.last_failure_ms, out.last_failure_time)
+        if j.status is JobStatus.PAUSED:
+            out.pause_note = info.pause_note
+            if info.paused_until_ms:
+                to_ts(info.paused_until_ms, out.paused_until)
     return out
 
 
@@ -222,8 +295,11 @@ _RUN_TIMES = (
 )
 
 
-def run_to_pb(r: Run, out: pb.Run | None = None) -> pb.Run:
+def run_to_pb(r: Run, out: pb.Run | None = None, labels: dict[str, str] | None = None) -> pb.Run:
+    """``labels``: its job's (a run carries them)."""
     out = out if out is not None else pb.Run()
+    if labels:
+        out.labels.update(labels)
     out.run_id, out.job_id, out.queue = r.run_id, r.job_id, r.queue
     out.attempt, out.status = r.attempt, RUN_STATUS_PB[r.status]
     out.executor_id, out.lease_id, out.fencing_token = r.executor_id, r.lease_id, r.fencing_token

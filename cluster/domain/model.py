@@ -102,6 +102,26 @@ class RetryPolicy:
     jitter: float = 0.2
 
 
+class TimeWindow(NamedTuple):
+    """A span of time ``[start_ms, end_ms)`` no instant of a job fires in (``JobSpec.skip_windows``)."""
+
+    start_ms: int
+    end_ms: int
+
+
+#: the events a notification rule may name (``NotifyRule.events``)
+NOTIFY_EVENTS = ("FAILED", "DEAD_LETTER", "EXPIRED", "RECOVERED", "SKIPPED", "SUCCEEDED")
+
+
+class NotifyRule(NamedTuple):
+    """Deliver a notification of these ``events`` of a job's runs to ``url`` (signed with the executor's secret
+    ``secret_name``, if named)."""
+
+    events: tuple[str, ...]
+    url: str
+    secret_name: str = ""
+
+
 class JobSpec(NamedTuple):
     """What to run and when. Validated by ``raftsched.cluster.domain.validation`` before it is proposed.
 
@@ -126,6 +146,39 @@ class JobSpec(NamedTuple):
     #: FAILED and DEAD_LETTER runs kept per job apart from the others (from the cluster's command format 3 on:
     #: ``raftsched.cluster.fsm.retention``), so that a burst of successes does not prune them
     failed_history_limit: int = DEFAULT_FAILED_HISTORY_LIMIT
+    # From here on: the schedule's bounds and exceptions, and what a job does beyond firing (command format 5:
+    # ``SCHEDULES_FORMAT``). Each is stored only when it is not its default, so that a spec without them keeps
+    # the bytes, and the fingerprint, it always had.
+    #: no instant before ``start_ms`` or after ``end_ms`` (0: unbounded)
+    start_ms: int = 0
+    end_ms: int = 0
+    #: each instant's run is leasable a deterministic offset in [0, jitter_ms) after it
+    jitter_ms: int = 0
+    #: no instant on these dates (``YYYY-MM-DD`` in the schedule's zone), nor inside these windows: skipped
+    skip_dates: tuple[str, ...] = ()
+    skip_windows: tuple[TimeWindow, ...] = ()
+    #: with a ``Cron`` schedule: more expressions; the job fires at the union of their instants
+    extra_crons: tuple[Cron, ...] = ()
+    #: the job completes after this many scheduled runs (0: no limit)
+    max_runs: int = 0
+    #: the job pauses itself after this many consecutive runs ended FAILED, DEAD_LETTER or EXPIRED (0: never)
+    pause_after_failures: int = 0
+    #: CreateJob also makes one run at once
+    trigger_on_create: bool = False
+    #: (key, value) pairs, sorted by key; a job's runs carry its labels
+    labels: tuple[tuple[str, str], ...] = ()
+    #: a run still PENDING this long after it became leasable ends EXPIRED (0: it waits)
+    pending_ttl_ms: int = 0
+    #: within a queue, runs of higher priorities are leased first (0-9)
+    priority: int = 0
+    #: at most ``concurrency_limit`` runs LEASED at once across every job with this key
+    concurrency_key: str = ""
+    concurrency_limit: int = 0
+    notify: tuple[NotifyRule, ...] = ()
+
+
+#: the command format that brought ``JobSpec``'s schedule bounds and exceptions, labels and a job's summary
+SCHEDULES_FORMAT = 5
 
 
 class AttemptOutcome(str, Enum):
@@ -168,6 +221,29 @@ class Step(NamedTuple):
     node_id: str = ""
 
 
+class JobInfo(NamedTuple):
+    """What apply keeps about a job beside its record (command format 5): the summary of its runs, and why and
+    until when it is paused. Stored apart from the job, so that a run's end does not write the job's spec again."""
+
+    #: runs that ended SUCCEEDED; FAILED, DEAD_LETTER or EXPIRED; instants skipped
+    success_count: int = 0
+    failure_count: int = 0
+    skipped_count: int = 0
+    #: failures since the last success (``pause_after_failures`` counts these)
+    consecutive_failures: int = 0
+    last_success_ms: int = 0
+    last_failure_ms: int = 0
+    last_error: str = ""
+    #: runs its schedule fired (``max_runs`` counts these; manual runs do not count)
+    scheduled_runs: int = 0
+    #: why it is paused, and when it resumes itself (0: when resumed)
+    pause_note: str = ""
+    paused_until_ms: int = 0
+
+
+NO_INFO = JobInfo()
+
+
 class Job:
     """A job as the state machine holds it."""
 
@@ -182,6 +258,7 @@ class Job:
         "updated_ms",
         "idempotency_key",
         "fire_count",
+        "info",
     )
 
     def __init__(
@@ -210,6 +287,8 @@ class Job:
         self.updated_ms = updated_ms
         self.idempotency_key = idempotency_key
         self.fire_count = fire_count
+        #: its ``JobInfo`` where a reader or handler read it (not part of the job's record: ``raftsched.cluster.fsm.job_info``)
+        self.info = NO_INFO
 
     def __repr__(self) -> str:
         return f"Job({self.job_id!r}, {self.status.value}, next={self.next_fire_ms})"

@@ -106,11 +106,14 @@ def attempt_of(run: Run, number: int) -> Attempt | None:
     return None
 
 
-def fired_detail(spec: JobSpec, instant_ms: int, now_ms: int, cmd: Fire, index: int) -> tuple[Any, ...]:
+def fired_detail(spec: JobSpec, instant_ms: int, now_ms: int, cmd: Fire, index: int, jitter: int = 0) -> tuple[Any, ...]:
     """A "fired" step's detail as stored: plain values (the leader's term, the entry; the misfire threshold and
-    policy when the instant was missed), put into words only when read (``steps``): every run is fired, few
-    are explained."""
-    if now_ms - instant_ms > cmd.misfire_threshold_ms:
+    policy when the instant was missed; the jitter offset when there is one), put into words only when read
+    (``steps``): every run is fired, few are explained."""
+    missed = now_ms - instant_ms > cmd.misfire_threshold_ms
+    if jitter:
+        return (cmd.term, index, cmd.misfire_threshold_ms if missed else 0, spec.misfire.value if missed else "", jitter)
+    if missed:
         return (cmd.term, index, cmd.misfire_threshold_ms, spec.misfire.value)
     return (cmd.term, index)
 
@@ -121,8 +124,10 @@ def _fired_words(run: Run, at_ms: int, detail: tuple[Any, ...], node_id: str) ->
     late = at_ms - run.scheduled_ms
     when = f"{span(late)} after its instant" if late >= 0 else f"{span(-late)} before its instant (lookahead)"
     text = f"instant {iso(run.scheduled_ms)} fired by {by} ({f'term {term}, ' if term else ''}entry {index}), {when}"
-    if len(detail) > 2:
+    if len(detail) > 3 and detail[3]:
         text += f"; missed (later than the misfire threshold of {span(detail[2])}) and fired under misfire policy {detail[3]}"
+    if len(detail) > 4 and detail[4]:
+        text += f"; leasable {span(detail[4])} after its instant, from the job's jitter"
     return text
 
 

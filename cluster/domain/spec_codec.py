@@ -29,9 +29,11 @@ from raftsched.cluster.domain.model import (
     Job,
     JobSpec,
     MisfirePolicy,
+    NotifyRule,
     RetryPolicy,
     Run,
     Schedule,
+    TimeWindow,
 )
 
 Plain = dict[str, Any]
@@ -102,7 +104,73 @@ def spec_to_plain(s: JobSpec) -> Plain:
         "httl": s.history_ttl_ms,
         # only when not the default: a default spec's plain form (and fingerprint) stays what it always was
         **({} if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else {"flimit": s.failed_history_limit}),
+        **extras_to_plain(s),
     }
+
+
+#: the plain keys of the fields a spec stores only when they are not their defaults (command format 5)
+_EXTRA_KEYS = (
+    ("start", "start_ms"), ("end", "end_ms"), ("jit", "jitter_ms"), ("sdates", "skip_dates"),
+    ("swin", "skip_windows"), ("crons", "extra_crons"), ("maxr", "max_runs"), ("paf", "pause_after_failures"),
+    ("toc", "trigger_on_create"), ("labels", "labels"), ("pttl", "pending_ttl_ms"), ("prio", "priority"),
+    ("ckey", "concurrency_key"), ("climit", "concurrency_limit"), ("notify", "notify"),
+)  # fmt: skip
+_DEFAULT = JobSpec("", Every(1000))
+
+
+def has_extras(s: JobSpec) -> bool:
+    """Whether the spec sets any field of command format 5 (``SCHEDULES_FORMAT``)."""
+    return s[len(_DEFAULT) - len(_EXTRA_KEYS) :] != _DEFAULT[len(_DEFAULT) - len(_EXTRA_KEYS) :]
+
+
+def extras_to_plain(s: JobSpec) -> Plain:
+    """The format 5 fields of a spec that are not their defaults, as plain values (nothing for most specs)."""
+    if not has_extras(s):
+        return {}
+    out: Plain = {}
+    for key, attr in _EXTRA_KEYS:
+        value = getattr(s, attr)
+        if value == getattr(_DEFAULT, attr):
+            continue
+        if attr == "skip_windows":
+            value = [[w.start_ms, w.end_ms] for w in value]
+        elif attr == "extra_crons":
+            value = [{"expr": c.expression, "tz": c.timezone} for c in value]
+        elif attr == "labels":
+            value = dict(value)
+        elif attr == "notify":
+            value = [{"ev": list(r.events), "url": r.url, **({"sec": r.secret_name} if r.secret_name else {})} for r in value]
+        elif attr == "skip_dates":
+            value = list(value)
+        out[key] = value
+    return out
+
+
+def extras_from_plain(p: Plain) -> dict[str, Any]:
+    """The keyword arguments of a spec's format 5 fields from its plain form (none for most specs)."""
+    out: dict[str, Any] = {}
+    for key, attr in _EXTRA_KEYS:
+        if key not in p:
+            continue
+        value = p[key]
+        if attr == "skip_windows":
+            value = tuple(TimeWindow(int(a), int(b)) for a, b in value)
+        elif attr == "extra_crons":
+            value = tuple(Cron(str(c["expr"]), str(c["tz"])) for c in value)
+        elif attr == "labels":
+            value = tuple(sorted((str(k), str(v)) for k, v in value.items()))
+        elif attr == "notify":
+            value = tuple(NotifyRule(tuple(str(e) for e in r["ev"]), str(r["url"]), str(r.get("sec", ""))) for r in value)
+        elif attr == "skip_dates":
+            value = tuple(str(d) for d in value)
+        elif attr == "trigger_on_create":
+            value = bool(value)
+        elif attr == "concurrency_key":
+            value = str(value)
+        else:
+            value = int(value)
+        out[attr] = value
+    return out
 
 
 def spec_from_plain(p: Plain) -> JobSpec:
@@ -121,6 +189,7 @@ def spec_from_plain(p: Plain) -> JobSpec:
         history_limit=int(p.get("hlimit", DEFAULT_HISTORY_LIMIT)),
         history_ttl_ms=int(p.get("httl", DEFAULT_HISTORY_TTL_MS)),
         failed_history_limit=int(p.get("flimit", DEFAULT_FAILED_HISTORY_LIMIT)),
+        **extras_from_plain(p),
     )
 
 

@@ -19,6 +19,8 @@ from raftsched.cluster.domain.errors import ValidationError
 from raftsched.cluster.domain.model import After, At, Cron, Every, JobSpec, Member, RetryPolicy, Schedule
 from raftsched.cluster.domain.payloads import validate_payload
 from raftsched.cluster.domain.schedule import ScheduleError, validate_schedule
+from raftsched.cluster.domain.spec_codec import has_extras
+from raftsched.cluster.domain.spec_extras import validate_extras
 from raftsched.cluster.domain.unsafe_text import check_text
 
 DEFAULT_MAX_PAYLOAD_BYTES = lim.DEFAULT_MAX_PAYLOAD_BYTES
@@ -154,6 +156,8 @@ def validate_spec(spec: JobSpec, limits: Limits = Limits()) -> None:
     check_schedule(spec.schedule)
     validate_retry(spec.retry)
     _validate_spans(spec)
+    if has_extras(spec):
+        validate_extras(spec)
     validate_payload(spec.type, spec.payload)  # last: a spec with no schedule is told that first
 
 

@@ -47,9 +47,11 @@ def encode(
     members: Members | None = None,
     membership: Membership = NO_MEMBERSHIP,
     requests: list[RequestRow] | None = None,
+    infos: list[tuple[str, tuple[Any, ...]]] | None = None,
 ) -> bytes:
-    """The body; ``requests`` (answered request ids, ``raftsched.cluster.fsm.requests``) is a trailing element only
-    when there are any: a body without reads as before in every version."""
+    """The body; ``requests`` (answered request ids, ``raftsched.cluster.fsm.requests``) and ``infos`` (jobs'
+    ``JobInfo`` tuples, ``raftsched.cluster.fsm.job_info``) are trailing elements only when there are any: a body
+    without reads as before in every version."""
     body: tuple[Any, ...] = (
         FORMAT,
         now_ms,
@@ -60,8 +62,10 @@ def encode(
         members_to_plain(members or {}),
         membership_to_plain(membership),
     )
-    if requests:
-        body += ([tuple(r) for r in requests],)
+    if requests or infos:
+        body += ([tuple(r) for r in requests or ()],)
+    if infos:
+        body += ([(job_id, tuple(t)) for job_id, t in infos],)
     return marshal.dumps(body, MARSHAL_VERSION)
 
 
@@ -74,6 +78,8 @@ class Body(NamedTuple):
     members: Members
     membership: Membership
     requests: list[RequestRow]
+    #: job_id -> its ``JobInfo`` tuple
+    infos: dict[str, tuple[Any, ...]]
 
 
 def decode(data: bytes) -> Body:
@@ -90,6 +96,7 @@ def decode(data: bytes) -> Body:
     members = members_from_plain(rest[0]) if rest else {}
     membership = membership_from_plain(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
     requests: list[Any] = [tuple(r) for r in rest[2]] if len(rest) > 2 else []
+    infos = {str(job_id): tuple(t) for job_id, t in rest[3]} if len(rest) > 3 else {}
     dec = Decoder()
     return Body(
         now_ms,
@@ -100,4 +107,5 @@ def decode(data: bytes) -> Body:
         members,
         membership,
         requests,
+        infos,
     )

@@ -20,9 +20,10 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import ConcurrencyPolicy, Job, JobStatus, RunStatus, run_id_for
 from raftsched.cluster.domain.results import FireReport, Ok, Result
 from raftsched.cluster.domain.run_history import fired_detail
-from raftsched.cluster.domain.schedule import under_rules
+from raftsched.cluster.domain.schedule import job_schedule
+from raftsched.cluster.domain.schedule.exceptions import jitter_ms, skip_reason
 from raftsched.cluster.domain.schedule.firing import FireAt, Skip, Window, plan
-from raftsched.cluster.fsm import jobs, runs
+from raftsched.cluster.fsm import job_info, jobs, runs
 from raftsched.cluster.fsm.tx import Tx
 
 
@@ -31,11 +32,26 @@ def fire(tx: Tx, cmd: c.Fire) -> Result:
     skipped = stale = 0
     for job_id, expected in cmd.items:
         job = tx.job(job_id)
+        if job is not None and job.status is JobStatus.PAUSED and _resume_due(tx, job, expected, cmd):
+            jobs.resume_paused(tx, job, expected)
+            if (
+                job.status is not JobStatus.ACTIVE
+                or job.next_fire_ms is None
+                or job.next_fire_ms > tx.mem.now_ms + cmd.lookahead_ms
+            ):
+                continue
+            expected = job.next_fire_ms
         if job is None or job.status is not JobStatus.ACTIVE or job.next_fire_ms != expected:
             stale += 1
             continue
         skipped += _fire_job(tx, job, cmd, created)
     return Ok(FireReport(created, skipped, stale))  # FireReport is frozen: build it once
+
+
+def _resume_due(tx: Tx, job: Job, expected: int, cmd: c.Fire) -> bool:
+    """Whether the item is a paused job's own instant to resume (``PauseJob.until``), and it has come."""
+    info = job_info.load(tx, job)
+    return bool(info.paused_until_ms) and info.paused_until_ms == expected and expected <= tx.mem.now_ms + cmd.lookahead_ms
 
 
 def _fire_job(tx: Tx, job: Job, cmd: c.Fire, created: list[str]) -> int:
@@ -45,10 +61,21 @@ def _fire_job(tx: Tx, job: Job, cmd: c.Fire, created: list[str]) -> int:
     window = Window(now, cmd.lookahead_ms, cmd.misfire_threshold_ms, spec.catchup_window_ms, spec.misfire)
     assert job.next_fire_ms is not None
     jobs.unindex_due(tx, job)
-    decisions, nxt = plan(under_rules(spec.schedule, tx.mem.cluster_format), job.anchor_ms, job.next_fire_ms, window)
+    decisions, nxt = plan(job_schedule(spec, tx.mem.cluster_format), job.anchor_ms, job.next_fire_ms, window)
     pending_skip: Skip | None = None
     skipped = 0
+    #: how many more runs its schedule may fire (``max_runs``; -1: no limit)
+    room = spec.max_runs - job_info.read(tx, job.job_id).scheduled_runs if spec.max_runs else -1
+    fired = 0
+    excepted = bool(spec.skip_dates or spec.skip_windows)
     for d in decisions:
+        if room >= 0 and fired >= room:  # its last run fired: the rest never will
+            nxt = None
+            break
+        if excepted and isinstance(d, FireAt):
+            why = skip_reason(spec, d.instant_ms)
+            if why:
+                d = Skip(d.instant_ms, d.instant_ms, 1, why)
         if isinstance(d, FireAt) and spec.concurrency is ConcurrencyPolicy.FORBID and runs.has_active(tx, job.job_id):
             d = Skip(d.instant_ms, d.instant_ms, 1, "the previous run is still active (concurrency FORBID)")
         if isinstance(d, FireAt) and runs.pending_full(tx, cmd.max_pending):
@@ -68,13 +95,19 @@ def _fire_job(tx: Tx, job: Job, cmd: c.Fire, created: list[str]) -> int:
             pending_skip = None
         if spec.concurrency is ConcurrencyPolicy.REPLACE:
             _replace_active(tx, job)
-        run = runs.new_run(tx, job, run_id_for(job.job_id, d.instant_ms), d.instant_ms)
-        runs.step(tx, run, "fired", fired_detail(spec, d.instant_ms, now, cmd, tx.index), cmd.node_id)
+        offset = jitter_ms(job.job_id, d.instant_ms, spec.jitter_ms) if spec.jitter_ms else 0
+        run = runs.new_run(tx, job, run_id_for(job.job_id, d.instant_ms), d.instant_ms, not_before_ms=d.instant_ms + offset)
+        runs.step(tx, run, "fired", fired_detail(spec, d.instant_ms, now, cmd, tx.index, offset), cmd.node_id)
         created.append(run.run_id)
         job.fire_count += 1
+        fired += 1
         job.cursor_ms = d.instant_ms
     if pending_skip is not None:
         runs.record_skip(tx, job, pending_skip)
+    if spec.max_runs:
+        job_info.fired(tx, job, fired)
+        if fired >= room:
+            nxt = None
     job.next_fire_ms = nxt
     if nxt is None:
         runs.set_job_status(tx, job, JobStatus.COMPLETED)

@@ -18,25 +18,13 @@ from __future__ import annotations
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, manual_run_id
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
-from raftsched.cluster.domain.schedule import first_fire, next_fire, under_rules
+from raftsched.cluster.domain.schedule import first_fire, job_schedule, next_fire
 from raftsched.cluster.domain.schedule.firing import skip_through
 from raftsched.cluster.domain.spec_codec import spec_fingerprint
-from raftsched.cluster.fsm import keys, layout, retention, runs
+from raftsched.cluster.fsm import job_info, keys, layout, retention, runs
+from raftsched.cluster.fsm.due import index_due, unindex_due
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx
-
-# ------------------------------------------------------------ the due index
-
-
-def index_due(tx: Tx, job: Job) -> None:
-    if job.status is JobStatus.ACTIVE and job.next_fire_ms is not None:
-        tx.put(Table.DUE, keys.timed_key(job.next_fire_ms, job.job_id), b"")
-
-
-def unindex_due(tx: Tx, job: Job) -> None:
-    if job.next_fire_ms is not None:
-        tx.delete(Table.DUE, keys.timed_key(job.next_fire_ms, job.job_id))
-
 
 # ------------------------------------------------------------ helpers
 
@@ -62,13 +50,13 @@ def _pending_runs(tx: Tx, job: Job) -> list[Run]:
     return [run for run in found if run.status is RunStatus.PENDING]
 
 
-def _skip_paused(tx: Tx, job: Job) -> None:
-    """Instants that came due while the job was paused are skipped, with a record."""
+def _skip_paused(tx: Tx, job: Job, through_ms: int) -> None:
+    """Instants that came due while the job was paused (through ``through_ms``) are skipped, with a record."""
     first = job.next_fire_ms
     assert first is not None
     reason = "the job was paused when this instant came due"
-    schedule = under_rules(job.spec.schedule, tx.mem.cluster_format)
-    skip, nxt = skip_through(schedule, job.anchor_ms, first, tx.mem.now_ms, reason)
+    schedule = job_schedule(job.spec, tx.mem.cluster_format)
+    skip, nxt = skip_through(schedule, job.anchor_ms, first, through_ms, reason)
     runs.record_skip(tx, job, skip)
     job.cursor_ms = max(job.cursor_ms, skip.last_ms)
     job.next_fire_ms = nxt
@@ -104,7 +92,7 @@ def create_job(tx: Tx, cmd: c.CreateJob) -> Result:
             "(deleted jobs count until purged): delete jobs or raise max_jobs"
         )
     anchor = mem.now_ms
-    nxt = first_fire(under_rules(cmd.spec.schedule, mem.cluster_format), anchor)
+    nxt = first_fire(job_schedule(cmd.spec, mem.cluster_format), anchor)
     cursor = anchor if nxt is None else min(anchor, nxt - 1)
     status = JobStatus.ACTIVE if nxt is not None else JobStatus.COMPLETED
     job = Job(cmd.job_id, cmd.spec, status, anchor, cursor, nxt, anchor, anchor, cmd.idempotency_key)
@@ -114,6 +102,9 @@ def create_job(tx: Tx, cmd: c.CreateJob) -> Result:
         key = cmd.idempotency_key
         tx.put(Table.IDEMPOTENCY, keys.idem_key(key), layout.encode_idem(key, job.job_id, fingerprint))
     index_due(tx, job)
+    if cmd.spec.trigger_on_create and job_info.kept(tx):
+        run = runs.new_run(tx, job, manual_run_id(job.job_id, tx.index, tx.pos), mem.now_ms, manual=True)
+        runs.step(tx, run, "triggered", f"a run on create (trigger_on_create, entry {tx.index})")
     return Ok(job)
 
 
@@ -125,9 +116,10 @@ def update_job(tx: Tx, cmd: c.UpdateJob) -> Result:
         return FailedPrecondition(f"job {job.job_id} is deleted; create a new job instead")
     now = tx.mem.now_ms
     unindex_due(tx, job)
-    if job.spec.schedule != cmd.spec.schedule:
+    old = job_schedule(job.spec, tx.mem.cluster_format)
+    schedule = job_schedule(cmd.spec, tx.mem.cluster_format)
+    if old != schedule:
         job.anchor_ms = now
-        schedule = under_rules(cmd.spec.schedule, tx.mem.cluster_format)
         nxt = first_fire(schedule, job.anchor_ms)
         if nxt is not None and nxt <= job.cursor_ms:
             nxt = next_fire(schedule, job.cursor_ms, job.anchor_ms)
@@ -144,6 +136,7 @@ def update_job(tx: Tx, cmd: c.UpdateJob) -> Result:
         runs.index_pending(tx, run)
     job.updated_ms = now
     index_due(tx, job)
+    job_info.load(tx, job)
     return Ok(job)
 
 
@@ -151,14 +144,25 @@ def pause_job(tx: Tx, cmd: c.PauseJob) -> Result:
     job = _job_for_change(tx, cmd.job_id)
     if isinstance(job, NotFound):
         return job
-    if job.status is JobStatus.PAUSED:
+    if job.status is JobStatus.PAUSED and not (cmd.note or cmd.until_ms):
+        job_info.load(tx, job)
         return Ok(job)
-    if job.status is not JobStatus.ACTIVE:
+    if job.status not in (JobStatus.ACTIVE, JobStatus.PAUSED):
         return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only an ACTIVE job can be paused")
-    unindex_due(tx, job)
-    runs.set_job_status(tx, job, JobStatus.PAUSED)
-    job.updated_ms = tx.mem.now_ms
+    pause(tx, job, cmd.note, cmd.until_ms)
     return Ok(job)
+
+
+def pause(tx: Tx, job: Job, note: str, until_ms: int) -> None:
+    """The job pauses (or stays paused with a new note and end), until ``until_ms`` (0: until resumed)."""
+    unindex_due(tx, job)
+    if job.status is not JobStatus.PAUSED:
+        runs.set_job_status(tx, job, JobStatus.PAUSED)
+    job.updated_ms = tx.mem.now_ms
+    if job_info.kept(tx):
+        info = job_info.read(tx, job.job_id)
+        job_info.write(tx, job.job_id, info._replace(pause_note=note, paused_until_ms=until_ms), job)
+    index_due(tx, job)
 
 
 def resume_job(tx: Tx, cmd: c.ResumeJob) -> Result:
@@ -166,18 +170,32 @@ def resume_job(tx: Tx, cmd: c.ResumeJob) -> Result:
     if isinstance(job, NotFound):
         return job
     if job.status is JobStatus.ACTIVE:
+        job_info.load(tx, job)
         return Ok(job)
     if job.status is not JobStatus.PAUSED:
         return FailedPrecondition(f"job {job.job_id} is {job.status.value}; only a PAUSED job can be resumed")
+    resume_paused(tx, job)
+    return Ok(job)
+
+
+def resume_paused(tx: Tx, job: Job, until_ms: int = 0) -> None:
+    """A PAUSED job fires again from now (or from ``until_ms``, the end of its pause, when that came first): the
+    instants that came due while it was paused are skipped."""
+    unindex_due(tx, job)
     now = tx.mem.now_ms
     runs.set_job_status(tx, job, JobStatus.ACTIVE)
     job.updated_ms = now
-    if job.next_fire_ms is not None and job.next_fire_ms <= now:
-        _skip_paused(tx, job)
+    info = job_info.read(tx, job.job_id)
+    if info.pause_note or info.paused_until_ms:
+        job_info.write(tx, job.job_id, info._replace(pause_note="", paused_until_ms=0), job)
+    else:
+        job.info = info
+    through = min(now, until_ms - 1) if until_ms else now
+    if job.next_fire_ms is not None and job.next_fire_ms <= through:
+        _skip_paused(tx, job, through)
     if job.next_fire_ms is None:
         runs.set_job_status(tx, job, JobStatus.COMPLETED)
     index_due(tx, job)
-    return Ok(job)
 
 
 def delete_job(tx: Tx, cmd: c.DeleteJob) -> Result:
@@ -197,6 +215,7 @@ def delete_job(tx: Tx, cmd: c.DeleteJob) -> Result:
             runs.finish(tx, run, RunStatus.CANCELLED, "the job was deleted")
         elif not run.cancel_requested:  # LEASED: its executor learns it at the next renewal
             runs.request_cancel(tx, run, "the job was deleted")
+    job_info.load(tx, job)
     return Ok(job)
 
 

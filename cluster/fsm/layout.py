@@ -45,6 +45,7 @@ from raftsched.cluster.domain.model import (
     RunStatus,
     Schedule,
 )
+from raftsched.cluster.domain.spec_codec import extras_from_plain, extras_to_plain, has_extras
 
 #: version 2: no back-references, so equal states always encode to equal bytes
 MARSHAL_VERSION = 2
@@ -119,7 +120,39 @@ def spec_part(s: JobSpec) -> tuple[Any, ...]:
         (r.max_attempts, r.initial_backoff_ms, r.max_backoff_ms, r.multiplier, r.jitter),
         s.lease_ttl_ms, s.timeout_ms, s.concurrency._value_, s.misfire._value_, s.catchup_window_ms,
         s.history_limit, s.history_ttl_ms,
-    ) + (() if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else (s.failed_history_limit,))  # fmt: skip
+    ) + _spec_tail(s)  # fmt: skip
+
+
+def _spec_tail(s: JobSpec) -> tuple[Any, ...]:
+    """What a spec stores after its first 13 fields: its failed_history_limit when it is not the default, and its
+    format 5 fields (as in the log's plain form, in tuples) when it sets any: most specs store nothing more."""
+    if not has_extras(s):
+        return () if s.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT else (s.failed_history_limit,)
+    return (s.failed_history_limit, _frozen(extras_to_plain(s)))
+
+
+def _frozen(value: Any) -> Any:
+    """A plain value with its dicts and lists as sorted (key, value) tuples and tuples: hashable, and equal values
+    alike (a spec is interned by its stored fields)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    """``_frozen`` undone for ``extras_from_plain``: pairs tuples back to dicts where the plain form has dicts."""
+    if isinstance(value, tuple):
+        if value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
+            return {k: _thawed(v) for k, v in value}
+        return [_thawed(v) for v in value]
+    return value
+
+
+def _extras(t: tuple[Any, ...]) -> dict[str, Any]:
+    """The keyword arguments of a stored spec's format 5 fields (``_spec_tail``)."""
+    return extras_from_plain({k: _thawed(v) for k, v in t})
 
 
 class Decoder:
@@ -156,6 +189,8 @@ class Decoder:
             name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
             _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
         )  # fmt: skip
+        if len(more) > 1:  # its format 5 fields
+            spec = spec._replace(**_extras(more[1]))
         if shared:
             if len(self._specs) >= self._SPECS:
                 self._specs.clear()

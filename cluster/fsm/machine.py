@@ -41,11 +41,11 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, Job, JobStatus, Run
+from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, Job, JobInfo, JobStatus, Run
 from raftsched.cluster.domain.output import OutputKey
 from raftsched.cluster.domain.results import Internal, InvalidArgument, Ok, Rejected, Result
 from raftsched.cluster.domain.retention import kept_apart
-from raftsched.cluster.fsm import body, fire, jobs, keys, layout, leases, membership, queries, requests, retention, runs
+from raftsched.cluster.fsm import body, fire, job_info, jobs, keys, layout, leases, membership, queries, requests, retention, runs
 from raftsched.cluster.fsm.cache import CACHE_BYTES
 from raftsched.cluster.fsm.memory import Memory
 from raftsched.cluster.fsm.reader import RecordMap, RecordReader
@@ -156,7 +156,8 @@ class JobStateMachine:
         store = self.tx.store
         #: read-only queries of committed records (any thread, inside ``reading()``)
         self.view = RecordReader(store)
-        self.jobs: RecordMap[Job] = RecordMap(store, Table.JOBS, layout.Decoder().decode)
+        decoder = layout.Decoder()
+        self.jobs: RecordMap[Job] = RecordMap(store, Table.JOBS, lambda raw: self.view.with_info(decoder.decode(raw)))
         self.runs: RecordMap[Run] = RecordMap(store, Table.RUNS, layout.decode_run)
         self.idempotency = IdempotencyMap(store)
         self.load()
@@ -246,6 +247,7 @@ class JobStateMachine:
         return body.encode(
             mem.now_ms, mem.applied_index, self.view.iter_jobs(), self.view.iter_runs(), dict(self.idempotency.items()),
             mem.members, mem.membership(), requests.rows(self.tx),
+            [(key.decode("utf-8"), tuple(job_info.decode(raw))) for key, raw in self.tx.rows(Table.JOB_INFO)],
         )  # fmt: skip
 
     def restore(self, data: bytes) -> None:
@@ -370,6 +372,12 @@ def _restore_records(tx: Tx, state: body.Body) -> None:
         tx.put(Table.FINISHED, keys.id_key(job_id), layout.encode_int(n))
     for job_id, n in failed.items():
         tx.put(Table.FAILED, keys.id_key(job_id), layout.encode_int(n))
+    for job_id, t in state.infos.items():
+        tx.put(Table.JOB_INFO, keys.id_key(job_id), job_info.encode(JobInfo(*t)))
+        if JobInfo(*t).paused_until_ms:  # its resume is due then
+            paused = tx.job(job_id)
+            if paused is not None and paused.status is JobStatus.PAUSED:
+                tx.put(Table.DUE, keys.timed_key(JobInfo(*t).paused_until_ms, job_id), b"")
 
 
 def due_item(key: bytes) -> tuple[str, int]:

@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
+import marshal
 from typing import Callable, Iterator, Mapping, TypeVar
 
-from raftsched.cluster.domain.model import Job, Run
+from raftsched.cluster.domain.model import Job, JobInfo, Run
 from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.layout import Decoder, decode_run
 from raftsched.cluster.fsm.store import Table, TableStore, iter_table
@@ -30,7 +31,14 @@ class RecordReader:
 
     def job(self, job_id: str) -> Job | None:
         raw = self.store.get(Table.JOBS, keys.id_key(job_id))
-        return None if raw is None else self._decoder.decode(raw)
+        return None if raw is None else self.with_info(self._decoder.decode(raw))
+
+    def with_info(self, job: Job) -> Job:
+        """The job with its ``JobInfo`` (its summary and pause: ``raftsched.cluster.fsm.job_info``), if it has one."""
+        raw = self.store.get(Table.JOB_INFO, keys.id_key(job.job_id))
+        if raw is not None:
+            job.info = JobInfo(*marshal.loads(raw))
+        return job
 
     def run(self, run_id: str) -> Run | None:
         raw = self.store.get(Table.RUNS, keys.id_key(run_id))
@@ -43,7 +51,7 @@ class RecordReader:
         """Jobs with ids after ``after_id`` (all: ""), in id order."""
         start = keys.id_key(after_id) + b"\x00" if after_id else b""
         for _, raw in iter_table(self.store, Table.JOBS, start, chunk=_CHUNK):
-            yield self._decoder.decode(raw)
+            yield self.with_info(self._decoder.decode(raw))
 
     def iter_runs(self, after_id: str = "") -> Iterator[Run]:
         start = keys.id_key(after_id) + b"\x00" if after_id else b""

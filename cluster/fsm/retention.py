@@ -32,7 +32,7 @@ from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run
 from raftsched.cluster.domain.results import Ok, Result
 from raftsched.cluster.domain.retention import RECHECK_MS, kept_apart
-from raftsched.cluster.fsm import keys, layout, requests
+from raftsched.cluster.fsm import job_info, keys, layout, requests
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx
 
@@ -146,6 +146,7 @@ def schedule_purge(tx: Tx, job: Job, at_ms: int) -> None:
 
 def _purge_job(tx: Tx, job: Job) -> None:
     tx.drop_job(job.job_id)
+    job_info.forget(tx, job.job_id)
     tx.mem.job_counts[job.status] -= 1
     key = job.idempotency_key
     if key:

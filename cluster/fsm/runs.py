@@ -24,11 +24,11 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
+from raftsched.cluster.domain.model import Job, JobInfo, JobStatus, Run, RunStatus, run_id_for
 from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step, skipped_detail
 from raftsched.cluster.domain.schedule.firing import Skip
-from raftsched.cluster.fsm import keys, retention
+from raftsched.cluster.fsm import due, job_info, keys, retention
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx
 
@@ -101,9 +101,12 @@ def step(tx: Tx, run: Run, kind: str, detail: str | tuple[Any, ...], node_id: st
 # ------------------------------------------------------------ made, activated, finished
 
 
-def new_run(tx: Tx, job: Job, run_id: str, scheduled_ms: int, manual: bool = False) -> Run:
-    """A PENDING run of ``job`` for ``scheduled_ms``, under a fresh id."""
+def new_run(tx: Tx, job: Job, run_id: str, scheduled_ms: int, manual: bool = False, not_before_ms: int = 0) -> Run:
+    """A PENDING run of ``job`` for ``scheduled_ms``, under a fresh id, leasable from ``not_before_ms`` (0: from
+    its instant)."""
     run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, tx.mem.now_ms, manual=manual)
+    if not_before_ms:
+        run.not_before_ms = not_before_ms
     tx.add_new_run(run)
     tx.mem.run_counts[RunStatus.PENDING] += 1
     key = keys.job_run_key(run.job_id, scheduled_ms, run_id)  # the same key in both tables: a job's runs by instant
@@ -138,6 +141,27 @@ def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
         add_step(run, now, status.value.lower(), error or f"the run ended {status.value}")
     tx.events.append(("finished", run))
     retention.retain(tx, run)
+    info = job_info.ran(tx, run)
+    if info is not None and info.consecutive_failures:
+        spec = tx.spec(run.job_id)
+        if spec is not None and 0 < spec.pause_after_failures <= info.consecutive_failures:
+            _pause_after_failures(tx, run, info)
+
+
+def _pause_after_failures(tx: Tx, run: Run, info: JobInfo) -> None:
+    """The job's ``pause_after_failures``-th failure in a row: it pauses itself, with a note saying why."""
+    job = tx.job(run.job_id)
+    if job is None or job.status is not JobStatus.ACTIVE:
+        return
+    due.unindex_due(tx, job)
+    set_job_status(tx, job, JobStatus.PAUSED)
+    job.updated_ms = tx.mem.now_ms
+    note = (
+        f"paused itself after {info.consecutive_failures} failed runs in a row (pause_after_failures); the last, "
+        f"{run.run_id}, ended {run.status.value}"
+    )
+    job_info.write(tx, job.job_id, info._replace(pause_note=note, paused_until_ms=0), job)
+    step(tx, run, "job_paused", note)
 
 
 def request_cancel(tx: Tx, run: Run, why: str) -> None:
@@ -164,6 +188,7 @@ def record_skip(tx: Tx, job: Job, skip: Skip) -> None:
     tx.put(Table.JOB_RUNS, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
     tx.events.append(("skipped", run))
     retention.retain(tx, run)
+    job_info.skipped(tx, job.job_id, skip.count)
 
 
 # ------------------------------------------------------------ live indexes (in memory)

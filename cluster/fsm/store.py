@@ -62,10 +62,11 @@ class Table:
     REQUEST_EXPIRY = "req_expiry"  # expires_ms, request_id -> "": answered requests by when they are forgotten
     FAILED_RUNS = "failed_runs"  # job_id, scheduled_ms, run_id -> "": FAILED/DEAD_LETTER runs kept apart (format 3)
     FAILED = "failed"  # job_id -> how many of its finished runs FAILED_RUNS holds
+    JOB_INFO = "job_info"  # job_id -> its summary and pause note (format 5: ``job_info``)
 
     ALL = (
         META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED, REQUESTS, REQUEST_EXPIRY, FAILED_RUNS,
-        FAILED,
+        FAILED, JOB_INFO,
     )  # fmt: skip
 
 

@@ -24,12 +24,23 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.idempotency_scope import readable, scoped
-from raftsched.cluster.domain.model import DEFAULT_FAILED_HISTORY_LIMIT, Cron, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
-from raftsched.cluster.domain.results import AlreadyExists, NotFound, ResourceExhausted
+from raftsched.cluster.domain.model import (
+    DEFAULT_FAILED_HISTORY_LIMIT,
+    SCHEDULES_FORMAT,
+    Cron,
+    Job,
+    JobSpec,
+    JobStatus,
+    Run,
+    RunStatus,
+    Schedule,
+)
+from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT
 from raftsched.cluster.domain.schedule import explain_instant, upcoming
 from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT, check_legacy
-from raftsched.cluster.domain.spec_codec import spec_fingerprint
+from raftsched.cluster.domain.spec_codec import has_extras, spec_fingerprint
+from raftsched.cluster.domain.spec_extras import matches, parse_selector
 from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
 from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec
 from raftsched.cluster.fsm.machine import JobStateMachine
@@ -68,6 +79,10 @@ class Counts:
     members: dict[str, tuple[str, int]]
     #: jobs by status (kept ones: DELETED jobs are gone)
     jobs_by_status: dict[JobStatus, int] = field(default_factory=dict)
+
+
+#: the longest note a pause takes
+MAX_PAUSE_NOTE_CHARS = 512
 
 
 def new_job_id(now_ms: int) -> str:
@@ -129,6 +144,25 @@ class JobService:
                 "rolling upgrade is not finished): leave it unset, or retry once every node runs this version"
             )
 
+    def _check_format(self, what: str) -> None:
+        """``what`` needs command format 5: refused until the cluster uses it (an older node would apply the
+        command without it)."""
+        if self._replica.read(lambda m: m.cluster_format, barrier=False) < SCHEDULES_FORMAT:
+            raise RejectedError(
+                FailedPrecondition(
+                    f"{what} needs command format {SCHEDULES_FORMAT}, and the cluster still uses an older one (a rolling "
+                    "upgrade is not finished): retry once every node runs this version (raftsched cluster status shows "
+                    "the command format)"
+                )
+            )
+
+    def _check_extras(self, spec: JobSpec) -> None:
+        if has_extras(spec):
+            self._check_format(
+                "a spec with start/end times, jitter, skip dates or windows, extra crons, max_runs, "
+                "pause_after_failures, trigger_on_create or labels"
+            )
+
     def _rid(self, request_id: str) -> str:
         """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""
         lim.check_chars("request_id", request_id, lim.MAX_REQUEST_ID_CHARS)
@@ -144,6 +178,7 @@ class JobService:
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
         self._check_history(spec)
+        self._check_extras(spec)
         rid = self._rid(request_id)
         return c.CreateJob(now, new_job_id(now), spec, sent_key, spec_fingerprint(spec), self._limits.max_jobs, rid)
 
@@ -208,6 +243,7 @@ class JobService:
         validate_spec(spec, self._limits)
         self._check_rules(spec.schedule)
         self._check_history(spec)
+        self._check_extras(spec)
         return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec, self._rid(request_id)))
 
     def _job_write(self, cmd: c.Command) -> Job:
@@ -215,9 +251,22 @@ class JobService:
         assert isinstance(job, Job)
         return job
 
-    def pause_job(self, job_id: str, request_id: str = "") -> Job:
+    def pause_job(self, job_id: str, request_id: str = "", note: str = "", until_ms: int = 0) -> Job:
+        """Pause a job; ``note``: why, for people (at most 512 characters); ``until_ms``: it resumes itself then
+        (0: when resumed)."""
         _require_id("job_id", job_id)
-        return self._job_write(c.PauseJob(self._clock.now_ms(), job_id, self._rid(request_id)))
+        lim.check_chars("note", note, MAX_PAUSE_NOTE_CHARS)
+        check_text("note", note)
+        now = self._clock.now_ms()
+        if until_ms:
+            lim.check_instant_ms("until", until_ms)
+            if until_ms <= now:
+                raise ValidationError(
+                    "until is not in the future: give a later instant, or leave it unset to pause until resumed"
+                )
+        if note or until_ms:
+            self._check_format("a pause with a note or an until")
+        return self._job_write(c.PauseJob(now, job_id, self._rid(request_id), note, until_ms))
 
     def resume_job(self, job_id: str, request_id: str = "") -> Job:
         _require_id("job_id", job_id)
@@ -269,6 +318,16 @@ class JobService:
             raise RejectedError(NotFound(f"job {job_id} not found"))
         return job
 
+    def run_labels(self, runs: list[Run]) -> dict[str, dict[str, str]]:
+        """The labels of the jobs of ``runs`` (a run carries its job's labels), by job id; only jobs with labels."""
+        ids = {r.job_id for r in runs}
+
+        def read(rr: RecordReader) -> dict[str, dict[str, str]]:
+            found = {job_id: _labels_of(rr, job_id) for job_id in ids}
+            return {job_id: dict(labels) for job_id, labels in found.items() if labels}
+
+        return self._replica.read_records(read) if ids else {}
+
     def get_run(self, run_id: str) -> Run:
         _require_id("run_id", run_id)
         run = self._replica.read_records(lambda r: r.run(run_id))
@@ -302,12 +361,20 @@ class JobService:
         return self._replica.read(count, barrier=False)
 
     def list_jobs(
-        self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        queue: str = "",
+        status: JobStatus | None = None,
+        name_prefix: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        label_selector: str = "",
     ) -> Page:
         size = _page_size(page_size)
         lim.check_chars("queue", queue, lim.MAX_QUEUE_CHARS)
         lim.check_chars("name_prefix", name_prefix, lim.MAX_NAME_CHARS)
-        query = _query("jobs", queue, status.value if status else "", name_prefix)
+        selector = parse_selector(label_selector)
+        # a token is bound to the filters (one without a selector as it always was: older nodes' tokens stay good)
+        query = _query("jobs", queue, status.value if status else "", name_prefix, *((label_selector,) if selector else ()))
         cursor = self._tokens.open(query, page_token)
 
         def keep(j: Job) -> bool:
@@ -315,6 +382,7 @@ class JobService:
                 (not queue or j.spec.queue == queue)
                 and (status is None or j.status is status)
                 and j.spec.name.startswith(name_prefix)
+                and matches(selector, j.spec.labels)
             )
 
         page = self._scan(lambda r, after: r.iter_jobs(after), keep, size, lambda j: j.job_id, cursor)
@@ -327,19 +395,38 @@ class JobService:
         page_size: int = 0,
         page_token: str = "",
         newest_first: bool = False,
+        label_selector: str = "",
     ) -> Page:
-        """Runs (of ``job_id``, or all by run id) in ``status``; a job's by scheduled instant, oldest first
-        unless ``newest_first`` (the web view's order; only with a ``job_id``)."""
+        """Runs (of ``job_id``, or all by run id) in ``status`` whose job's labels ``label_selector`` selects; a
+        job's by scheduled instant, oldest first unless ``newest_first`` (the web view's order; only with a
+        ``job_id``)."""
         size = _page_size(page_size)
         lim.check_chars("job_id", job_id, lim.MAX_ID_CHARS)
         if newest_first and not job_id:
             raise ValidationError("newest_first needs a job_id: runs of every job are listed by run id")
+        selector = parse_selector(label_selector)
         # the oldest-first query is bound as it always was (tokens of older nodes stay good)
-        query = _query("runs", job_id, status.value if status else "", *(("newest",) if newest_first else ()))
+        query = _query(
+            "runs", job_id, status.value if status else "", *(("newest",) if newest_first else ()),
+            *(("labels", label_selector) if selector else ()),
+        )  # fmt: skip
         cursor = self._tokens.open(query, page_token)
 
         def keep(r: Run) -> bool:
             return status is None or r.status is status
+
+        def labeled(r: RecordReader, found: Iterator[Run]) -> Iterator[Run]:
+            """The runs whose job's labels the selector selects (each job's labels read once)."""
+            if not selector:
+                return found
+            chosen: dict[str, bool] = {}
+
+            def chose(run: Run) -> bool:
+                if run.job_id not in chosen:
+                    chosen[run.job_id] = matches(selector, _labels_of(r, run.job_id))
+                return chosen[run.job_id]
+
+            return (run for run in found if chose(run))
 
         if job_id:
             _parse_run_token(cursor)  # a bad cursor is INVALID_ARGUMENT before anything is read
@@ -347,11 +434,11 @@ class JobService:
             def job_runs(r: RecordReader, after: str) -> Iterator[Run]:
                 if not r.has_job(job_id):
                     raise RejectedError(NotFound(f"job {job_id} not found"))
-                return r.iter_job_runs(job_id, _parse_run_token(after), newest_first)
+                return labeled(r, r.iter_job_runs(job_id, _parse_run_token(after), newest_first))
 
             page = self._scan(job_runs, keep, size, lambda r: f"{r.scheduled_ms}|{r.run_id}", cursor)
         else:
-            page = self._scan(lambda r, after: r.iter_runs(after), keep, size, lambda r: r.run_id, cursor)
+            page = self._scan(lambda r, after: labeled(r, r.iter_runs(after)), keep, size, lambda r: r.run_id, cursor)
         return Page(page.items, self._tokens.issue(query, page.next_token))
 
     def _scan(
@@ -406,6 +493,11 @@ class JobService:
         lim.check_instant_ms("after", start)
         times = [t for t in upcoming(spec_schedule, start, start, count) if t <= lim.MAX_INSTANT_MS]
         return [(t, explain_instant(spec_schedule, prev, t)) for prev, t in zip([start] + times, times)]
+
+
+def _labels_of(reader: RecordReader, job_id: str) -> tuple[tuple[str, str], ...]:
+    job = reader.job(job_id)
+    return job.spec.labels if job is not None else ()
 
 
 def _require_id(field: str, value: str) -> None:

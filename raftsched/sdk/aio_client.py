@@ -107,12 +107,18 @@ class AsyncClient:
         return from_pb.job(await self._job("GetJob", pb.GetJobRequest(job_id=job_id)))
 
     async def list_jobs(
-        self, *, queue: str = "", status: str | None = None, name_prefix: str = "", page_size: int = rq.PAGE_SIZE
+        self,
+        *,
+        queue: str = "",
+        status: str | None = None,
+        name_prefix: str = "",
+        page_size: int = rq.PAGE_SIZE,
+        label_selector: str = "",
     ) -> AsyncIterator[Job]:
         """Every job matching the filters, by id; pages fetched as the iteration goes (``async for``)."""
         token = ""
         while True:
-            resp = await self._job("ListJobs", rq.list_jobs(queue, status, name_prefix, page_size, token))
+            resp = await self._job("ListJobs", rq.list_jobs(queue, status, name_prefix, page_size, token, label_selector))
             for j in resp.jobs:
                 yield from_pb.job(j)
             token = resp.next_page_token
@@ -132,9 +138,9 @@ class AsyncClient:
         spec = change_spec(current.spec, **changes)
         return from_pb.job(await self._job("UpdateJob", pb.UpdateJobRequest(job_id=job_id, spec=spec, request_id=request_id)))
 
-    async def pause_job(self, job_id: str, *, request_id: str = "") -> Job:
-        """Stop a job firing until ``resume_job``."""
-        return from_pb.job(await self._job("PauseJob", pb.PauseJobRequest(job_id=job_id, request_id=request_id)))
+    async def pause_job(self, job_id: str, *, note: str = "", until: Any = None, request_id: str = "") -> Job:
+        """Stop a job firing until ``resume_job`` or ``until`` (``Client.pause_job``)."""
+        return from_pb.job(await self._job("PauseJob", rq.pause_job(job_id, request_id, note, until)))
 
     async def resume_job(self, job_id: str, *, request_id: str = "") -> Job:
         """Let a paused job fire again, from now."""
@@ -159,12 +165,12 @@ class AsyncClient:
         return from_pb.run(await self._job("GetRun", pb.GetRunRequest(run_id=run_id)))
 
     async def list_runs(
-        self, *, job_id: str = "", status: str | None = None, page_size: int = rq.PAGE_SIZE
+        self, *, job_id: str = "", status: str | None = None, page_size: int = rq.PAGE_SIZE, label_selector: str = ""
     ) -> AsyncIterator[Run]:
         """Every run matching the filters, newest first; pages fetched as the iteration goes (``async for``)."""
         token = ""
         while True:
-            resp = await self._job("ListRuns", rq.list_runs(job_id, status, page_size, token))
+            resp = await self._job("ListRuns", rq.list_runs(job_id, status, page_size, token, label_selector))
             for r in resp.runs:
                 yield from_pb.run(r)
             token = resp.next_page_token

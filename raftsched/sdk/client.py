@@ -122,13 +122,19 @@ class Client:
         return from_pb.job(self._job("GetJob", pb.GetJobRequest(job_id=job_id)))
 
     def list_jobs(
-        self, *, queue: str = "", status: str | None = None, name_prefix: str = "", page_size: int = rq.PAGE_SIZE
+        self,
+        *,
+        queue: str = "",
+        status: str | None = None,
+        name_prefix: str = "",
+        page_size: int = rq.PAGE_SIZE,
+        label_selector: str = "",
     ) -> Iterator[Job]:
-        """Every job matching the filters (``status``: ``"ACTIVE"``, ``"PAUSED"``, ...), by id; the pages
-        are fetched as the iteration goes."""
+        """Every job matching the filters (``status``: ``"ACTIVE"``, ``"PAUSED"``, ...; ``label_selector``:
+        ``"team=billing,!beta"``), by id; the pages are fetched as the iteration goes."""
         token = ""
         while True:
-            resp = self._job("ListJobs", rq.list_jobs(queue, status, name_prefix, page_size, token))
+            resp = self._job("ListJobs", rq.list_jobs(queue, status, name_prefix, page_size, token, label_selector))
             yield from (from_pb.job(j) for j in resp.jobs)
             token = resp.next_page_token
             if not token:
@@ -147,9 +153,10 @@ class Client:
         spec = change_spec(current.spec, **changes)
         return from_pb.job(self._job("UpdateJob", pb.UpdateJobRequest(job_id=job_id, spec=spec, request_id=request_id)))
 
-    def pause_job(self, job_id: str, *, request_id: str = "") -> Job:
-        """Stop a job firing until ``resume_job``; instants passed meanwhile are not fired."""
-        return from_pb.job(self._job("PauseJob", pb.PauseJobRequest(job_id=job_id, request_id=request_id)))
+    def pause_job(self, job_id: str, *, note: str = "", until: Any = None, request_id: str = "") -> Job:
+        """Stop a job firing until ``resume_job`` (or until ``until``, an aware datetime or ISO text, when it
+        resumes itself); ``note``: why, shown with the job. Instants passed meanwhile are not fired."""
+        return from_pb.job(self._job("PauseJob", rq.pause_job(job_id, request_id, note, until)))
 
     def resume_job(self, job_id: str, *, request_id: str = "") -> Job:
         """Let a paused job fire again, from now."""
@@ -174,12 +181,14 @@ class Client:
         """The run ``run_id``; ``NotFound`` when there is none (or retention dropped it)."""
         return from_pb.run(self._job("GetRun", pb.GetRunRequest(run_id=run_id)))
 
-    def list_runs(self, *, job_id: str = "", status: str | None = None, page_size: int = rq.PAGE_SIZE) -> Iterator[Run]:
-        """Every run matching the filters (``status``: ``"FAILED"``, ``"DEAD_LETTER"``, ...), newest first;
-        the pages are fetched as the iteration goes."""
+    def list_runs(
+        self, *, job_id: str = "", status: str | None = None, page_size: int = rq.PAGE_SIZE, label_selector: str = ""
+    ) -> Iterator[Run]:
+        """Every run matching the filters (``status``: ``"FAILED"``, ``"DEAD_LETTER"``, ...; ``label_selector``:
+        its job's labels), newest first; the pages are fetched as the iteration goes."""
         token = ""
         while True:
-            resp = self._job("ListRuns", rq.list_runs(job_id, status, page_size, token))
+            resp = self._job("ListRuns", rq.list_runs(job_id, status, page_size, token, label_selector))
             yield from (from_pb.run(r) for r in resp.runs)
             token = resp.next_page_token
             if not token:

@@ -115,6 +115,15 @@ def job(j: pb.Job) -> Job:
         idempotency_key=j.idempotency_key,
         fire_count=j.fire_count,
         upcoming=tuple(t for t in (instant(ts) for ts in j.upcoming) if t is not None),
+        pause_note=j.pause_note,
+        paused_until=instant(j.paused_until),
+        success_count=j.success_count,
+        failure_count=j.failure_count,
+        skipped_count=j.skipped_count,
+        consecutive_failures=j.consecutive_failures,
+        last_success_time=instant(j.last_success_time),
+        last_failure_time=instant(j.last_failure_time),
+        last_error=j.last_error,
     )
 
 
@@ -162,6 +171,7 @@ def run(r: pb.Run) -> Run:
         skipped_until=instant(r.skipped_until),
         attempts=tuple(attempt(a) for a in r.attempts),
         attempts_dropped=r.attempts_dropped,
+        labels=dict(r.labels),
     )
 
 

@@ -87,6 +87,23 @@ class Job:
     #: its next instants (at most 5, the first being ``next_fire_time``); empty when it will not fire again or
     #: is paused
     upcoming: tuple[dt.datetime, ...] = ()
+    #: why it is paused and when it resumes itself ("" and None when it is not paused)
+    pause_note: str = ""
+    paused_until: dt.datetime | None = None
+    #: its runs' summary, kept as they end: runs SUCCEEDED; FAILED or DEAD_LETTER; instants skipped; failures
+    #: since the last success; when the last success and failure ended; the last failure's error
+    success_count: int = 0
+    failure_count: int = 0
+    skipped_count: int = 0
+    consecutive_failures: int = 0
+    last_success_time: dt.datetime | None = None
+    last_failure_time: dt.datetime | None = None
+    last_error: str = ""
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """Its labels (``labels=`` of ``create_job``)."""
+        return dict(self.spec.extra.get("labels", {}))
 
     @property
     def name(self) -> str:
@@ -156,6 +173,8 @@ class Run:
     skipped_until: dt.datetime | None = None
     attempts: tuple[Attempt, ...] = ()
     attempts_dropped: int = 0
+    #: its job's labels
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def result(self) -> Any:

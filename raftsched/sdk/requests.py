@@ -51,16 +51,31 @@ def job_status(status: str | int | None) -> int:
     return 0 if status is None else enum_value(pb.JobStatus.DESCRIPTOR, status, "status")
 
 
-def list_jobs(queue: str, status: str | int | None, name_prefix: str, page_size: int, token: str) -> pb.ListJobsRequest:
+def list_jobs(
+    queue: str, status: str | int | None, name_prefix: str, page_size: int, token: str, label_selector: str = ""
+) -> pb.ListJobsRequest:
     """One page of ``ListJobs`` (``token``: the previous page's ``next_page_token``)."""
     filtered: Any = job_status(status)
-    return pb.ListJobsRequest(queue=queue, status=filtered, name_prefix=name_prefix, page_size=page_size, page_token=token)
+    return pb.ListJobsRequest(
+        queue=queue, status=filtered, name_prefix=name_prefix, page_size=page_size, page_token=token,
+        label_selector=label_selector,
+    )  # fmt: skip
 
 
-def list_runs(job_id: str, status: str | int | None, page_size: int, token: str) -> pb.ListRunsRequest:
+def list_runs(job_id: str, status: str | int | None, page_size: int, token: str, label_selector: str = "") -> pb.ListRunsRequest:
     """One page of ``ListRuns`` (``token``: the previous page's ``next_page_token``)."""
     filtered: Any = run_status(status)
-    return pb.ListRunsRequest(job_id=job_id, status=filtered, page_size=page_size, page_token=token)
+    return pb.ListRunsRequest(
+        job_id=job_id, status=filtered, page_size=page_size, page_token=token, label_selector=label_selector
+    )
+
+
+def pause_job(job_id: str, request_id: str, note: str, until: Any) -> pb.PauseJobRequest:
+    """``PauseJob``: ``note`` why, ``until`` (an aware datetime or ISO text; None: until resumed)."""
+    req = pb.PauseJobRequest(job_id=job_id, request_id=request_id, note=note)
+    if until is not None:
+        cv.to_ts(instant_ms(until, "until"), req.until)
+    return req
 
 
 def preview(count: int, start: Any, schedule: dict[str, Any]) -> pb.PreviewScheduleRequest:

@@ -65,7 +65,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
     @guarded
     def ListJobs(self, request: pb.ListJobsRequest, context: grpc.ServicerContext) -> pb.ListJobsResponse:
         status = _status(cv.JOB_STATUS_FROM_PB, request.status)
-        page = self._svc.list_jobs(request.queue, status, request.name_prefix, request.page_size, request.page_token)
+        page = self._svc.list_jobs(
+            request.queue, status, request.name_prefix, request.page_size, request.page_token, request.label_selector
+        )
         return pb.ListJobsResponse(jobs=[cv.job_to_pb(j) for j in page.items], next_page_token=page.next_token)
 
     @guarded
@@ -74,7 +76,8 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def PauseJob(self, request: pb.PauseJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return cv.job_to_pb(self._svc.pause_job(request.job_id, request.request_id))
+        until = cv.instant_in(request.until, "until") if request.HasField("until") else 0
+        return cv.job_to_pb(self._svc.pause_job(request.job_id, request.request_id, request.note, until))
 
     @guarded
     def ResumeJob(self, request: pb.ResumeJobRequest, context: grpc.ServicerContext) -> pb.Job:
@@ -86,17 +89,24 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def TriggerJob(self, request: pb.TriggerJobRequest, context: grpc.ServicerContext) -> pb.Run:
-        return cv.run_to_pb(self._svc.trigger_job(request.job_id, request.request_id))
+        return self._runs_pb([self._svc.trigger_job(request.job_id, request.request_id)])[0]
 
     @guarded
     def GetRun(self, request: pb.GetRunRequest, context: grpc.ServicerContext) -> pb.Run:
-        return cv.run_to_pb(self._svc.get_run(request.run_id))
+        return self._runs_pb([self._svc.get_run(request.run_id)])[0]
 
     @guarded
     def ListRuns(self, request: pb.ListRunsRequest, context: grpc.ServicerContext) -> pb.ListRunsResponse:
         status = _status(cv.RUN_STATUS_FROM_PB, request.status)
-        page = self._svc.list_runs(request.job_id, status, request.page_size, request.page_token)
-        return pb.ListRunsResponse(runs=[cv.run_to_pb(r) for r in page.items], next_page_token=page.next_token)
+        page = self._svc.list_runs(
+            request.job_id, status, request.page_size, request.page_token, label_selector=request.label_selector
+        )
+        return pb.ListRunsResponse(runs=self._runs_pb(page.items), next_page_token=page.next_token)
+
+    def _runs_pb(self, runs: list[Run]) -> list[pb.Run]:
+        """Runs with their job's labels."""
+        labels = self._svc.run_labels(runs)
+        return [cv.run_to_pb(r, labels=labels.get(r.job_id)) for r in runs]
 
     @guarded
     def CancelRun(self, request: pb.CancelRunRequest, context: grpc.ServicerContext) -> pb.Run:

@@ -21,7 +21,9 @@ from raftsched.cluster.domain.model import (
     JobSpec,
     Member,
     MisfirePolicy,
+    NotifyRule,
     RetryPolicy,
+    TimeWindow,
 )
 from raftsched.cluster.domain.spec_codec import spec_fingerprint, spec_from_plain, spec_to_plain
 
@@ -55,6 +57,21 @@ specs = st.builds(
     misfire=st.sampled_from(list(MisfirePolicy)),
     catchup_window_ms=ms,
     failed_history_limit=st.integers(1, 100_000),
+    start_ms=ms,
+    end_ms=ms,
+    jitter_ms=ms,
+    skip_dates=st.lists(text, max_size=3).map(tuple),
+    skip_windows=st.lists(st.builds(TimeWindow, ms, ms), max_size=3).map(tuple),
+    extra_crons=st.lists(st.builds(Cron, text, text), max_size=3).map(tuple),
+    max_runs=ms,
+    pause_after_failures=st.integers(0, 1000),
+    trigger_on_create=st.booleans(),
+    labels=st.dictionaries(text, text, max_size=4).map(lambda d: tuple(sorted(d.items()))),
+    pending_ttl_ms=ms,
+    priority=st.integers(0, 9),
+    concurrency_key=text,
+    concurrency_limit=st.integers(0, 1000),
+    notify=st.lists(st.builds(NotifyRule, st.lists(text, max_size=3).map(tuple), text, text), max_size=2).map(tuple),
 )
 items = st.lists(st.tuples(text, ms), max_size=20).map(tuple)
 
@@ -62,6 +79,7 @@ commands = st.one_of(
     st.builds(c.CreateJob, ms, text, specs, text, text),
     st.builds(c.UpdateJob, ms, text, specs),
     st.builds(c.PauseJob, ms, text),
+    st.builds(c.PauseJob, ms, text, text, text, ms),
     st.builds(c.ResumeJob, ms, text),
     st.builds(c.DeleteJob, ms, text),
     st.builds(c.TriggerJob, ms, text),

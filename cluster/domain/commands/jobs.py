@@ -44,12 +44,15 @@ class UpdateJob:
     request_id: str = ""
 
 
-@command("pause_job", (JOB_ID, RID))
+@command("pause_job", (JOB_ID, RID, omitted("note", "note", STR, since=5), omitted("until", "until_ms", INT, since=5)))
 @dataclass(frozen=True, slots=True)
 class PauseJob:
     now_ms: int
     job_id: str
     request_id: str = ""
+    #: why (format 5), and when the job resumes itself (0: when resumed)
+    note: str = ""
+    until_ms: int = 0
 
 
 @command("resume_job", (JOB_ID, RID))

@@ -41,10 +41,11 @@ import json
 from typing import Any, Callable, NamedTuple, TypeVar
 
 from raftsched.cluster.domain.errors import RaftschedError
-from raftsched.cluster.domain.spec_codec import Plain
+from raftsched.cluster.domain.model import SCHEDULES_FORMAT
+from raftsched.cluster.domain.spec_codec import Plain, has_extras
 
 #: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each added)
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
 #: is of that format at least, whatever its command's own (``command_format``)
 REQUEST_ID_FORMAT = 3
@@ -210,6 +211,9 @@ def command_format(cmd: Any) -> int:
     for attr, added in _LATER.get(type(cmd), ()):
         if added > fmt and getattr(cmd, attr):
             fmt = added
+    spec = getattr(cmd, "spec", None)
+    if spec is not None and fmt < SCHEDULES_FORMAT and has_extras(spec):
+        fmt = SCHEDULES_FORMAT
     return fmt
 
 
@@ -302,8 +306,12 @@ def decode(data: bytes) -> Any:
         if key in plain and version < added:
             raise CommandFormatError(f"malformed {op} command: its {key!r} needs format {added}, not {version}")
     try:
-        return decoder(plain, int(plain["now"]))
+        cmd = decoder(plain, int(plain["now"]))
     except CommandFormatError:
         raise
     except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int(1e999)
         raise CommandFormatError(f"malformed {op} command: {exc!r}") from exc
+    spec = getattr(cmd, "spec", None)
+    if spec is not None and version < SCHEDULES_FORMAT and has_extras(spec):
+        raise CommandFormatError(f"malformed {op} command: its spec's fields of format {SCHEDULES_FORMAT} in format {version}")
+    return cmd

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import functools
 from datetime import date, datetime
-from typing import Union
+from typing import NamedTuple, Union
 
-from raftsched.cluster.domain.model import After, At, Cron, Every, Job, JobStatus, Schedule
+from raftsched.cluster.domain.model import After, At, Cron, Every, Job, JobSpec, JobStatus, Schedule
 from raftsched.cluster.domain.schedule import cron_notes
 from raftsched.cluster.domain.schedule.cron_dst import clock_next, once_next
 from raftsched.cluster.domain.schedule.cron_fields import CronFields, ScheduleError, parse_cron
-from raftsched.cluster.domain.schedule.legacy import LegacyCron, legacy_next
+from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT, LegacyCron, legacy_next, under_rules
 from raftsched.cluster.domain.schedule.zones import schedule_zone
 
 __all__ = [
@@ -58,15 +58,40 @@ __all__ = [
     "ScheduleError",
     "explain_instant",
     "first_fire",
+    "job_schedule",
     "next_fire",
     "upcoming",
     "validate_schedule",
 ]
 
 MIN_EVERY_MS = 100
+
+
+class Shaped(NamedTuple):
+    """A schedule as a job's spec shapes it (command format 5): the union of its own instants and those of
+    ``extra`` (more cron expressions), none before ``start_ms`` or after ``end_ms`` (0: unbounded)."""
+
+    base: Union[Schedule, LegacyCron]
+    extra: tuple[Union[Cron, LegacyCron], ...] = ()
+    start_ms: int = 0
+    end_ms: int = 0
+
+
 #: what the next-instant functions take: a schedule, or a cron schedule under the rules of command
-#: format 1 (``raftsched.cluster.domain.schedule.legacy``: what the state machine passes while the cluster is on format 1)
-AnySchedule = Union[Schedule, LegacyCron]
+#: format 1 (``raftsched.cluster.domain.schedule.legacy``: what the state machine passes while the cluster is on format 1),
+#: or either shaped by a spec's bounds and extra expressions (``job_schedule``)
+AnySchedule = Union[Schedule, LegacyCron, Shaped]
+
+
+def job_schedule(spec: JobSpec, cluster_format: int) -> AnySchedule:
+    """The schedule the state machine evaluates for ``spec``: its own, under the cluster's cron rules, shaped by
+    its bounds and extra expressions when it has any."""
+    base = under_rules(spec.schedule, cluster_format)
+    if not (spec.start_ms or spec.end_ms or spec.extra_crons):
+        return base
+    extra = tuple(under_rules(c, cluster_format) for c in spec.extra_crons)
+    return Shaped(base, extra, spec.start_ms, spec.end_ms)  # type: ignore[arg-type]
+
 
 #: one cron search gives up after this many years without a match. Every expression
 #: without a year field that matches at all matches within any 50 years (the longest
@@ -129,6 +154,8 @@ def _fields(expression: str) -> CronFields:
 
 def first_fire(schedule: AnySchedule, anchor_ms: int) -> int | None:
     """The first instant the job fires; ``anchor_ms`` is its creation (or last reschedule) time."""
+    if isinstance(schedule, Shaped):
+        return _first_shaped(schedule, anchor_ms)
     if isinstance(schedule, At):
         return schedule.at_ms
     if isinstance(schedule, After):
@@ -153,10 +180,31 @@ def next_fire(schedule: AnySchedule, after_ms: int, anchor_ms: int) -> int | Non
         return _next_cron(schedule, after_ms)
     if isinstance(schedule, LegacyCron):
         return legacy_next(schedule, after_ms)
+    if isinstance(schedule, Shaped):
+        return _next_shaped(schedule, after_ms, anchor_ms)
     raise ScheduleError(f"unknown schedule {schedule!r}: use At, After, Every or Cron")
 
 
-def upcoming(schedule: Schedule, after_ms: int, anchor_ms: int, count: int) -> list[int]:
+def _earliest(found: list[int | None]) -> int | None:
+    times = [t for t in found if t is not None]
+    return min(times) if times else None
+
+
+def _next_shaped(s: Shaped, after_ms: int, anchor_ms: int) -> int | None:
+    if s.start_ms:
+        after_ms = max(after_ms, s.start_ms - 1)
+    nxt = _earliest([next_fire(p, after_ms, anchor_ms) for p in (s.base, *s.extra)])
+    return None if nxt is None or (s.end_ms and nxt > s.end_ms) else nxt
+
+
+def _first_shaped(s: Shaped, anchor_ms: int) -> int | None:
+    first = _earliest([first_fire(p, anchor_ms) for p in (s.base, *s.extra)])
+    if first is not None and s.start_ms and first < s.start_ms:
+        first = _next_shaped(s, s.start_ms - 1, anchor_ms)
+    return None if first is None or (s.end_ms and first > s.end_ms) else first
+
+
+def upcoming(schedule: AnySchedule, after_ms: int, anchor_ms: int, count: int) -> list[int]:
     """The next ``count`` instants strictly after ``after_ms``, fewer if the schedule ends."""
     out: list[int] = []
     cursor = after_ms
@@ -183,7 +231,7 @@ def job_upcoming(job: Job, count: int = UPCOMING) -> list[int]:
     if isinstance(job.spec.schedule, (At, After)):  # a one-off: its one instant
         return [job.next_fire_ms]
     try:
-        later = upcoming(job.spec.schedule, job.next_fire_ms, job.anchor_ms, count - 1)
+        later = upcoming(job_schedule(job.spec, NEW_RULES_FORMAT), job.next_fire_ms, job.anchor_ms, count - 1)
     except (ScheduleError, OverflowError, ValueError):
         later = []
     return [job.next_fire_ms] + [t for t in later if t <= _LAST_MS]

@@ -123,7 +123,14 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window", "history_limit", "history_ttl", "failed_history_limit")
+    __slots__ = ("name", "queue", "type", "payload", "at", "after", "every", "cron", "retry", "lease_ttl", "timeout", "concurrency", "misfire", "catchup_window", "history_limit", "history_ttl", "failed_history_limit", "start_time", "end_time", "jitter", "skip_dates", "skip_windows", "extra_crons", "max_runs", "pause_after_failures", "trigger_on_create", "labels", "pending_ttl", "priority", "concurrency_key", "concurrency_limit", "notify")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +148,21 @@ class JobSpec(_message.Message):
     HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     HISTORY_TTL_FIELD_NUMBER: _ClassVar[int]
     FAILED_HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    SKIP_DATES_FIELD_NUMBER: _ClassVar[int]
+    SKIP_WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_CRONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_AFTER_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_ON_CREATE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TTL_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     type: str
@@ -158,10 +180,43 @@ class JobSpec(_message.Message):
     history_limit: int
     history_ttl: _duration_pb2.Duration
     failed_history_limit: int
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failed_history_limit: _Optional[int] = ...) -> None: ...
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    jitter: _duration_pb2.Duration
+    skip_dates: _containers.RepeatedScalarFieldContainer[str]
+    skip_windows: _containers.RepeatedCompositeFieldContainer[TimeWindow]
+    extra_crons: _containers.RepeatedCompositeFieldContainer[CronSchedule]
+    max_runs: int
+    pause_after_failures: int
+    trigger_on_create: bool
+    labels: _containers.ScalarMap[str, str]
+    pending_ttl: _duration_pb2.Duration
+    priority: int
+    concurrency_key: str
+    concurrency_limit: int
+    notify: _containers.RepeatedCompositeFieldContainer[NotifyRule]
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., every: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[CronSchedule, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., lease_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyPolicy, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., catchup_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., history_limit: _Optional[int] = ..., history_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., failed_history_limit: _Optional[int] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., jitter: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., skip_dates: _Optional[_Iterable[str]] = ..., skip_windows: _Optional[_Iterable[_Union[TimeWindow, _Mapping]]] = ..., extra_crons: _Optional[_Iterable[_Union[CronSchedule, _Mapping]]] = ..., max_runs: _Optional[int] = ..., pause_after_failures: _Optional[int] = ..., trigger_on_create: _Optional[bool] = ..., labels: _Optional[_Mapping[str, str]] = ..., pending_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority: _Optional[int] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., notify: _Optional[_Iterable[_Union[NotifyRule, _Mapping]]] = ...) -> None: ...
+
+class TimeWindow(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class NotifyRule(_message.Message):
+    __slots__ = ("events", "url", "secret_name")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SECRET_NAME_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedScalarFieldContainer[str]
+    url: str
+    secret_name: str
+    def __init__(self, events: _Optional[_Iterable[str]] = ..., url: _Optional[str] = ..., secret_name: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count", "upcoming")
+    __slots__ = ("job_id", "spec", "status", "next_fire_time", "created_at", "updated_at", "idempotency_key", "fire_count", "upcoming", "pause_note", "paused_until", "success_count", "failure_count", "skipped_count", "consecutive_failures", "last_success_time", "last_failure_time", "last_error")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +226,15 @@ class Job(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     FIRE_COUNT_FIELD_NUMBER: _ClassVar[int]
     UPCOMING_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_NOTE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: JobSpec
     status: JobStatus
@@ -180,10 +244,26 @@ class Job(_message.Message):
     idempotency_key: str
     fire_count: int
     upcoming: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ..., upcoming: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ...) -> None: ...
+    pause_note: str
+    paused_until: _timestamp_pb2.Timestamp
+    success_count: int
+    failure_count: int
+    skipped_count: int
+    consecutive_failures: int
+    last_success_time: _timestamp_pb2.Timestamp
+    last_failure_time: _timestamp_pb2.Timestamp
+    last_error: str
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ..., upcoming: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., pause_note: _Optional[str] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., success_count: _Optional[int] = ..., failure_count: _Optional[int] = ..., skipped_count: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_success_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_failure_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before", "attempts", "attempts_dropped")
+    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before", "attempts", "attempts_dropped", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +287,7 @@ class Run(_message.Message):
     NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     job_id: str
     scheduled_time: _timestamp_pb2.Timestamp
@@ -230,7 +311,8 @@ class Run(_message.Message):
     not_before: _timestamp_pb2.Timestamp
     attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
     attempts_dropped: int
-    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., attempts_dropped: _Optional[int] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., attempts_dropped: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("attempt", "executor_id", "lease_id", "fencing_token", "leased_at", "finished_at", "outcome", "error", "log_uri", "heartbeat_details", "heartbeat_at")
@@ -303,18 +385,20 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("queue", "status", "name_prefix", "page_size", "page_token")
+    __slots__ = ("queue", "status", "name_prefix", "page_size", "page_token", "label_selector")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     queue: str
     status: JobStatus
     name_prefix: str
     page_size: int
     page_token: str
-    def __init__(self, queue: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., name_prefix: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    label_selector: str
+    def __init__(self, queue: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., name_prefix: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_selector: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -335,12 +419,16 @@ class UpdateJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class PauseJobRequest(_message.Message):
-    __slots__ = ("job_id", "request_id")
+    __slots__ = ("job_id", "request_id", "note", "until")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     request_id: str
-    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    note: str
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ..., note: _Optional[str] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ResumeJobRequest(_message.Message):
     __slots__ = ("job_id", "request_id")
@@ -373,16 +461,18 @@ class GetRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("job_id", "status", "page_size", "page_token")
+    __slots__ = ("job_id", "status", "page_size", "page_token", "label_selector")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     status: RunStatus
     page_size: int
     page_token: str
-    def __init__(self, job_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    label_selector: str
+    def __init__(self, job_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_selector: _Optional[str] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs", "next_page_token")

@@ -1,0 +1,153 @@
+"""Schedules as Temporal's and Dkron's users expect, against a real 3-node cluster through the SDK (gRPC):
+bounds, jitter, skip dates and windows, extra crons, max_runs, pause_after_failures, trigger_on_create,
+labels and label selectors, a pause with a note and an until, and each job's summary kept by apply."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Iterator
+
+import pytest
+
+import raftsched
+from raftsched import Client, Worker
+from raftsched.cluster.app.local_cluster import LocalCluster
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "schedule-fields"
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def sdk(cluster: LocalCluster) -> Iterator[Client]:
+    with Client(cluster.addresses) as client:
+        wait_for(lambda: client.cluster_status().command_format >= 5, 30, "the cluster on command format 5")
+        yield client
+
+
+@pytest.fixture(scope="module")
+def worker(cluster: LocalCluster, sdk: Client) -> Iterator[Worker]:
+    w = Worker(queues=[QUEUE], concurrency=4, cluster=cluster.addresses, output_dir=cluster.output_dir, grace=5)
+
+    @w.task("flaky")
+    def flaky(payload: dict, ctx: raftsched.Context) -> dict:
+        if payload.get("fail"):
+            raise raftsched.NonRetryable("told to fail")
+        return {"ok": True}
+
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(UTC)
+
+
+def test_bounds_jitter_and_a_skip_window_shape_the_runs(sdk: Client) -> None:
+    start = _now().replace(microsecond=0) + dt.timedelta(seconds=2)
+    end = start + dt.timedelta(seconds=6)
+    skipped_from = start + dt.timedelta(seconds=2, milliseconds=500)
+    job = sdk.create_job(
+        _name("bounded"), every="1s", queue=QUEUE + "-idle", type="noop",
+        start_time=start, end_time=end, jitter="400ms",
+        skip_windows=[{"start": skipped_from, "end": skipped_from + dt.timedelta(seconds=2)}],
+        labels={"team": "billing", "tier": "gold"},
+    )  # fmt: skip
+    assert job.spec.extra["labels"] == {"team": "billing", "tier": "gold"} and job.labels["team"] == "billing"
+    assert job.next_fire_time is not None and start <= job.next_fire_time < start + dt.timedelta(seconds=1)
+    wait_for(lambda: sdk.get_job(job.id).status == "COMPLETED", 20, "the job to complete after its end_time")
+    runs = list(sdk.list_runs(job_id=job.id))
+    fired = [r for r in runs if r.status != "SKIPPED"]
+    assert fired and all(start <= r.scheduled_time <= end for r in runs)
+    for r in fired:
+        assert r.scheduled_time <= r.not_before < r.scheduled_time + dt.timedelta(milliseconds=400)
+        assert r.labels == {"team": "billing", "tier": "gold"}
+    skips = [r for r in runs if r.status == "SKIPPED"]
+    assert sum(r.skipped_count for r in skips) == 2 and all("skip window" in r.error for r in skips)
+    assert sdk.get_job(job.id).skipped_count == 2
+    assert len(fired) == 6 - 2  # every 1 s from creation: six instants in the 6 s from start to end, two in the window
+
+
+def test_label_selectors_pick_jobs_and_runs(sdk: Client) -> None:
+    tag = uuid.uuid4().hex[:8]
+    a = sdk.create_job(_name("sel"), every="1h", labels={"suite": tag, "env": "prod"}, trigger_on_create=True)
+    b = sdk.create_job(_name("sel"), every="1h", labels={"suite": tag, "env": "dev"})
+    sdk.create_job(_name("sel"), every="1h", labels={"suite": tag})
+    ids = lambda sel: {j.id for j in sdk.list_jobs(label_selector=sel)}  # noqa: E731
+    assert ids(f"suite={tag},env=prod") == {a.id}
+    assert ids(f"suite={tag},env!=prod") - {a.id} == ids(f"suite={tag},env!=prod") and b.id in ids(f"suite={tag},env!=prod")
+    assert len(ids(f"suite={tag},!env")) == 1 and len(ids(f"suite={tag},env")) == 2
+    runs = list(sdk.list_runs(label_selector=f"suite={tag}"))  # only a's run on create
+    assert [r.job_id for r in runs] == [a.id] and runs[0].manual and runs[0].labels["env"] == "prod"
+    with pytest.raises(raftsched.InvalidArgument, match="label_selector"):
+        list(sdk.list_jobs(label_selector="Bad Key=x"))
+
+
+def test_pause_with_a_note_and_until_resumes_by_itself(sdk: Client) -> None:
+    job = sdk.create_job(_name("nap"), every="1s", queue=QUEUE + "-idle", type="noop")
+    until = _now() + dt.timedelta(seconds=3)
+    paused = sdk.pause_job(job.id, note="deploy window", until=until)
+    assert paused.status == "PAUSED" and paused.pause_note == "deploy window"
+    assert paused.paused_until is not None and abs((paused.paused_until - until).total_seconds()) < 0.01
+    wait_for(lambda: sdk.get_job(job.id).status == "ACTIVE", 15, "the job to resume at its until")
+    resumed = sdk.get_job(job.id)
+    assert resumed.pause_note == "" and resumed.paused_until is None
+    assert resumed.next_fire_time is not None
+    with pytest.raises(raftsched.InvalidArgument, match="until is not in the future"):
+        sdk.pause_job(job.id, until=_now() - dt.timedelta(seconds=5))
+    sdk.delete_job(job.id)
+
+
+def test_max_runs_completes_and_failures_pause_with_a_summary(sdk: Client, worker: Worker) -> None:
+    ok = sdk.create_job(_name("thrice"), every="1s", type="flaky", queue=QUEUE, payload={}, max_runs=3)
+    wait_for(lambda: sdk.get_job(ok.id).status == "COMPLETED", 20, "the job to complete after 3 runs")
+    wait_for(lambda: sdk.get_job(ok.id).success_count == 3, 20, "its three runs to succeed")
+    done = sdk.get_job(ok.id)
+    assert done.fire_count == 3 and done.failure_count == 0 and done.last_success_time is not None
+    bad = sdk.create_job(_name("failing"), every="1s", type="flaky", queue=QUEUE, payload={"fail": True}, pause_after_failures=2)
+    wait_for(lambda: sdk.get_job(bad.id).status == "PAUSED", 20, "the job to pause itself after 2 failures")
+    paused = sdk.get_job(bad.id)
+    assert paused.consecutive_failures >= 2 and paused.failure_count >= 2
+    assert "2 failed runs in a row" in paused.pause_note and "told to fail" in paused.last_error
+    assert paused.last_failure_time is not None
+    sdk.delete_job(bad.id)
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"skip_dates": ["2026-13-01"]}, "skip_dates"),
+        ({"skip_windows": [{"start": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}]}, "skip_windows"),
+        ({"start_time": "2026-01-02T00:00:00Z", "end_time": "2026-01-01T00:00:00Z"}, "end_time"),
+        ({"jitter": "2s"}, "jitter"),
+        ({"labels": {"Team": "x"}}, "label key"),
+        ({"labels": {f"k{i}": "v" for i in range(17)}}, "labels"),
+        ({"extra_crons": [{"expression": "0 3 * * *"}]}, "extra_crons"),
+        ({"priority": 3}, "priority"),
+        ({"notify": [{"events": ["FAILED"], "url": "http://127.0.0.1:9/"}]}, "notify"),
+    ],
+)
+def test_bad_fields_are_invalid_argument_naming_the_field(sdk: Client, fields: dict, needle: str) -> None:
+    with pytest.raises(raftsched.InvalidArgument, match=needle):
+        sdk.create_job(_name("bad"), every="1s", **fields)
+
+
+def test_extra_crons_fire_at_the_union(sdk: Client) -> None:
+    berlin = "Europe/Berlin"
+    job = sdk.create_job(_name("union"), cron="0 9 * * MON", tz=berlin, extra_crons=[
+        {"expression": "0 12 * * SAT", "timezone": berlin}, {"expression": "0 9 * * MON", "timezone": berlin},
+    ])  # fmt: skip
+    upcoming = list(job.upcoming)
+    assert len(upcoming) == 5 and len(set(upcoming)) == 5 and upcoming == sorted(upcoming)  # the duplicate once
+    days = [t.weekday() for t in upcoming]
+    assert set(days) == {0, 5} and all(a != b for a, b in zip(days, days[1:]))  # Mondays and Saturdays, in turn

@@ -1,0 +1,148 @@
+"""The state machine's schedule bounds and exceptions, and each job's info (command format 5): runs fired and
+skipped as the spec says, max_runs, pause_after_failures, a pause until, trigger_on_create, the summary kept
+by apply, and all of it through the blob."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import Every, JobStatus, RetryPolicy, RunStatus, TimeWindow
+from raftsched.cluster.domain.results import FailedPrecondition
+from raftsched.cluster.domain.schedule.exceptions import jitter_ms
+from raftsched.cluster.fsm.machine import JobStateMachine
+from tests.unit.fsm.harness import (
+    SEC,
+    T0,
+    Harness,
+    dump,
+    lease,
+    new_machine,
+    spec,
+    store_kind,  # noqa: F401 - every test here runs on both stores
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _h(fmt: int = 5) -> Harness:
+    h = Harness()
+    h.ok(c.SetClusterFormat(T0, fmt))
+    return h
+
+
+def _fail(h: Harness, run_id: str) -> None:
+    run = lease(h, run_id)
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, False, b"", "boom", ""))
+
+
+def _succeed(h: Harness, run_id: str) -> None:
+    run = lease(h, run_id)
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"", "", ""))
+
+
+def test_bounds_windows_and_jitter_shape_what_fires() -> None:
+    h = _h()
+    h.create(
+        "j1", Every(SEC), start_ms=T0 + 5 * SEC, end_ms=T0 + 9 * SEC, jitter_ms=300,
+        skip_windows=(TimeWindow(T0 + 6 * SEC, T0 + 7 * SEC),),
+    )  # fmt: skip
+    report = h.fire(T0 + 20 * SEC)
+    assert report.created == [f"j1@{T0 + k * SEC}" for k in (5, 7, 8, 9)] and report.skipped == 1
+    for run in h.runs("j1"):
+        if run.status is RunStatus.PENDING:
+            assert run.not_before_ms == run.scheduled_ms + jitter_ms("j1", run.scheduled_ms, 300)
+        else:
+            assert run.status is RunStatus.SKIPPED and run.scheduled_ms == T0 + 6 * SEC and "skip window" in run.error
+    job = h.job("j1")
+    assert job.status is JobStatus.COMPLETED and job.info.skipped_count == 1
+
+
+def test_max_runs_counts_scheduled_runs_only() -> None:
+    h = _h()
+    h.create("j1", Every(SEC), max_runs=3)
+    h.ok(c.TriggerJob(T0, "j1"))  # a manual run does not count
+    assert h.fire(T0 + 2 * SEC).created == [f"j1@{T0 + k * SEC}" for k in (1, 2)]
+    assert h.fire(T0 + 10 * SEC).created == [f"j1@{T0 + 3 * SEC}"]
+    job = h.job("j1")
+    assert job.status is JobStatus.COMPLETED and job.next_fire_ms is None and job.info.scheduled_runs == 3
+    assert h.m.due_jobs(T0 + 100 * SEC, 10) == []
+
+
+def test_failures_in_a_row_pause_the_job_and_a_success_resets_them() -> None:
+    h = _h()
+    h.create("j1", Every(SEC), pause_after_failures=2, retry=RetryPolicy(max_attempts=1))
+    h.fire(T0 + 3 * SEC)
+    _fail(h, f"j1@{T0 + SEC}")
+    _succeed(h, f"j1@{T0 + 2 * SEC}")
+    info = h.job("j1").info
+    assert (info.failure_count, info.success_count, info.consecutive_failures) == (1, 1, 0)
+    assert info.last_success_ms == info.last_failure_ms == h.m.now_ms and "boom" in info.last_error
+    _fail(h, f"j1@{T0 + 3 * SEC}")
+    assert h.job("j1").status is JobStatus.ACTIVE
+    h.fire(T0 + 4 * SEC)
+    _fail(h, f"j1@{T0 + 4 * SEC}")
+    job = h.job("j1")
+    assert job.status is JobStatus.PAUSED and "2 failed runs in a row" in job.info.pause_note
+    assert h.m.due_jobs(T0 + 100 * SEC, 10) == []
+    resumed = h.ok(c.ResumeJob(T0 + 5 * SEC, "j1"))
+    assert resumed.status is JobStatus.ACTIVE and resumed.info.pause_note == ""
+
+
+def test_a_pause_until_resumes_through_fire_and_skips_only_the_paused_instants() -> None:
+    h = _h()
+    h.create("j1", Every(SEC))
+    paused = h.ok(c.PauseJob(T0, "j1", note="deploy", until_ms=T0 + 5 * SEC))
+    assert paused.status is JobStatus.PAUSED and paused.info.paused_until_ms == T0 + 5 * SEC
+    assert h.m.due_jobs(T0 + 4 * SEC, 10) == [] and h.m.due_jobs(T0 + 5 * SEC, 10) == [("j1", T0 + 5 * SEC)]
+    assert h.fire(T0 + 4 * SEC, [("j1", T0 + 5 * SEC)]).stale == 1  # not yet
+    report = h.fire(T0 + 6 * SEC)
+    assert report.created == [f"j1@{T0 + 5 * SEC}", f"j1@{T0 + 6 * SEC}"]
+    job = h.job("j1")
+    assert job.status is JobStatus.ACTIVE and job.info.pause_note == "" and job.info.paused_until_ms == 0
+    skip = h.m.runs[f"j1@{T0 + SEC}"]
+    assert skip.status is RunStatus.SKIPPED and skip.skipped_count == 4 and "paused" in skip.error
+
+
+def test_a_resumed_job_drops_its_until_row_and_a_deleted_one_too() -> None:
+    h = _h()
+    h.create("j1", Every(SEC))
+    h.create("j2", Every(SEC))
+    h.ok(c.PauseJob(T0, "j1", until_ms=T0 + 50 * SEC))
+    h.ok(c.PauseJob(T0, "j2", until_ms=T0 + 50 * SEC))
+    h.ok(c.ResumeJob(T0 + SEC, "j1"))
+    h.ok(c.DeleteJob(T0 + SEC, "j2"))
+    assert h.m.due_jobs(T0 + 100 * SEC, 10) == [("j1", T0 + 2 * SEC)]
+
+
+def test_trigger_on_create_makes_a_run_in_the_same_entry() -> None:
+    h = _h()
+    h.create("j1", Every(3600 * SEC), trigger_on_create=True)
+    (run,) = h.runs("j1")
+    assert run.manual and run.status is RunStatus.PENDING and run.run_id == f"j1@manual-{h.index}"
+
+
+def test_format_5_commands_are_refused_before_the_cluster_uses_it() -> None:
+    h = _h(4)
+    result = h.apply(c.CreateJob(T0, "j1", spec(Every(SEC), labels=(("a", "b"),))))
+    assert isinstance(result, FailedPrecondition) and "format 5" in result.message
+    assert isinstance(h.apply(c.PauseJob(T0, "j1", note="x")), FailedPrecondition)
+    h.create("j2", Every(SEC))
+    h.fire(T0 + SEC)
+    run = lease(h, f"j2@{T0 + SEC}")
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"", "", ""))
+    assert h.job("j2").info.success_count == 0  # format 4 keeps no summary: an older replica would not
+
+
+def test_job_info_survives_the_blob() -> None:
+    h = _h()
+    h.create("j1", Every(SEC), labels=(("team", "a"),), retry=RetryPolicy(max_attempts=1))
+    h.fire(T0 + SEC)
+    _fail(h, f"j1@{T0 + SEC}")
+    h.create("j2", Every(SEC))
+    h.ok(c.PauseJob(T0 + SEC, "j2", note="n", until_ms=T0 + 60 * SEC))
+    other: JobStateMachine = new_machine()
+    other.restore(h.m.snapshot())
+    assert dump(other) == dump(h.m)
+    assert other.jobs["j1"].info.failure_count == 1 and other.jobs["j2"].info.pause_note == "n"
+    assert other.due_jobs(T0 + 60 * SEC, 10)[-1] == ("j2", T0 + 60 * SEC)
