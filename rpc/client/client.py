@@ -259,25 +259,32 @@ class Client:
     def get_run(self, run_id: str) -> pb.Run:
         return self.job("GetRun", pb.GetRunRequest(run_id=run_id))
 
-    def list_runs(self, job_id: str = "", status: int = 0, page_size: int = 1000) -> list[pb.Run]:
-        """Every run (of a job, with a status), following pages."""
+    def list_runs(self, job_id: str = "", status: int = 0, page_size: int = 1000, label_selector: str = "") -> list[pb.Run]:
+        """Every run (of a job, with a status, of jobs with these labels), following pages."""
         runs: list[pb.Run] = []
         token = ""
         while True:
-            resp = self.job("ListRuns", pb.ListRunsRequest(job_id=job_id, status=status, page_size=page_size, page_token=token))  # type: ignore[arg-type]
+            req = pb.ListRunsRequest(
+                job_id=job_id, status=status, page_size=page_size, page_token=token,  # type: ignore[arg-type]
+                label_selector=label_selector,
+            )  # fmt: skip
+            resp = self.job("ListRuns", req)
             runs.extend(resp.runs)
             token = resp.next_page_token
             if not token:
                 return runs
 
-    def list_jobs(self, queue: str = "", status: int = 0, name_prefix: str = "", page_size: int = 1000) -> list[pb.Job]:
+    def list_jobs(
+        self, queue: str = "", status: int = 0, name_prefix: str = "", page_size: int = 1000, label_selector: str = ""
+    ) -> list[pb.Job]:
         jobs: list[pb.Job] = []
         token = ""
         while True:
-            resp = self.job(
-                "ListJobs",
-                pb.ListJobsRequest(queue=queue, status=status, name_prefix=name_prefix, page_size=page_size, page_token=token),  # type: ignore[arg-type]
-            )
+            req = pb.ListJobsRequest(
+                queue=queue, status=status, name_prefix=name_prefix, page_size=page_size, page_token=token,  # type: ignore[arg-type]
+                label_selector=label_selector,
+            )  # fmt: skip
+            resp = self.job("ListJobs", req)
             jobs.extend(resp.jobs)
             token = resp.next_page_token
             if not token:

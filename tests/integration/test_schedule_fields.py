@@ -5,6 +5,9 @@ labels and label selectors, a pause with a note and an until, and each job's sum
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 import uuid
 from typing import Iterator
 
@@ -151,3 +154,32 @@ def test_extra_crons_fire_at_the_union(sdk: Client) -> None:
     assert len(upcoming) == 5 and len(set(upcoming)) == 5 and upcoming == sorted(upcoming)  # the duplicate once
     days = [t.weekday() for t in upcoming]
     assert set(days) == {0, 5} and all(a != b for a, b in zip(days, days[1:]))  # Mondays and Saturdays, in turn
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": "/nonexistent"}
+    return subprocess.run(
+        [sys.executable, "-m", "raftsched.cluster.app.main", *args], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_the_cli_sets_the_fields_selects_by_label_and_pauses_with_a_note(cluster: LocalCluster, sdk: Client) -> None:
+    addrs, tag = ",".join(cluster.addresses), uuid.uuid4().hex[:8]
+    made = _cli(
+        "job", "create", "--cluster", addrs, "--name", "cli-fields", "--cron", "0 9 * * MON-FRI", "--tz", "Europe/Berlin",
+        "--type", "noop", "--extra-cron", "0 12 * * SAT", "--skip-date", "2026-12-25", "--jitter", "1m", "--max-runs", "10",
+        "--label", f"suite={tag}", "--label", "team=ops", "-o", "id",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    job = sdk.get_job(made.stdout.strip())
+    extra = job.spec.extra
+    assert extra["labels"] == {"suite": tag, "team": "ops"} and extra["skip_dates"] == ["2026-12-25"]
+    assert extra["extra_crons"] == [{"expression": "0 12 * * SAT", "timezone": "Europe/Berlin"}] and extra["max_runs"] == "10"
+    listed = _cli("job", "list", "--cluster", addrs, "-l", f"suite={tag}", "-o", "id")
+    assert listed.returncode == 0 and listed.stdout.split() == [job.id], listed.stderr
+    until = (_now() + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    paused = _cli("job", "pause", job.id, "--cluster", addrs, "--note", "holiday freeze", "--until", until)
+    assert paused.returncode == 0, paused.stderr
+    assert sdk.get_job(job.id).pause_note == "holiday freeze"
+    bad = _cli("job", "create", "--cluster", addrs, "--every", "1h", "--type", "noop", "--label", "Bad=x")
+    assert bad.returncode != 0 and "label key" in bad.stderr

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Callable
 
-from raftsched.cluster.app.cli.args import Command, UsageError, parse_from_ms
+from raftsched.cluster.app.cli.args import Command, UsageError, parse_from_ms, parse_time_ms
 from raftsched.cluster.app.cli.cron_hint import six_field_warning
 from raftsched.cluster.app.cli.output import render, render_message
 from raftsched.cluster.app.cli.spec_args import add_spec_args, build_spec, given_schedule, preview_spec, update_spec
@@ -83,7 +83,7 @@ def update(a: argparse.Namespace, client: Client) -> None:
 
 def list_jobs(a: argparse.Namespace, client: Client) -> None:
     status = pb.JobStatus.Value(f"JOB_STATUS_{a.status.upper()}") if a.status else 0
-    print(render(a.output, JOB_VIEW, client.list_jobs(a.queue, status, a.name_prefix)))
+    print(render(a.output, JOB_VIEW, client.list_jobs(a.queue, status, a.name_prefix, label_selector=a.label_selector)))
 
 
 def _by_id(method: str) -> Callable[[argparse.Namespace, Client], None]:
@@ -136,6 +136,20 @@ def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queue", default="", help="only this queue's jobs")
     p.add_argument("--status", choices=["active", "paused", "completed", "deleted"])
     p.add_argument("--name-prefix", default="", help="only jobs whose name starts so")
+    p.add_argument("--label-selector", "-l", default="", help="only jobs with these labels: k=v, k!=v, k, !k, comma-separated")
+
+
+def pause(a: argparse.Namespace, client: Client) -> None:
+    req = pb.PauseJobRequest(job_id=a.job_id, note=a.note)
+    if a.until:
+        cv.to_ts(parse_time_ms(a.until, "--until"), req.until)
+    _show_job(a, client.job("PauseJob", req))
+
+
+def _pause_args(p: argparse.ArgumentParser) -> None:
+    _job_id(p)
+    p.add_argument("--note", default="", help="why, shown with the job (at most 512 characters)")
+    p.add_argument("--until", metavar="TIME", help="resume by itself then (ISO 8601 with Z or an offset)")
 
 
 def _preview_args(p: argparse.ArgumentParser) -> None:
@@ -176,7 +190,13 @@ COMMANDS = [
         "Change what the flags name and keep the rest (the job's spec is read, changed and written back).\n"
         "A new schedule counts from now; --tz alone changes a cron job's zone.",
     ),
-    Command("pause", "stop firing a job", "raftsched job pause JOB_ID", _by_id("PauseJob"), _job_id),
+    Command(
+        "pause",
+        "stop firing a job (until resumed, or until --until)",
+        "raftsched job pause JOB_ID --note 'deploy' --until 2026-12-01T06:00:00Z",
+        pause,
+        _pause_args,
+    ),
     Command("resume", "fire a paused job again, from now", "raftsched job resume JOB_ID", _by_id("ResumeJob"), _job_id),
     Command("delete", "delete a job (it stays readable as DELETED)", "raftsched job delete JOB_ID", _by_id("DeleteJob"), _job_id),
     Command("trigger", "one extra run now", "raftsched job trigger JOB_ID", trigger, _job_id),

@@ -23,7 +23,7 @@ RUN_STATUSES = ["pending", "leased", "succeeded", "failed", "cancelled", "dead_l
 
 def list_runs(a: argparse.Namespace, client: Client) -> None:
     status = pb.RunStatus.Value(f"RUN_STATUS_{a.status.upper()}") if a.status else 0
-    print(render(a.output, RUN_VIEW, client.list_runs(a.job, status)))
+    print(render(a.output, RUN_VIEW, client.list_runs(a.job, status, label_selector=a.label_selector)))
 
 
 def get(a: argparse.Namespace, client: Client) -> None:
@@ -134,6 +134,7 @@ def _retry_args(p: argparse.ArgumentParser) -> None:
 def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job", default="", metavar="JOB_ID", help="only this job's runs")
     p.add_argument("--status", choices=RUN_STATUSES)
+    p.add_argument("--label-selector", "-l", default="", help="only runs of jobs with these labels: k=v, k!=v, k, !k")
 
 
 def _logs_args(p: argparse.ArgumentParser) -> None:

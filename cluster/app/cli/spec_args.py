@@ -58,6 +58,28 @@ def add_spec_args(p: argparse.ArgumentParser, schedule_only: bool = False) -> No
     r.add_argument("--catchup-window", metavar="SPAN", help="how late a missed instant may still fire")
     r.add_argument("--history-limit", type=int, metavar="N", help="finished runs kept (default 1000)")
     r.add_argument("--history-ttl", metavar="SPAN", help="how long finished runs are kept (default 7d)")
+    x = p.add_argument_group("bounds, exceptions and labels (command format 5)")
+    x.add_argument("--start", metavar="TIME", help="no instant before this (ISO 8601 with Z or an offset)")
+    x.add_argument("--end", metavar="TIME", help="no instant after this; then the job is COMPLETED")
+    x.add_argument("--jitter", metavar="SPAN", help="each run leasable up to this long after its instant (deterministic)")
+    x.add_argument(
+        "--skip-date", action="append", metavar="YYYY-MM-DD", help="no instant on this date, in the schedule's zone (repeat)"
+    )
+    x.add_argument(
+        "--skip-window", action="append", metavar="START/END", help="no instant in [START, END) (ISO 8601 times; repeat)"
+    )
+    x.add_argument(
+        "--extra-cron",
+        action="append",
+        metavar="EXPR",
+        help="with --cron: also fire at this expression's instants, in --tz (repeat)",
+    )
+    x.add_argument("--max-runs", type=int, metavar="N", help="complete the job after N runs of its schedule")
+    x.add_argument("--pause-after-failures", type=int, metavar="N", help="pause the job after N failed runs in a row")
+    x.add_argument("--trigger-on-create", action="store_true", default=None, help="also make one run at once (create)")
+    x.add_argument(
+        "--label", action="append", metavar="KEY=VALUE", help="a label, e.g. team=billing (repeat); KEY= removes one on update"
+    )
 
 
 def given_schedule(a: argparse.Namespace) -> list[str]:
@@ -133,6 +155,43 @@ def _apply_rest(spec: pb.JobSpec, a: argparse.Namespace) -> None:
         spec.concurrency = pb.ConcurrencyPolicy.Value(f"CONCURRENCY_POLICY_{a.concurrency.upper()}")
     if a.misfire:
         spec.misfire = pb.MisfirePolicy.Value(f"MISFIRE_POLICY_{a.misfire.upper()}")
+    _apply_extras(spec, a)
+
+
+def _apply_extras(spec: pb.JobSpec, a: argparse.Namespace) -> None:
+    """The flags of bounds, exceptions and labels (a repeated flag given replaces the list)."""
+    for attr, field in (("start", "start_time"), ("end", "end_time")):
+        if getattr(a, attr):
+            cv.to_ts(parse_time_ms(getattr(a, attr), f"--{attr}"), getattr(spec, field))
+    if a.jitter:
+        cv.to_dur(parse_span_ms(a.jitter, "--jitter"), spec.jitter)
+    if a.skip_date:
+        del spec.skip_dates[:]
+        spec.skip_dates.extend(a.skip_date)
+    if a.skip_window:
+        del spec.skip_windows[:]
+        for text in a.skip_window:
+            start, sep, end = text.partition("/")
+            if not sep:
+                raise UsageError(f"--skip-window {text!r}: give START/END, e.g. 2026-12-24T00:00:00Z/2026-12-27T00:00:00Z")
+            window = spec.skip_windows.add()
+            cv.to_ts(parse_time_ms(start, "--skip-window start"), window.start)
+            cv.to_ts(parse_time_ms(end, "--skip-window end"), window.end)
+    if a.extra_cron:
+        del spec.extra_crons[:]
+        for expr in a.extra_cron:
+            spec.extra_crons.add(expression=expr, timezone=spec.cron.timezone or "UTC")
+    for attr in ("max_runs", "pause_after_failures", "trigger_on_create"):
+        if getattr(a, attr) is not None:
+            setattr(spec, attr, getattr(a, attr))
+    for text in a.label or ():
+        key, sep, value = text.partition("=")
+        if not sep:
+            raise UsageError(f"--label {text!r}: give KEY=VALUE, e.g. team=billing")
+        if value:
+            spec.labels[key.strip()] = value
+        else:
+            spec.labels.pop(key.strip(), None)
 
 
 def change_schedule(spec: pb.JobSpec, a: argparse.Namespace) -> None:
