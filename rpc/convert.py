@@ -41,6 +41,7 @@ from raftsched.cluster.domain.model import (
     NotifyRule,
     RetryPolicy,
     Run,
+    RunExtra,
     RunStatus,
     Schedule,
     TimeWindow,
@@ -173,11 +174,11 @@ def spec_from_pb(spec: pb.JobSpec) -> JobSpec:
         history_limit=spec.history_limit or DEFAULT_HISTORY_LIMIT,
         history_ttl_ms=_span(spec, "history_ttl", DEFAULT_HISTORY_TTL_MS),
         failed_history_limit=spec.failed_history_limit or DEFAULT_FAILED_HISTORY_LIMIT,
-        **_extras_from_pb(spec),
+        **extras_from_pb(spec),
     )
 
 
-def _extras_from_pb(spec: pb.JobSpec) -> dict[str, Any]:
+def extras_from_pb(spec: pb.JobSpec) -> dict[str, Any]:
     """The spec's fields of command format 5 that are set (none for most specs)."""
     out: dict[str, Any] = {}
     for name in ("start_time", "end_time"):
@@ -315,6 +316,10 @@ def run_to_pb(r: Run, out: pb.Run | None = None, labels: dict[str, str] | None =
         for a in r.attempts:
             attempt_to_pb(a, out.attempts.add())
         out.attempts_dropped = r.attempts_dropped
+    if r.extra:
+        extra = dict(r.extra)
+        out.backfill = bool(extra.get(RunExtra.BACKFILL))
+        out.payload = extra.get(RunExtra.PAYLOAD, b"")
     return out
 
 

@@ -79,11 +79,13 @@ class RunStatus(str, Enum):
     CANCELLED = "CANCELLED"
     DEAD_LETTER = "DEAD_LETTER"
     SKIPPED = "SKIPPED"
+    #: still PENDING ``pending_ttl`` after it became leasable (command format 5)
+    EXPIRED = "EXPIRED"
 
 
 ACTIVE_RUN_STATUSES = frozenset({RunStatus.PENDING, RunStatus.LEASED})
 TERMINAL_RUN_STATUSES = frozenset(
-    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.DEAD_LETTER, RunStatus.SKIPPED}
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.DEAD_LETTER, RunStatus.SKIPPED, RunStatus.EXPIRED}
 )
 
 DEFAULT_LEASE_TTL_MS = 30_000
@@ -176,6 +178,9 @@ class JobSpec(NamedTuple):
     concurrency_limit: int = 0
     notify: tuple[NotifyRule, ...] = ()
 
+
+#: the highest ``JobSpec.priority``
+MAX_PRIORITY = 9
 
 #: the command format that brought ``JobSpec``'s schedule bounds and exceptions, labels and a job's summary
 SCHEDULES_FORMAT = 5
@@ -324,6 +329,7 @@ class Run:
         "steps_raw",
         "steps_dropped",
         "budget_base",
+        "extra",
     )
 
     def __init__(
@@ -370,6 +376,8 @@ class Run:
         self.steps_dropped = 0
         #: the attempt number the current attempt budget counts from (a manual retry's fresh budget)
         self.budget_base = 0
+        #: what only some runs have (command format 5), as sorted (key, value) pairs: ``RunExtra``'s keys
+        self.extra: tuple[tuple[str, Any], ...] = ()
 
     @property
     def attempts(self) -> tuple[Attempt, ...]:
@@ -377,6 +385,30 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"
+
+
+class RunExtra:
+    """The keys of ``Run.extra``: what only some runs carry."""
+
+    #: bytes: this run's payload instead of its job's (``TriggerJob.payload``, a notification's body)
+    PAYLOAD = "payload"
+    #: True: made by ``BackfillJob``
+    BACKFILL = "backfill"
+    #: str: the type it runs as instead of its job's (a notification: ``notify``)
+    TYPE = "type"
+    #: str: the queue it was made for is its own (kept with ``queue``); the event a notification is of
+    EVENT = "event"
+
+
+def run_extra(run: Run, key: str, default: Any = None) -> Any:
+    for k, v in run.extra:
+        if k == key:
+            return v
+    return default
+
+
+def with_extra(run: Run, key: str, value: Any) -> None:
+    run.extra = tuple(sorted({**dict(run.extra), key: value}.items()))
 
 
 def run_id_for(job_id: str, scheduled_ms: int) -> str:

@@ -241,6 +241,8 @@ def run_to_plain(r: Run) -> Plain:
     }
     for name in _RUN_INT_FIELDS + _RUN_STR_FIELDS:
         p[name] = getattr(r, name)
+    if r.extra:
+        p["extra"] = [[k, b64(v) if isinstance(v, bytes) else v] for k, v in r.extra]
     if r.attempts_raw or r.steps_raw or r.budget_base:  # its history (format 3), as stored
         p["attempts"] = [[b64(x) if isinstance(x, bytes) else x for x in a] for a in r.attempts_raw]
         p["steps"] = [list(x) for x in r.steps_raw]

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import ValidationError
-from raftsched.cluster.domain.model import After, At, Cron, Every, JobSpec
+from raftsched.cluster.domain.model import MAX_PRIORITY, After, At, Cron, Every, JobSpec
 from raftsched.cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
 from raftsched.cluster.domain.unsafe_text import check_text
 
@@ -36,6 +36,7 @@ MAX_ONE_OFF_JITTER_MS = 24 * 3600 * 1000
 _GAP_SAMPLE = 200
 MAX_SELECTOR_CHARS = 1024
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 
 
 def _iso(ms: int) -> str:
@@ -53,15 +54,31 @@ def validate_extras(spec: JobSpec) -> None:
         raise ValidationError(f"max_runs {spec.max_runs} is negative: give a count, or 0 for no limit")
     if not 0 <= spec.pause_after_failures <= 1_000_000:
         raise ValidationError(f"pause_after_failures {spec.pause_after_failures} must be between 0 (never) and 1000000")
-    for field, value in (
-        ("pending_ttl", spec.pending_ttl_ms),
-        ("priority", spec.priority),
-        ("concurrency_key", spec.concurrency_key),
-        ("concurrency_limit", spec.concurrency_limit),
-        ("notify", spec.notify),
-    ):
+    if spec.pending_ttl_ms and not 1000 <= spec.pending_ttl_ms <= lim.MAX_SPAN_MS:
+        raise ValidationError(f"pending_ttl {spec.pending_ttl_ms} ms must be at least 1 s (leave it unset for no limit)")
+    if not 0 <= spec.priority <= MAX_PRIORITY:
+        raise ValidationError(f"priority {spec.priority} must be between 0 (the default) and {MAX_PRIORITY} (leased first)")
+    _check_concurrency_key(spec)
+    for field, value in (("notify", spec.notify),):
         if value:
             raise ValidationError(f"{field} is not available in this version of raftsched yet: leave it unset")
+
+
+def _check_concurrency_key(spec: JobSpec) -> None:
+    if not spec.concurrency_key:
+        if spec.concurrency_limit:
+            raise ValidationError("concurrency_limit needs a concurrency_key: name the key the jobs share")
+        return
+    check_text("concurrency_key", spec.concurrency_key)
+    if not _KEY_RE.match(spec.concurrency_key):
+        raise ValidationError(
+            f"concurrency_key {lim.shown(spec.concurrency_key)} is not valid: use 1-128 letters, digits and _ . : / -"
+        )
+    if not 1 <= spec.concurrency_limit <= 1_000_000:
+        raise ValidationError(
+            f"concurrency_limit {spec.concurrency_limit} must be between 1 and 1000000: at most that many runs of the "
+            "jobs sharing the key are LEASED at once"
+        )
 
 
 def _check_bounds(spec: JobSpec) -> None:

@@ -1,7 +1,7 @@
 """What apply keeps about a job beside its record (command format 5): the summary of its runs and its pause.
 
 One row of ``JOB_INFO`` per job that has any (``JobInfo``): counts of runs
-that succeeded, failed (FAILED, DEAD_LETTER) and instants skipped,
+that succeeded, failed (FAILED, DEAD_LETTER, EXPIRED) and instants skipped,
 the failures since the last success, the last success, failure and error,
 how many runs its schedule fired (``max_runs``), and the note and instant
 of a pause. Apply keeps it as runs end (``ran``) and instants are skipped
@@ -23,7 +23,7 @@ from raftsched.cluster.fsm.store import Table, TableStore
 from raftsched.cluster.fsm.tx import Tx
 
 #: the run statuses a job's summary counts as failures (and ``pause_after_failures`` counts in a row)
-FAILURES = frozenset({RunStatus.FAILED, RunStatus.DEAD_LETTER})
+FAILURES = frozenset({RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.EXPIRED})
 #: the longest error a summary keeps (the run keeps it whole)
 MAX_ERROR_CHARS = 1024
 

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, manual_run_id
+from raftsched.cluster.domain.model import Job, JobStatus, Run, RunExtra, RunStatus, manual_run_id, with_extra
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
 from raftsched.cluster.domain.schedule import first_fire, job_schedule, next_fire
 from raftsched.cluster.domain.schedule.firing import skip_through
@@ -228,5 +228,7 @@ def trigger_job(tx: Tx, cmd: c.TriggerJob) -> Result:
     if runs.pending_full(tx, cmd.max_pending):
         return ResourceExhausted(runs.pending_full_message(tx, cmd.max_pending))
     run = runs.new_run(tx, job, manual_run_id(job.job_id, tx.index, tx.pos), tx.mem.now_ms, manual=True)
+    if cmd.payload:
+        with_extra(run, RunExtra.PAYLOAD, cmd.payload)
     runs.step(tx, run, "triggered", f"a manual run requested with TriggerJob (entry {tx.index})")
     return Ok(run)

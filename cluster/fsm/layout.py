@@ -61,6 +61,8 @@ SPEC_PAYLOAD = 4
 RUN_STATUS = 0
 RUN_FIELDS = slice(1, 21)
 RUN_HISTORY = slice(21, 26)
+#: then what only some runs have (``Run.extra``), only when it has any
+RUN_EXTRA = 26
 RUN_FIELD_NAMES = (
     "run_id", "job_id", "queue", "scheduled_ms", "fired_ms", "attempt", "executor_id", "lease_id",
     "fencing_token", "lease_expires_ms", "started_ms", "finished_ms", "result", "error", "log_uri", "manual",
@@ -215,9 +217,10 @@ class Decoder:
 def run_to_tuple(r: Run) -> tuple[Any, ...]:
     """The run's status and fields, then its history (``RUN_HISTORY``) only when it has one."""
     values: tuple[Any, ...] = _RUN_VALUES(r)
-    if not (r.steps_raw or r.attempts_raw or r.budget_base or r.steps_dropped or r.attempts_dropped):
+    if not (r.steps_raw or r.attempts_raw or r.budget_base or r.steps_dropped or r.attempts_dropped or r.extra):
         return (r.status._value_,) + values
-    return (r.status._value_,) + values + (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
+    history = (r.attempts_raw, r.attempts_dropped, r.steps_raw, r.steps_dropped, r.budget_base)
+    return (r.status._value_,) + values + history + ((r.extra,) if r.extra else ())
 
 
 def run_from_tuple(t: tuple[Any, ...]) -> Run:
@@ -229,8 +232,10 @@ def run_from_tuple(t: tuple[Any, ...]) -> Run:
      run.manual, run.skipped_count, run.skipped_until_ms, run.cancel_requested, run.not_before_ms) = t[RUN_FIELDS]  # fmt: skip
     if len(t) > RUN_HISTORY.start:  # a run with a history, kept as the plain tuples it is stored as
         run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = t[RUN_HISTORY]
+        run.extra = t[RUN_EXTRA] if len(t) > RUN_EXTRA else ()
     else:
         run.attempts_raw, run.attempts_dropped, run.steps_raw, run.steps_dropped, run.budget_base = (), 0, (), 0, 0
+        run.extra = ()
     return run
 
 

@@ -37,10 +37,13 @@ from __future__ import annotations
 
 from heapq import merge
 from itertools import islice
+from typing import Iterator
+
+from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, backoff_ms, lease_id_for
-from raftsched.cluster.domain.model import AttemptOutcome, JobStatus, RetryPolicy, Run, RunStatus
+from raftsched.cluster.domain.model import MAX_PRIORITY, AttemptOutcome, JobStatus, RetryPolicy, Run, RunStatus
 from raftsched.cluster.domain.output import OutputKey
 from raftsched.cluster.domain.output_location import names_attempt
 from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument, Ok, Result
@@ -151,16 +154,66 @@ def _typed_candidates(tx: Tx, cmd: c.AcquireLeases, budget: int) -> list[tuple[i
     return list(islice(merge(*heads), budget))
 
 
+#: how many leasable runs one grant looks at past those it grants, when priorities or concurrency keys are in play
+#: (runs held back by their concurrency key are passed over): bounded work in apply
+SCAN_PAST = 10_000
+
+
+def _leasable(pending: SortedList, now_ms: int) -> Iterator[tuple[int, str]]:
+    return pending.irange(maximum=(now_ms + 1, ""), inclusive=(True, False))
+
+
+def _ranked_candidates(tx: Tx, cmd: c.AcquireLeases) -> Iterator[tuple[int, str]]:
+    """Leasable keys of ``cmd.queues`` (of ``cmd.types``, if any), higher priorities first, oldest first within
+    one: a lazy merge of each priority's indexes (command format 5's grant)."""
+    mem, now = tx.mem, tx.mem.now_ms
+    queues = list(dict.fromkeys(cmd.queues))
+    types = list(dict.fromkeys(cmd.types))
+    for p in range(MAX_PRIORITY, 0, -1):
+        if types:
+            found = [mem.prio_by_type.get((q, t, p)) for q in queues for t in types]
+        else:
+            found = [mem.prio_pending.get((q, p)) for q in queues]
+        heads = [_leasable(f, now) for f in found if f]
+        if heads:
+            yield from merge(*heads)
+    if types:
+        base = [mem.pending_by_type.get((q, t)) for q in queues for t in types]
+    else:
+        base = [mem.pending.get(q) for q in queues]
+    yield from merge(*[_leasable(f, now) for f in base if f])
+
+
+def _candidates(tx: Tx, cmd: c.AcquireLeases, budget: int) -> list[tuple[int, str]]:
+    mem = tx.mem
+    if not (mem.prio_pending or mem.keyed_pending):  # the grant of every entry before priorities and keys
+        return _typed_candidates(tx, cmd, budget) if cmd.types else _any_type_candidates(tx, cmd)[:budget]
+    out: list[tuple[int, str]] = []
+    held: dict[str, int] = {}  # concurrency key -> leased now and granted here
+    for key in islice(_ranked_candidates(tx, cmd), budget + SCAN_PAST):
+        spec = tx.spec(runs.indexed_run(tx, key[1]).job_id)
+        ckey = spec.concurrency_key if spec is not None else ""
+        if ckey:
+            n = held.get(ckey, mem.conc_leased.get(ckey, 0))
+            if n >= spec.concurrency_limit:  # type: ignore[union-attr]
+                continue  # held back: its key is at its limit; it stays PENDING
+            held[ckey] = n + 1
+        out.append(key)
+        if len(out) >= budget:
+            break
+    return out
+
+
 def acquire(tx: Tx, cmd: c.AcquireLeases) -> Result:
     now, index = tx.mem.now_ms, tx.index
     if tx.token_entry != index:
         tx.token_entry, tx.tokens_used = index, 0
     # the proposer keeps a batch's grants within one entry's tokens; this only guards the range
     budget = max(0, min(cmd.max_runs, MAX_RUNS_PER_GRANT - tx.tokens_used))
-    candidates = _typed_candidates(tx, cmd, budget) if cmd.types else _any_type_candidates(tx, cmd)
+    candidates = _candidates(tx, cmd, budget)
     grants: list[Grant] = []
     history = tx.mem.cluster_format >= HISTORY_FORMAT
-    for k, (_, run_id) in enumerate(candidates[:budget], start=tx.tokens_used + 1):
+    for k, (_, run_id) in enumerate(candidates, start=tx.tokens_used + 1):
         run = runs.indexed_run(tx, run_id)
         spec = tx.spec(run.job_id)
         assert spec is not None, run
@@ -250,6 +303,27 @@ def expire(tx: Tx, cmd: c.ExpireLeases) -> Result:
             f"{run.executor_id!r} stopped renewing it",
         )  # fmt: skip
         _attempt_failed(tx, run, error, draw)
+    return Ok(expired)
+
+
+def expire_pending(tx: Tx, cmd: c.ExpirePending) -> Result:
+    """PENDING runs past their job's ``pending_ttl`` end EXPIRED (a run leased, cancelled or retried since the leader
+    looked is left as it is)."""
+    expired = 0
+    now = tx.mem.now_ms
+    for run_id in cmd.run_ids:
+        deadline = tx.mem.pending_ttl.get(run_id)
+        if deadline is None or deadline > now:
+            continue
+        run = tx.run(run_id)
+        if run is None or run.status is not RunStatus.PENDING:
+            continue
+        expired += 1
+        runs.finish(
+            tx, run, RunStatus.EXPIRED,
+            f"still PENDING at {iso(deadline)}, its job's pending_ttl after it became leasable at "
+            f"{iso(run.not_before_ms)}: no executor leased it in time",
+        )  # fmt: skip
     return Ok(expired)
 
 

@@ -45,7 +45,21 @@ from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STA
 from raftsched.cluster.domain.output import OutputKey
 from raftsched.cluster.domain.results import Internal, InvalidArgument, Ok, Rejected, Result
 from raftsched.cluster.domain.retention import kept_apart
-from raftsched.cluster.fsm import body, fire, job_info, jobs, keys, layout, leases, membership, queries, requests, retention, runs
+from raftsched.cluster.fsm import (
+    backfill,
+    body,
+    fire,
+    job_info,
+    jobs,
+    keys,
+    layout,
+    leases,
+    membership,
+    queries,
+    requests,
+    retention,
+    runs,
+)
 from raftsched.cluster.fsm.cache import CACHE_BYTES
 from raftsched.cluster.fsm.memory import Memory
 from raftsched.cluster.fsm.reader import RecordMap, RecordReader
@@ -68,6 +82,7 @@ HANDLERS: dict[type, Handler] = {
     c.ResumeJob: jobs.resume_job,
     c.DeleteJob: jobs.delete_job,
     c.TriggerJob: jobs.trigger_job,
+    c.BackfillJob: backfill.backfill,
     c.CancelRun: runs.cancel_run,
     c.RetryRun: runs.retry_run,
     c.Fire: fire.fire,
@@ -75,6 +90,7 @@ HANDLERS: dict[type, Handler] = {
     c.RenewLeases: leases.renew,
     c.CompleteRun: leases.complete,
     c.ExpireLeases: leases.expire,
+    c.ExpirePending: leases.expire_pending,
     c.GraceLeases: leases.grace,
     c.PruneHistory: retention.prune,
     c.Barrier: _barrier,
@@ -286,6 +302,27 @@ class JobStateMachine:
 
     def expired_leases(self, now_ms: int, limit: int) -> list[tuple[str, int]]:
         return queries.expired_leases(self.tx, now_ms, limit)
+
+    def expired_pending(self, now_ms: int, limit: int) -> list[str]:
+        """Ids of PENDING runs past their job's ``pending_ttl`` at ``now_ms``, earliest first (in memory only)."""
+        out: list[str] = []
+        for _, run_id in self.tx.mem.pending_deadlines.irange(maximum=(now_ms, "\uffff")):
+            out.append(run_id)
+            if len(out) >= limit:
+                break
+        return out
+
+    def queue_depths(self) -> dict[str, int]:
+        """PENDING runs per queue (of every priority), only queues that have any."""
+        mem = self.tx.mem
+        depths = {q: len(found) for q, found in mem.pending.items() if found}
+        for (q, _), found in mem.prio_pending.items():
+            depths[q] = depths.get(q, 0) + len(found)
+        return depths
+
+    def next_pending_deadline(self) -> int | None:
+        deadlines = self.tx.mem.pending_deadlines
+        return int(deadlines[0][0]) if deadlines else None
 
     def lease_output(self, lease_id: str, token: int) -> OutputKey | None:
         return queries.lease_output(self.tx, lease_id, token)

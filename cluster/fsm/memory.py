@@ -56,6 +56,20 @@ class Memory:
         #: (queue, job type) -> the same keys as ``pending``, split by the type of each run's job (what a grant to
         #: an executor that serves some types reads; the key tuples are shared with ``pending``)
         self.pending_by_type: dict[tuple[str, str], SortedList] = {}
+        #: PENDING runs of a job with a priority above 0 (command format 5), kept apart from ``pending`` (which holds
+        #: those of priority 0, most runs) with the same keys: (queue, priority) -> keys; (queue, type, priority) ->
+        #: keys; run_id -> its priority as indexed
+        self.prio_pending: dict[tuple[str, int], SortedList] = {}
+        self.prio_by_type: dict[tuple[str, str, int], SortedList] = {}
+        self.run_prio: dict[str, int] = {}
+        #: LEASED runs of jobs with a concurrency key: key -> how many; lease_id -> its key as counted
+        self.conc_leased: dict[str, int] = {}
+        self.lease_conc: dict[str, str] = {}
+        #: PENDING runs of jobs with a concurrency key (a grant then checks each run's key)
+        self.keyed_pending: set[str] = set()
+        #: run_id -> when a PENDING run of a job with a ``pending_ttl`` expires, and (that deadline, run_id) in order
+        self.pending_ttl: dict[str, int] = {}
+        self.pending_deadlines: SortedList = SortedList()
         #: lease_id -> run_id of LEASED runs, and (lease_expires_ms, lease_id) in deadline order
         self.leases: dict[str, str] = {}
         self.lease_deadlines: SortedList = SortedList()
@@ -75,8 +89,9 @@ class Memory:
         counts = get(b"counts")
         if counts is not None:
             runs, jobs = layout.decode_plain(counts)
-            self.run_counts = dict(zip(RunStatus, runs))
-            self.job_counts = dict(zip(JobStatus, jobs))
+            # a state written before a status was added counts none of it
+            self.run_counts = dict.fromkeys(RunStatus, 0) | dict(zip(RunStatus, runs))
+            self.job_counts = dict.fromkeys(JobStatus, 0) | dict(zip(JobStatus, jobs))
         membership = get(b"membership")
         if membership is not None:
             self.set_membership(*layout.decode_membership(membership))

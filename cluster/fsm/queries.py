@@ -89,12 +89,18 @@ def next_lease_deadline(tx: Tx) -> int | None:
 def next_leasable_ms(tx: Tx, queues: list[str], types: tuple[str, ...] | list[str] = ()) -> int | None:
     """The earliest instant a PENDING run of these queues (and of these job types; empty: any) may be leased, or
     None if there is none."""
+    mem = tx.mem
     if types:
-        typed = tx.mem.pending_by_type
+        typed = mem.pending_by_type
         heads = [typed[(q, t)][0][0] for q in queues for t in types if typed.get((q, t))]
+        if mem.prio_by_type:
+            wanted = {(q, t) for q in queues for t in types}
+            heads += [keys[0][0] for (q, t, _), keys in mem.prio_by_type.items() if keys and (q, t) in wanted]
     else:
-        pending = tx.mem.pending
+        pending = mem.pending
         heads = [pending[q][0][0] for q in queues if pending.get(q)]
+        if mem.prio_pending:
+            heads += [keys[0][0] for (q, _), keys in mem.prio_pending.items() if keys and q in queues]
     return min(heads) if heads else None
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Job, JobInfo, JobStatus, Run, RunStatus, run_id_for
+from raftsched.cluster.domain.model import Job, JobInfo, JobSpec, JobStatus, Run, RunExtra, RunStatus, run_extra, run_id_for
 from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step, skipped_detail
 from raftsched.cluster.domain.schedule.firing import Skip
@@ -202,6 +202,11 @@ def index_live(tx: Tx, run: Run) -> None:
         mem = tx.mem
         mem.leases[run.lease_id] = run.run_id
         mem.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
+        spec = tx.spec(run.job_id)
+        if spec is not None and spec.concurrency_key:
+            key = spec.concurrency_key
+            mem.conc_leased[key] = mem.conc_leased.get(key, 0) + 1
+            mem.lease_conc[run.lease_id] = key
 
 
 def unindex_live(tx: Tx, run: Run) -> None:
@@ -216,36 +221,98 @@ def release(tx: Tx, run: Run) -> None:
     mem = tx.mem
     mem.leases.pop(run.lease_id, None)
     mem.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
+    if mem.lease_conc:
+        key = mem.lease_conc.pop(run.lease_id, None)
+        if key is not None:
+            left = mem.conc_leased[key] - 1
+            if left:
+                mem.conc_leased[key] = left
+            else:
+                del mem.conc_leased[key]
 
 
-def _run_type(tx: Tx, run: Run) -> str:
-    """The type a run executes as: its job's (current) type."""
-    spec = tx.spec(run.job_id)
+def _run_type(tx: Tx, run: Run, spec: JobSpec | None) -> str:
+    """The type a run executes as: its own (a notification's), else its job's (current) type."""
+    if run.extra:
+        own = run_extra(run, RunExtra.TYPE)
+        if own:
+            return str(own)
     return spec.type if spec is not None else ""
 
 
 def index_pending(tx: Tx, run: Run) -> None:
     key = (run.not_before_ms, run.run_id)
     mem = tx.mem
+    spec = tx.spec(run.job_id)
+    if spec is not None and spec.concurrency_key:
+        mem.keyed_pending.add(run.run_id)
+    if spec is not None and spec.priority:
+        _index_prio(tx, run, spec, key)
+        return
     queue = mem.pending.get(run.queue)
     if queue is None:
         queue = mem.pending[run.queue] = SortedList()
     queue.add(key)
-    typed_key = (run.queue, _run_type(tx, run))
+    if spec is not None and spec.pending_ttl_ms:
+        _index_ttl(tx, run, spec)
+    typed_key = (run.queue, _run_type(tx, run, spec))
     typed = mem.pending_by_type.get(typed_key)
     if typed is None:
         typed = mem.pending_by_type[typed_key] = SortedList()
     typed.add(key)
 
 
+def _index_ttl(tx: Tx, run: Run, spec: JobSpec) -> None:
+    deadline = run.not_before_ms + spec.pending_ttl_ms
+    tx.mem.pending_ttl[run.run_id] = deadline
+    tx.mem.pending_deadlines.add((deadline, run.run_id))
+
+
+def _index_prio(tx: Tx, run: Run, spec: JobSpec, key: tuple[int, str]) -> None:
+    """A PENDING run of a job with a priority: into the indexes of its priority."""
+    mem, p = tx.mem, spec.priority
+    mem.run_prio[run.run_id] = p
+    mem.prio_pending.setdefault((run.queue, p), SortedList()).add(key)
+    mem.prio_by_type.setdefault((run.queue, _run_type(tx, run, spec), p), SortedList()).add(key)
+    if spec.pending_ttl_ms:
+        _index_ttl(tx, run, spec)
+
+
+def _unindex_prio(tx: Tx, run: Run, p: int, key: tuple[int, str]) -> None:
+    mem = tx.mem
+    at = (run.queue, p)
+    found = mem.prio_pending.get(at)
+    if found is not None:
+        found.discard(key)
+        if not found:
+            del mem.prio_pending[at]
+    typed_at = (run.queue, _run_type(tx, run, tx.spec(run.job_id)), p)
+    typed = mem.prio_by_type.get(typed_at)
+    if typed is not None:
+        typed.discard(key)
+        if not typed:
+            del mem.prio_by_type[typed_at]
+
+
 def unindex_pending(tx: Tx, run: Run) -> None:
     """Undo ``index_pending`` (call it while the run's job still has the type it was indexed under)."""
     key = (run.not_before_ms, run.run_id)
     mem = tx.mem
+    if mem.pending_ttl:
+        deadline = mem.pending_ttl.pop(run.run_id, None)
+        if deadline is not None:
+            mem.pending_deadlines.discard((deadline, run.run_id))
+    if mem.keyed_pending:
+        mem.keyed_pending.discard(run.run_id)
+    if mem.run_prio:
+        p = mem.run_prio.pop(run.run_id, 0)
+        if p:
+            _unindex_prio(tx, run, p, key)
+            return
     queue = mem.pending.get(run.queue)
     if queue is not None:
         queue.discard(key)
-    typed_key = (run.queue, _run_type(tx, run))
+    typed_key = (run.queue, _run_type(tx, run, tx.spec(run.job_id)))
     typed = mem.pending_by_type.get(typed_key)
     if typed is not None:
         typed.discard(key)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
@@ -34,13 +34,17 @@ from raftsched.cluster.domain.model import (
     Run,
     RunStatus,
     Schedule,
+    run_id_for,
 )
+from raftsched.cluster.domain.payloads import validate_payload
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT
-from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.domain.schedule import explain_instant, job_schedule, next_fire, upcoming
+from raftsched.cluster.domain.schedule.backfill import BackfillTooLarge, backfill_instants, backfill_run_id
+from raftsched.cluster.domain.schedule.exceptions import skip_reason
 from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT, check_legacy
 from raftsched.cluster.domain.spec_codec import has_extras, spec_fingerprint
-from raftsched.cluster.domain.spec_extras import matches, parse_selector
+from raftsched.cluster.domain.spec_extras import matches, parse_selector, validate_extras
 from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
 from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec
 from raftsched.cluster.fsm.machine import JobStateMachine
@@ -276,8 +280,17 @@ class JobService:
         _require_id("job_id", job_id)
         return self._job_write(c.DeleteJob(self._clock.now_ms(), job_id, self._rid(request_id)))
 
-    def trigger_job(self, job_id: str, request_id: str = "") -> Run:
+    def trigger_job(self, job_id: str, request_id: str = "", payload: bytes = b"") -> Run:
+        """One extra run now; ``payload``: its own instead of the job's (checked as the job's would be)."""
         _require_id("job_id", job_id)
+        if payload:
+            self._check_format("a trigger with its own payload")
+            if len(payload) > self._limits.max_payload_bytes:
+                raise ValidationError(
+                    f"payload is {len(payload)} bytes, over the limit of {self._limits.max_payload_bytes} bytes; "
+                    "store large inputs elsewhere and pass a reference"
+                )
+            validate_payload(self.get_job(job_id).spec.type, payload)
         rid = self._rid(request_id)
         limit = self._limits.max_pending_runs
         if not rid:  # a retried trigger with an id must still get its first answer
@@ -286,9 +299,47 @@ class JobService:
                 limit,
                 f"the cluster holds its limit of PENDING runs, [limits] max_pending_runs = {limit}: add executors or raise it",
             )
-        run = self._replica.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit, rid))
+        run = self._replica.execute(c.TriggerJob(self._clock.now_ms(), job_id, limit, rid, payload))
         assert isinstance(run, Run)
         return run
+
+    def backfill_job(self, job_id: str, start_ms: int, end_ms: int, dry_run: bool = False) -> tuple[list[int], list[Run]]:
+        """Runs for the past instants of ``[start_ms, end_ms)`` that have none (``BackfillJob``); ``dry_run``: the
+        instants, and nothing is made."""
+        _require_id("job_id", job_id)
+        for name, ms in (("start_time", start_ms), ("end_time", end_ms)):
+            lim.check_instant_ms(name, ms)
+        if end_ms <= start_ms:
+            raise ValidationError("end_time is not after start_time: give a range [start_time, end_time)")
+        self._check_format("BackfillJob")
+        if dry_run:
+            return self._backfill_preview(job_id, start_ms, end_ms), []
+        cmd = c.BackfillJob(self._clock.now_ms(), job_id, start_ms, end_ms, self._limits.max_pending_runs)
+        instants, runs = self._replica.execute(cmd)
+        return list(instants), list(runs)
+
+    def _backfill_preview(self, job_id: str, start_ms: int, end_ms: int) -> list[int]:
+        fmt = self._replica.read(lambda m: m.cluster_format, barrier=False)
+
+        def read(rr: RecordReader) -> list[int]:
+            job = rr.job(job_id)
+            if job is None:
+                raise RejectedError(NotFound(f"job {job_id} not found"))
+            if job.status is JobStatus.DELETED:
+                raise RejectedError(FailedPrecondition(f"job {job_id} is deleted; it cannot be backfilled"))
+
+            def has_run(instant: int) -> bool:
+                own = rr.run(run_id_for(job_id, instant))
+                return (own is not None and own.status is not RunStatus.SKIPPED) or rr.run(
+                    backfill_run_id(job_id, instant)
+                ) is not None
+
+            try:
+                return backfill_instants(job_schedule(job.spec, fmt), job.anchor_ms, job.cursor_ms, start_ms, end_ms, has_run)
+            except BackfillTooLarge as exc:
+                raise ValidationError(str(exc)) from exc
+
+        return self._replica.read_records(read)
 
     def cancel_run(self, run_id: str, request_id: str = "") -> Run:
         _require_id("run_id", run_id)
@@ -355,7 +406,7 @@ class JobService:
         """Jobs and runs in this node's state as applied so far: no barrier, no Raft round trip."""
 
         def count(m: JobStateMachine) -> Counts:
-            pending = {q: len(runs) for q, runs in m.pending.items() if runs}
+            pending = m.queue_depths()
             return Counts(dict(m.run_counts), sum(m.job_counts.values()), pending, dict(m.members), dict(m.job_counts))
 
         return self._replica.read(count, barrier=False)
@@ -483,16 +534,39 @@ class JobService:
             if exhausted:
                 return Page(out, "")
 
-    def preview(self, spec_schedule: Schedule, after_ms: int | None, count: int) -> list[tuple[int, str]]:
-        """The next instants of a schedule, each with a note on what DST did to it ("" when nothing)."""
+    def preview(
+        self, spec_schedule: Schedule, after_ms: int | None, count: int, shape: JobSpec | None = None
+    ) -> list[tuple[int, str]]:
+        """The next instants of a schedule, each with a note on what DST did to it ("" when nothing); ``shape``: a
+        spec whose bounds and extra crons shape them (their union) and whose skip dates and windows skip some (the
+        instant is listed, its note says it is skipped and why)."""
         check_schedule(spec_schedule)
         if count < 0:
             raise ValidationError(f"count {count} is negative")
         count = min(count or 10, MAX_PREVIEW)
         start = self._clock.now_ms() if after_ms is None else after_ms
         lim.check_instant_ms("after", start)
-        times = [t for t in upcoming(spec_schedule, start, start, count) if t <= lim.MAX_INSTANT_MS]
-        return [(t, explain_instant(spec_schedule, prev, t)) for prev, t in zip([start] + times, times)]
+        shaped: Any = spec_schedule
+        if shape is not None and has_extras(shape):
+            validate_extras(shape)
+            shaped = job_schedule(shape, NEW_RULES_FORMAT)
+        times = [t for t in upcoming(shaped, start, start, count) if t <= lim.MAX_INSTANT_MS]
+        out = []
+        for prev, t in zip([start] + times, times):
+            note = explain_instant(_zone_schedule(shape, spec_schedule, t), prev, t)
+            why = skip_reason(shape, t) if shape is not None and (shape.skip_dates or shape.skip_windows) else ""
+            out.append((t, f"skipped: {why}" + (f"; {note}" if note else "") if why else note))
+        return out
+
+
+def _zone_schedule(shape: JobSpec | None, schedule: Schedule, instant_ms: int) -> Schedule:
+    """The expression an instant of a union comes from (its DST note is that expression's)."""
+    if shape is None or not shape.extra_crons:
+        return schedule
+    for cron in (schedule, *shape.extra_crons):
+        if next_fire(cron, instant_ms - 1, instant_ms) == instant_ms:
+            return cron
+    return schedule
 
 
 def _labels_of(reader: RecordReader, job_id: str) -> tuple[tuple[str, str], ...]:

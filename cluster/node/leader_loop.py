@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import RejectedError, Unavailable
+from raftsched.cluster.domain.model import SCHEDULES_FORMAT
 from raftsched.cluster.fsm.machine import JobStateMachine, due_item
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.config import SchedulerConfig
@@ -60,6 +61,9 @@ class _Look(NamedTuple):
     ttls: dict[str, int]
     next_deadline: int | None
     next_prune: int | None
+    #: ids of PENDING runs past their job's pending_ttl (in-flight ones included), and the next such deadline
+    stale_pending: list[str] = []
+    next_pending_deadline: int | None = None
 
 
 class LeaderLoop:
@@ -92,6 +96,7 @@ class LeaderLoop:
         self._inflight: dict[bytes, float] = {}
         self._inflight_lock = threading.Lock()
         self._expiring: dict[tuple[str, int], float] = {}
+        self._expiring_pending: dict[str, float] = {}
         self._pruning_since = 0.0
         self._leading = False
         self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
@@ -164,7 +169,14 @@ class LeaderLoop:
             return
         now = self._clock.now_ms()
         look = self._look(now)
-        self._sleep(min(self._fire_due(now, look), self._expire_due(now, look), self._prune_due(now, look)))
+        self._sleep(
+            min(
+                self._fire_due(now, look),
+                self._expire_due(now, look),
+                self._prune_due(now, look),
+                self._expire_pending(now, look),
+            )
+        )
 
     def _look(self, now: int) -> _Look:
         """What is due, in one read: the Raft thread holds the state's lock while it applies an entry (a Fire of
@@ -179,7 +191,13 @@ class LeaderLoop:
             due = m.due_page(until, fire_scan) if fire_room > 0 else []
             expired = m.expired_leases(now, expire_scan)
             ttls = m.lease_ttls([lease_id for lease_id, _ in expired]) if expired else {}
-            return _Look(fire_room, due, m.next_due_ms(), expired, ttls, m.next_lease_deadline(), m.next_prune_ms())
+            stale = (
+                m.expired_pending(now, EXPIRE_BATCH + len(self._expiring_pending)) if m.cluster_format >= SCHEDULES_FORMAT else []
+            )
+            return _Look(
+                fire_room, due, m.next_due_ms(), expired, ttls, m.next_lease_deadline(), m.next_prune_ms(), stale,
+                m.next_pending_deadline(),
+            )  # fmt: skip
 
         return self._replica.read(read, barrier=False)
 
@@ -194,6 +212,7 @@ class LeaderLoop:
         with self._inflight_lock:
             self._inflight.clear()
             self._expiring.clear()
+            self._expiring_pending.clear()
         self._leading = True
         log.info(
             "became leader: barrier committed at index %s, %s live leases given at least %d ms, firing starts",
@@ -267,6 +286,28 @@ class LeaderLoop:
         if next_deadline is None or next_deadline < now:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_deadline + 1 - now) / 1000.0))
+
+    def _expire_pending(self, now: int, look: _Look) -> float:
+        """Propose the end of PENDING runs past their job's pending_ttl; return how long to sleep at most."""
+        mono = self._clock.monotonic()
+        with self._inflight_lock:
+            items = [r for r in look.stale_pending if self._expiring_pending.get(r, 0.0) < mono - INFLIGHT_RETRY_S]
+            items = items[:EXPIRE_BATCH]
+            for item in items:
+                self._expiring_pending[item] = mono
+        if items:
+
+            def done(_result: Any, error: int) -> None:
+                with self._inflight_lock:
+                    for item in items:
+                        self._expiring_pending.pop(item, None)
+
+            self._replica.propose_async(c.ExpirePending(now, tuple(items)), done)
+            return MIN_PAUSE_S
+        nxt = look.next_pending_deadline
+        if nxt is None or nxt < now:
+            return MAX_IDLE_S
+        return min(MAX_IDLE_S, max(0.001, (nxt + 1 - now) / 1000.0))
 
     def _propose(self, keys: list[bytes], now: int, lookahead: int) -> None:
         items = tuple(due_item(key) for key in keys)

@@ -31,6 +31,7 @@ from raftsched.sdk.errors import (
 )
 from raftsched.sdk.objects import (
     Attempt,
+    Backfill,
     ClusterStatus,
     Explanation,
     ExplanationStep,
@@ -51,6 +52,7 @@ __all__ = [
     "AlreadyExists",
     "AsyncClient",
     "Attempt",
+    "Backfill",
     "Client",
     "ClusterStatus",
     "ConfigurationError",

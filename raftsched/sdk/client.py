@@ -24,7 +24,7 @@ from raftsched.sdk import from_pb
 from raftsched.sdk import requests as rq
 from raftsched.sdk.connection import Connection
 from raftsched.sdk.errors import RaftschedError, Timeout, from_item_status, translated
-from raftsched.sdk.objects import ClusterStatus, Explanation, Job, Run, RunEvent, RunOutput, ScheduledInstant
+from raftsched.sdk.objects import Backfill, ClusterStatus, Explanation, Job, Run, RunEvent, RunOutput, ScheduledInstant
 from raftsched.sdk.spec import change_spec
 
 
@@ -166,9 +166,16 @@ class Client:
         """Delete a job (softly: status ``DELETED``, still readable); its pending runs are cancelled."""
         return from_pb.job(self._job("DeleteJob", pb.DeleteJobRequest(job_id=job_id, request_id=request_id)))
 
-    def trigger_job(self, job_id: str, *, request_id: str = "") -> Run:
-        """One extra run of the job, now; the run."""
-        return from_pb.run(self._job("TriggerJob", pb.TriggerJobRequest(job_id=job_id, request_id=request_id)))
+    def trigger_job(self, job_id: str, *, payload: Any = None, request_id: str = "") -> Run:
+        """One extra run of the job, now; the run. ``payload``: this run's own instead of the job's (bytes and text
+        as they are, anything else as JSON)."""
+        return from_pb.run(self._job("TriggerJob", rq.trigger_job(job_id, request_id, payload)))
+
+    def backfill_job(self, job_id: str, *, start: Any, end: Any, dry_run: bool = False) -> Backfill:
+        """A run for each instant of the job's schedule in ``[start, end)`` (aware datetimes or ISO text) that the
+        job has passed with no run (a skipped instant has none), at most 10,000; ``dry_run``: the instants only.
+        Safe to retry: a retry makes only the runs still missing."""
+        return from_pb.backfill(self._job("BackfillJob", rq.backfill_job(job_id, start, end, dry_run)))
 
     def preview_schedule(self, *, count: int = 10, start: Any = None, **schedule: Any) -> list[ScheduledInstant]:
         """The next ``count`` instants a schedule would fire at, after ``start`` (default now), without saving

@@ -18,6 +18,7 @@ from raftsched.sdk import codec
 from raftsched.sdk.durations import EPOCH
 from raftsched.sdk.objects import (
     Attempt,
+    Backfill,
     ClusterStatus,
     Explanation,
     ExplanationStep,
@@ -172,7 +173,13 @@ def run(r: pb.Run) -> Run:
         attempts=tuple(attempt(a) for a in r.attempts),
         attempts_dropped=r.attempts_dropped,
         labels=dict(r.labels),
+        backfill=r.backfill,
     )
+
+
+def backfill(b: pb.BackfillJobResponse) -> Backfill:
+    """A BackfillJobResponse as ``Backfill``."""
+    return Backfill(tuple(t for t in (instant(ts) for ts in b.instants) if t is not None), tuple(run(r) for r in b.runs))
 
 
 def explanation(e: pb.RunExplanation) -> Explanation:

@@ -175,6 +175,8 @@ class Run:
     attempts_dropped: int = 0
     #: its job's labels
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: made by ``backfill_job``
+    backfill: bool = False
 
     @property
     def result(self) -> Any:
@@ -280,6 +282,14 @@ class ClusterStatus:
     pending_by_queue: Mapping[str, int] = field(default_factory=dict)
     command_format: int = 0
     membership_change: str = ""
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What ``backfill_job`` did (or, with ``dry_run``, would do): the instants, and the runs made for them."""
+
+    instants: tuple[dt.datetime, ...]
+    runs: tuple[Run, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv
+from raftsched.sdk import codec
 from raftsched.sdk.durations import instant_ms
 from raftsched.sdk.spec import build_spec, enum_value
 
@@ -68,6 +69,22 @@ def list_runs(job_id: str, status: str | int | None, page_size: int, token: str,
     return pb.ListRunsRequest(
         job_id=job_id, status=filtered, page_size=page_size, page_token=token, label_selector=label_selector
     )
+
+
+def trigger_job(job_id: str, request_id: str, payload: Any) -> pb.TriggerJobRequest:
+    """``TriggerJob``: ``payload`` this run's own (as ``create_job`` takes one; None: the job's)."""
+    req = pb.TriggerJobRequest(job_id=job_id, request_id=request_id)
+    if payload is not None:
+        req.payload = codec.encode(payload, "payload")
+    return req
+
+
+def backfill_job(job_id: str, start: Any, end: Any, dry_run: bool) -> pb.BackfillJobRequest:
+    """``BackfillJob`` of ``[start, end)`` (aware datetimes or ISO text)."""
+    req = pb.BackfillJobRequest(job_id=job_id, dry_run=dry_run)
+    cv.to_ts(instant_ms(start, "start"), req.start_time)
+    cv.to_ts(instant_ms(end, "end"), req.end_time)
+    return req
 
 
 def pause_job(job_id: str, request_id: str, note: str, until: Any) -> pb.PauseJobRequest:

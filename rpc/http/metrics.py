@@ -36,7 +36,9 @@ class MetricDef:
 
 
 #: the statuses a run can finish in (``raftsched_runs_finished_total{status}``)
-FINISHED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED, RunStatus.SKIPPED)
+FINISHED_STATUSES = (
+    RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED, RunStatus.SKIPPED, RunStatus.EXPIRED,
+)  # fmt: skip
 
 #: delays, from a few ms to minutes late
 DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)

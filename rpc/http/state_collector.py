@@ -38,7 +38,7 @@ class RaftGauges(Protocol):
 
 
 def _tables(m: JobStateMachine) -> StateTables:
-    return dict(m.run_counts), {queue: len(keys) for queue, keys in m.pending.items()}, dict(m.job_counts)
+    return dict(m.run_counts), m.queue_depths(), dict(m.job_counts)
 
 
 def _family(name: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:

@@ -39,7 +39,18 @@ READER_METHODS = frozenset(
     {"GetJob", "ListJobs", "GetRun", "ListRuns", "GetRunOutput", "WatchRuns", "PreviewSchedule", "ExplainRun", "GetClusterStatus"}
 )
 SUBMITTER_METHODS = frozenset(
-    {"CreateJob", "CreateJobs", "UpdateJob", "PauseJob", "ResumeJob", "DeleteJob", "TriggerJob", "CancelRun", "RetryRun"}
+    {
+        "CreateJob",
+        "CreateJobs",
+        "UpdateJob",
+        "PauseJob",
+        "ResumeJob",
+        "DeleteJob",
+        "TriggerJob",
+        "CancelRun",
+        "RetryRun",
+        "BackfillJob",
+    }
 )
 EXECUTOR_METHODS = frozenset({"AcquireLease", "RenewLease", "CompleteRun", "CompleteRuns"})
 #: the roles that may call each kind of method; any other method (AddNode, RemoveNode, one added later) is admin's only
@@ -168,6 +179,7 @@ _FROM_STATE: dict[str, Callable[[Any, ScopeLookup], Access]] = {
     "ResumeJob": lambda r, s: _scope(s.job(r.job_id)),
     "DeleteJob": lambda r, s: _scope(s.job(r.job_id)),
     "TriggerJob": lambda r, s: _scope(s.job(r.job_id)),
+    "BackfillJob": lambda r, s: _scope(s.job(r.job_id)),
     "CancelRun": lambda r, s: _scope(s.run(r.run_id)),
     "RetryRun": lambda r, s: _scope(s.run(r.run_id)),
     "RenewLease": lambda r, s: Access(queues=tuple(s.lease_queues([ref.lease_id for ref in r.leases]))),

@@ -15,7 +15,7 @@ import grpc
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import Overloaded, ValidationError
-from raftsched.cluster.domain.model import Run
+from raftsched.cluster.domain.model import JobSpec, Run
 from raftsched.cluster.node.event_hub import RUN_EVENT_KINDS, EventHub, RunChange
 from raftsched.cluster.node.job_service import JobService
 from raftsched.cluster.node.slots import Slots
@@ -89,7 +89,19 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     @guarded
     def TriggerJob(self, request: pb.TriggerJobRequest, context: grpc.ServicerContext) -> pb.Run:
-        return self._runs_pb([self._svc.trigger_job(request.job_id, request.request_id)])[0]
+        return self._runs_pb([self._svc.trigger_job(request.job_id, request.request_id, bytes(request.payload))])[0]
+
+    @guarded
+    def BackfillJob(self, request: pb.BackfillJobRequest, context: grpc.ServicerContext) -> pb.BackfillJobResponse:
+        start = cv.instant_in(request.start_time, "start_time") if request.HasField("start_time") else 0
+        if not request.HasField("end_time"):
+            raise ValidationError("end_time is required: backfill the range [start_time, end_time)")
+        end = cv.instant_in(request.end_time, "end_time")
+        instants, runs = self._svc.backfill_job(request.job_id, start, end, request.dry_run)
+        resp = pb.BackfillJobResponse(runs=self._runs_pb(runs))
+        for t in instants:
+            cv.to_ts(t, resp.instants.add())
+        return resp
 
     @guarded
     def GetRun(self, request: pb.GetRunRequest, context: grpc.ServicerContext) -> pb.Run:
@@ -128,8 +140,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
     def PreviewSchedule(self, request: pb.PreviewScheduleRequest, context: grpc.ServicerContext) -> pb.PreviewScheduleResponse:
         schedule = cv.schedule_from_pb(request.spec)
         after = cv.instant_in(request.after, "after") if request.HasField("after") else None
+        shape = JobSpec("preview", schedule, **cv.extras_from_pb(request.spec))
         resp = pb.PreviewScheduleResponse()
-        for ms, note in self._svc.preview(schedule, after, request.count):
+        for ms, note in self._svc.preview(schedule, after, request.count, shape):
             cv.to_ts(ms, resp.times.add())
             resp.notes.append(note)
         return resp

@@ -11,6 +11,7 @@ import grpc
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import ValidationError
+from raftsched.cluster.domain.model import RunExtra
 from raftsched.cluster.domain.run_history import last_heartbeat
 from raftsched.cluster.node.lease_service import Completion, LeaseService
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
@@ -38,9 +39,11 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
         )
         resp = pb.AcquireLeaseResponse()
         for g in grants:
+            extra = dict(g.run.extra) if g.run.extra else {}  # a run's own payload or type (TriggerJob, a notification)
             lease = resp.leases.add(
-                lease_id=g.run.lease_id, fencing_token=g.run.fencing_token, type=g.spec.type, payload=g.spec.payload
-            )
+                lease_id=g.run.lease_id, fencing_token=g.run.fencing_token,
+                type=extra.get(RunExtra.TYPE, g.spec.type), payload=extra.get(RunExtra.PAYLOAD, g.spec.payload),
+            )  # fmt: skip
             cv.to_ts(g.run.lease_expires_ms, lease.expires_at)
             cv.run_to_pb(g.run, lease.run)
             cv.to_dur(g.spec.timeout_ms, lease.timeout)

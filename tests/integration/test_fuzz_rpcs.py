@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.descriptor import FieldDescriptor as F
+from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -62,7 +63,10 @@ def message(draw: Any, cls: Any, depth: int = 0) -> Any:
             continue
         repeated = field.is_repeated
         count = draw(REPEATS) if repeated else 1
-        if field.type == F.TYPE_MESSAGE:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:  # a map: keys and values
+            entries = draw(st.dictionaries(SCALARS[F.TYPE_STRING], SCALARS[F.TYPE_STRING], max_size=20))
+            getattr(msg, field.name).update(entries)
+        elif field.type == F.TYPE_MESSAGE:
             if depth > 3:
                 continue
             sub = draw(message(field.message_type._concrete_class, depth + 1))
@@ -92,7 +96,11 @@ def mutated_spec(draw: Any) -> pb.JobSpec:
     noise = draw(message(pb.JobSpec))
     name = draw(st.sampled_from([f.name for f in pb.JobSpec.DESCRIPTOR.fields]))
     field = pb.JobSpec.DESCRIPTOR.fields_by_name[name]
-    if field.type == F.TYPE_MESSAGE:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        getattr(spec, name).update(getattr(noise, name))
+    elif field.is_repeated:
+        getattr(spec, name).extend(getattr(noise, name))
+    elif field.type == F.TYPE_MESSAGE:
         if noise.HasField(name):
             getattr(spec, name).CopyFrom(getattr(noise, name))
     else:
@@ -124,6 +132,9 @@ def base_requests(known: dict[str, list[Any]]) -> dict[str, Any]:
         "ResumeJob": pb.ResumeJobRequest(job_id=job),
         "DeleteJob": pb.DeleteJobRequest(job_id=known["jobs"][-1]),
         "TriggerJob": pb.TriggerJobRequest(job_id=job),
+        "BackfillJob": pb.BackfillJobRequest(
+            job_id=job, start_time=Timestamp(seconds=1_700_000_000), end_time=Timestamp(seconds=1_900_000_000), dry_run=True
+        ),
         "GetRun": pb.GetRunRequest(run_id=run),
         "ListRuns": pb.ListRunsRequest(job_id=job, page_size=2),
         "CancelRun": pb.CancelRunRequest(run_id=known["runs"][-1]),
@@ -157,7 +168,9 @@ def request(draw: Any, bases: dict[str, Any]) -> tuple[str, str, Any]:
         for name in draw(st.lists(st.sampled_from(names), max_size=2)) if names else []:
             req.ClearField(name)
             field = cls.DESCRIPTOR.fields_by_name[name]
-            if field.is_repeated:
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                getattr(req, name).update(getattr(noise, name))
+            elif field.is_repeated:
                 getattr(req, name).extend(getattr(noise, name))
             elif field.type == F.TYPE_MESSAGE:
                 if noise.HasField(name):

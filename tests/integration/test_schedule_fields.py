@@ -8,6 +8,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import time
 import uuid
 from typing import Iterator
 
@@ -16,6 +17,8 @@ import pytest
 import raftsched
 from raftsched import Client, Worker
 from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.rpc.client.client import Client as RpcClient
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -136,7 +139,8 @@ def test_max_runs_completes_and_failures_pause_with_a_summary(sdk: Client, worke
         ({"labels": {"Team": "x"}}, "label key"),
         ({"labels": {f"k{i}": "v" for i in range(17)}}, "labels"),
         ({"extra_crons": [{"expression": "0 3 * * *"}]}, "extra_crons"),
-        ({"priority": 3}, "priority"),
+        ({"priority": 10}, "priority"),
+        ({"concurrency_key": "db"}, "concurrency_limit"),
         ({"notify": [{"events": ["FAILED"], "url": "http://127.0.0.1:9/"}]}, "notify"),
     ],
 )
@@ -183,3 +187,54 @@ def test_the_cli_sets_the_fields_selects_by_label_and_pauses_with_a_note(cluster
     assert sdk.get_job(job.id).pause_note == "holiday freeze"
     bad = _cli("job", "create", "--cluster", addrs, "--every", "1h", "--type", "noop", "--label", "Bad=x")
     assert bad.returncode != 0 and "label key" in bad.stderr
+
+
+def test_backfill_a_paused_range_and_trigger_with_a_payload(cluster: LocalCluster, sdk: Client) -> None:
+    job = sdk.create_job(_name("backfill"), every="1s", queue=QUEUE + "-idle", type="noop", payload={"from": "job"})
+    created = job.created_at
+    assert created is not None
+    sdk.pause_job(job.id)
+    time.sleep(3.5)
+    sdk.resume_job(job.id)  # the instants while paused are skipped, in one record
+    end = _now()
+    dry = sdk.backfill_job(job.id, start=created, end=end, dry_run=True)
+    assert len(dry.instants) >= 3 and dry.runs == ()
+    assert not any(r.backfill for r in sdk.list_runs(job_id=job.id))
+    done = sdk.backfill_job(job.id, start=created, end=end)
+    assert done.instants == dry.instants and [r.scheduled_time for r in done.runs] == list(done.instants)
+    assert all(r.backfill and r.status == "PENDING" and r.id.endswith("-backfill") for r in done.runs)
+    assert sdk.backfill_job(job.id, start=created, end=end).instants == ()  # again: nothing is missing
+    cli = _cli("job", "backfill", job.id, "--cluster", ",".join(cluster.addresses), "--from", "2020-01-01T00:00:00Z",
+               "--to", "2020-01-02T00:00:00Z", "--dry-run")  # fmt: skip
+    assert cli.returncode == 0 and "would make 0 run(s)" in cli.stdout, cli.stderr
+    run = sdk.trigger_job(job.id, payload={"from": "trigger"})
+    assert run.manual and sdk.get_run(run.id).id == run.id
+    assert bytes(sdk.get_run(run.id).result_bytes) == b""
+    with pytest.raises(raftsched.InvalidArgument, match="end_time is not after start_time"):
+        sdk.backfill_job(job.id, start=end, end=created)
+    sdk.delete_job(job.id)
+
+
+def _acquire(cluster: LocalCluster, queue: str, n: int) -> list[pb.Lease]:
+    with RpcClient(cluster.addresses) as raw:
+        req = pb.AcquireLeaseRequest(executor_id="prio-test", queues=[queue], max_runs=n)
+        return list(raw.lease("AcquireLease", req).leases)
+
+
+def test_priorities_concurrency_keys_and_pending_ttl_through_grpc(cluster: LocalCluster, sdk: Client) -> None:
+    queue = _name("prio")
+    low = sdk.create_job(_name("low"), every="1h", queue=queue, type="noop")
+    high = sdk.create_job(_name("high"), every="1h", queue=queue, type="noop", priority=9)
+    keyed = [sdk.create_job(_name("keyed"), every="1h", queue=queue, type="noop", concurrency_key=queue, concurrency_limit=1)
+             for _ in range(2)]  # fmt: skip
+    for job in (low, keyed[0], keyed[1], high):  # the high one last: it is leased first all the same
+        sdk.trigger_job(job.id)
+    granted = [lease.run.job_id for lease in _acquire(cluster, queue, 10)]
+    assert granted[0] == high.id and low.id in granted and len(granted) == 3  # one of the keyed two: the key's limit
+    assert len({keyed[0].id, keyed[1].id} & set(granted)) == 1
+    assert _acquire(cluster, queue, 10) == []  # the other keyed run waits for the first to end
+    expiring = sdk.create_job(_name("ttl"), every="1h", queue=queue + "-nobody", type="noop", pending_ttl="1s")
+    run = sdk.trigger_job(expiring.id)
+    wait_for(lambda: sdk.get_run(run.id).status == "EXPIRED", 15, "the run nobody took to expire")
+    done = sdk.get_run(run.id)
+    assert "pending_ttl" in done.error and sdk.get_job(expiring.id).failure_count == 1

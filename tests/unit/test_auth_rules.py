@@ -48,6 +48,7 @@ SUBMITTER = READER | {
     "TriggerJob",
     "CancelRun",
     "RetryRun",
+    "BackfillJob",
 }
 EXECUTOR = {"AcquireLease", "RenewLease", "CompleteRun", "CompleteRuns"}
 EXPECTED = {"reader": READER, "submitter": SUBMITTER, "executor": EXECUTOR}
@@ -184,7 +185,7 @@ def test_calls_naming_ids_touch_what_the_state_says() -> None:
     look = FakeLookup()
     update = pb.UpdateJobRequest(job_id="j-1", spec=pb.JobSpec(queue="reports", type="noop"))
     assert access_of("UpdateJob", update, look) == Access(("reports", "billing"), ("noop", "http"))
-    for method in ("PauseJob", "ResumeJob", "DeleteJob", "TriggerJob"):
+    for method in ("PauseJob", "ResumeJob", "DeleteJob", "TriggerJob", "BackfillJob"):
         request = getattr(pb, f"{method}Request")(job_id="j-1")
         assert access_of(method, request, look) == Access(("billing",), ("http",))
     assert access_of("CancelRun", pb.CancelRunRequest(run_id="j-1@5"), look) == Access(("billing",), ("http",))

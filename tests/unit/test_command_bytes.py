@@ -23,6 +23,7 @@ from raftsched.cluster.domain.model import (
     Member,
     MisfirePolicy,
     RetryPolicy,
+    TimeWindow,
 )
 
 pytestmark = pytest.mark.unit
@@ -45,6 +46,13 @@ SPEC_FULL = JobSpec(
     failed_history_limit=7,
 )
 SPEC_PLAIN = JobSpec("n", Every(60_000))
+#: every field of command format 5 set
+SPEC_5 = JobSpec(
+    "n", Cron("0 9 * * MON-FRI", "Europe/Berlin"), start_ms=T0, end_ms=T0 + 86_400_000, jitter_ms=5_000,
+    skip_dates=("2026-12-25",), skip_windows=(TimeWindow(T0 + 1_000, T0 + 2_000),), extra_crons=(Cron("0 12 * * SAT", "UTC"),),
+    max_runs=10, pause_after_failures=3, trigger_on_create=True, labels=(("team", "billing"),), pending_ttl_ms=60_000,
+    priority=7, concurrency_key="db", concurrency_limit=2,
+)  # fmt: skip
 
 CASES: list[tuple[str, c.Command]] = [
     ("create_job_plain", c.CreateJob(T0, "j1", SPEC_PLAIN)),
@@ -92,6 +100,11 @@ CASES: list[tuple[str, c.Command]] = [
     ("member_remove", c.RemoveMember(T0, "n1")),
     ("member_done", c.FinishMemberChange(T0, "n4", "add")),
     ("cluster_format", c.SetClusterFormat(T0, 3)),
+    ("create_job_schedules", c.CreateJob(T0, "j5", SPEC_5)),
+    ("pause_job_until", c.PauseJob(T0, "j1", note="deploy", until_ms=T0 + 60_000)),
+    ("trigger_job_payload", c.TriggerJob(T0, "j1", payload=b'{"n":1}')),
+    ("backfill_job", c.BackfillJob(T0, "j1", T0 - 86_400_000, T0, 100)),
+    ("expire_pending", c.ExpirePending(T0, ("j1@5", "j1@6"))),
 ]
 
 #: what the encoder wrote for each case
@@ -138,6 +151,11 @@ BYTES: dict[str, bytes] = {
     "member_remove": b'{"op":"member_remove","node":"n1","v":2,"now":1767225600000}',
     "member_done": b'{"op":"member_done","node":"n4","action":"add","v":2,"now":1767225600000}',
     "cluster_format": b'{"op":"cluster_format","fmt":3,"v":2,"now":1767225600000}',
+    "create_job_schedules": b'{"op":"create_job","job_id":"j5","spec":{"name":"n","sched":{"k":"cron","expr":"0 9 * * MON-FRI","tz":"Europe/Berlin"},"queue":"default","type":"shell","payload":"","retry":{"max":3,"init":1000,"cap":60000,"mul":2.0,"jit":0.2},"ttl":30000,"timeout":0,"conc":"ALLOW","misfire":"FIRE_ALL","catchup":86400000,"hlimit":1000,"httl":604800000,"start":1767225600000,"end":1767312000000,"jit":5000,"sdates":["2026-12-25"],"swin":[[1767225601000,1767225602000]],"crons":[{"expr":"0 12 * * SAT","tz":"UTC"}],"maxr":10,"paf":3,"toc":true,"labels":{"team":"billing"},"pttl":60000,"prio":7,"ckey":"db","climit":2},"idem":"","fp":"","v":5,"now":1767225600000}',
+    "pause_job_until": b'{"op":"pause_job","job_id":"j1","note":"deploy","until":1767225660000,"v":5,"now":1767225600000}',
+    "trigger_job_payload": b'{"op":"trigger_job","job_id":"j1","payload":"eyJuIjoxfQ==","v":5,"now":1767225600000}',
+    "backfill_job": b'{"op":"backfill_job","job_id":"j1","from":1767139200000,"to":1767225600000,"qp":100,"v":5,"now":1767225600000}',
+    "expire_pending": b'{"op":"expire_pending","runs":["j1@5","j1@6"],"v":5,"now":1767225600000}',
 }
 
 #: each case's request fingerprint (stored with an answered request_id)
@@ -184,6 +202,11 @@ FINGERPRINTS: dict[str, str] = {
     "member_remove": "f8b6d0c6248243f38c4e978957030167",
     "member_done": "b2fc2fa3dd44d5520671da76aa96743c",
     "cluster_format": "eed1558ab6d3bfc82fd86470061ed5af",
+    "create_job_schedules": "f2276f1d9fdd3d5903eb2c2dd4736142",
+    "pause_job_until": "52b4729532fea52c1efb187e02d90ce0",
+    "trigger_job_payload": "3ff5ba909be7339696e6e71e7cad3381",
+    "backfill_job": "9855f06429e637d14abee36c7b7cb2b8",
+    "expire_pending": "1e9ab62d8e6771bbdebca1c4c896766b",
 }
 
 

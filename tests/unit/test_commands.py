@@ -86,6 +86,9 @@ commands = st.one_of(
     st.builds(c.CancelRun, ms, text),
     st.builds(c.CancelRun, ms, text, text),
     st.builds(c.TriggerJob, ms, text, st.integers(0, 10), text),
+    st.builds(c.TriggerJob, ms, text, st.integers(0, 10), text, st.binary(max_size=50)),
+    st.builds(c.BackfillJob, ms, text, ms, ms, st.integers(0, 10)),
+    st.builds(c.ExpirePending, ms, st.lists(text, max_size=5).map(tuple)),
     st.builds(c.RetryRun, ms, text, text, st.integers(0, 10), text),
     st.builds(c.Fire, ms, items, ms, ms),
     st.builds(c.Fire, ms, items, ms, ms, st.integers(0, 10), text, st.integers(0, 100)),
@@ -174,6 +177,8 @@ EXAMPLES: list[c.Command] = [
     c.CompleteRun(T0, "L5001", 5001, False, error="exit 2"),
     c.ExpireLeases(T0, (("L5001", 5001, 0.75),)),
     c.GraceLeases(T0, 2_000),
+    c.BackfillJob(T0, "j1", T0 - 60_000, T0),
+    c.ExpirePending(T0, ("j1@5",)),
     c.PruneHistory(T0, 5_000),
 ]
 

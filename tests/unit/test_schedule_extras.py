@@ -121,9 +121,12 @@ def test_skip_windows_are_half_open() -> None:
         ({"labels": tuple((f"k{i:02}", "v") for i in range(17))}, "17 labels"),
         ({"labels": (("k", "v" * 257),)}, "257 characters"),
         ({"max_runs": -1}, "max_runs"),
-        ({"priority": 5}, "priority"),
-        ({"pending_ttl_ms": 1000}, "pending_ttl"),
-        ({"concurrency_key": "k"}, "concurrency_key"),
+        ({"priority": 10}, "priority 10 must be between 0"),
+        ({"priority": -1}, "priority -1"),
+        ({"pending_ttl_ms": 999}, "pending_ttl"),
+        ({"concurrency_key": "k"}, "concurrency_limit 0 must be between 1"),
+        ({"concurrency_limit": 2}, "concurrency_limit needs a concurrency_key"),
+        ({"concurrency_key": "a b", "concurrency_limit": 1}, "concurrency_key 'a b' is not valid"),
     ],
 )
 def test_bad_extras_are_refused_naming_the_field(change: dict, needle: str) -> None:

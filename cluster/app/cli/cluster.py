@@ -14,6 +14,7 @@ from raftsched.cluster.app.cli.output import render_message, table
 from raftsched.cluster.domain.unsafe_text import escape
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc.client.client import Client
+from raftsched.rpc.client.errors import ClusterUnreachable
 
 #: membership changes and backups may take a while (a leadership hand-over, a snapshot of a large state)
 ADMIN_TIMEOUT_S = 120.0
@@ -46,11 +47,17 @@ def status(a: argparse.Namespace, client: Client) -> None:
 
 
 def leader(a: argparse.Namespace, client: Client) -> None:
-    """The leader's id (as the answering node sees it); with --wait, once a leader is known and
-    reachable (after a leader dies, until another is elected). None known is an error (exit 1)."""
+    """The leader's id (as the answering node sees it); with --wait, once a node answers and a leader is
+    known and reachable (nodes still starting, after a leader dies, until another is elected). None known is an error (exit 1)."""
     deadline = time.monotonic() + (parse_span_ms(a.wait, "--wait") / 1000 if a.wait else 0)
     while True:
-        s = client.cluster_status()
+        try:
+            s = client.cluster_status()
+        except ClusterUnreachable:  # no node answers yet (still starting): --wait waits for one too
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+            continue
         member = next((m for m in s.members if m.id == s.leader_id), None)
         if member is not None and member.reachable:
             break

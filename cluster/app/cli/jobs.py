@@ -94,7 +94,36 @@ def _by_id(method: str) -> Callable[[argparse.Namespace, Client], None]:
 
 
 def trigger(a: argparse.Namespace, client: Client) -> None:
-    print(render(a.output, RUN_VIEW, [client.job("TriggerJob", pb.TriggerJobRequest(job_id=a.job_id))], single=True))
+    req = pb.TriggerJobRequest(job_id=a.job_id)
+    if a.payload is not None:
+        req.payload = a.payload.encode("utf-8")
+    print(render(a.output, RUN_VIEW, [client.job("TriggerJob", req)], single=True))
+
+
+def _trigger_args(p: argparse.ArgumentParser) -> None:
+    _job_id(p)
+    p.add_argument("--payload", help="this run's payload instead of the job's (for shell and http: its JSON)")
+
+
+def backfill(a: argparse.Namespace, client: Client) -> None:
+    req = pb.BackfillJobRequest(job_id=a.job_id, dry_run=a.dry_run)
+    cv.to_ts(parse_time_ms(a.start, "--from"), req.start_time)
+    cv.to_ts(parse_time_ms(a.end, "--to"), req.end_time)
+    resp = client.job("BackfillJob", req)
+    verb = "would make" if a.dry_run else "made"
+
+    def text() -> str:
+        lines = [f"{verb} {len(resp.instants)} run(s), for the past instants without one"]
+        return "\n".join(lines + [f"  {preview_line(cv.ts_ms(t), zone_or_utc(''))}" for t in resp.instants])
+
+    print(render_message(a.output, resp, text, "\n".join(r.run_id for r in resp.runs)))
+
+
+def _backfill_args(p: argparse.ArgumentParser) -> None:
+    _job_id(p)
+    p.add_argument("--from", dest="start", required=True, metavar="TIME", help="the range's start (ISO 8601 with Z or an offset)")
+    p.add_argument("--to", dest="end", required=True, metavar="TIME", help="the range's end, not included")
+    p.add_argument("--dry-run", action="store_true", help="list the instants, make nothing")
 
 
 def preview(a: argparse.Namespace, client: Client) -> None:
@@ -199,7 +228,17 @@ COMMANDS = [
     ),
     Command("resume", "fire a paused job again, from now", "raftsched job resume JOB_ID", _by_id("ResumeJob"), _job_id),
     Command("delete", "delete a job (it stays readable as DELETED)", "raftsched job delete JOB_ID", _by_id("DeleteJob"), _job_id),
-    Command("trigger", "one extra run now", "raftsched job trigger JOB_ID", trigger, _job_id),
+    Command("trigger", "one extra run now", "raftsched job trigger JOB_ID [--payload '{...}']", trigger, _trigger_args),
+    Command(
+        "backfill",
+        "runs for the past instants of a range that have none",
+        "raftsched job backfill JOB_ID --from 2026-11-01T00:00:00Z --to 2026-11-08T00:00:00Z --dry-run",
+        backfill,
+        _backfill_args,
+        "Make a run for each instant of the job's schedule in [--from, --to) that the job has already passed\n"
+        "and that has no run (an instant it skipped has none), at most 10,000. --dry-run lists them only.\n"
+        "Safe to run again: only the runs still missing are made.",
+    ),
     Command(
         "preview",
         "the next instants of a schedule, in its zone with UTC beside it",

@@ -18,7 +18,7 @@ from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv
 from raftsched.rpc.client.client import Client, new_request_id
 
-RUN_STATUSES = ["pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped"]
+RUN_STATUSES = ["pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped", "expired"]
 
 
 def list_runs(a: argparse.Namespace, client: Client) -> None:

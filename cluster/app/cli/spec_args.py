@@ -77,6 +77,10 @@ def add_spec_args(p: argparse.ArgumentParser, schedule_only: bool = False) -> No
     x.add_argument("--max-runs", type=int, metavar="N", help="complete the job after N runs of its schedule")
     x.add_argument("--pause-after-failures", type=int, metavar="N", help="pause the job after N failed runs in a row")
     x.add_argument("--trigger-on-create", action="store_true", default=None, help="also make one run at once (create)")
+    x.add_argument("--pending-ttl", metavar="SPAN", help="a run nobody leases this long after it is due ends EXPIRED")
+    x.add_argument("--priority", type=int, metavar="0-9", help="higher priorities are leased first within a queue")
+    x.add_argument("--concurrency-key", metavar="KEY", help="jobs sharing a key run at most --concurrency-limit runs at once")
+    x.add_argument("--concurrency-limit", type=int, metavar="N", help="with --concurrency-key: at most N runs LEASED at once")
     x.add_argument(
         "--label", action="append", metavar="KEY=VALUE", help="a label, e.g. team=billing (repeat); KEY= removes one on update"
     )
@@ -181,7 +185,11 @@ def _apply_extras(spec: pb.JobSpec, a: argparse.Namespace) -> None:
         del spec.extra_crons[:]
         for expr in a.extra_cron:
             spec.extra_crons.add(expression=expr, timezone=spec.cron.timezone or "UTC")
-    for attr in ("max_runs", "pause_after_failures", "trigger_on_create"):
+    if a.pending_ttl:
+        cv.to_dur(parse_span_ms(a.pending_ttl, "--pending-ttl"), spec.pending_ttl)
+    if a.concurrency_key is not None:
+        spec.concurrency_key = a.concurrency_key
+    for attr in ("max_runs", "pause_after_failures", "trigger_on_create", "priority", "concurrency_limit"):
         if getattr(a, attr) is not None:
             setattr(spec, attr, getattr(a, attr))
     for text in a.label or ():

@@ -28,6 +28,11 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
   heartbeat details per lease ("hb"). An entry that fills one is format 4
   (``Field.since``). With it, a completion's ``log_uri`` is checked in apply
   against the attempt's own place too.
+* 5 — ``backfill_job``; a spec's bounds, exceptions and labels
+  (``JobSpec.start_ms`` ... ``labels``: an entry with a spec that sets one is
+  format 5), ``pause_job``'s note and until, ``trigger_job``'s payload;
+  ``expire_pending`` (a run PENDING past its job's ``pending_ttl`` ends
+  EXPIRED); with it, each job's info (``raftsched.cluster.fsm.job_info``).
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and
@@ -60,6 +65,7 @@ from typing import Union
 
 from raftsched.cluster.domain.commands import wire
 from raftsched.cluster.domain.commands.jobs import (
+    BackfillJob,
     CancelRun,
     CreateJob,
     DeleteJob,
@@ -70,7 +76,14 @@ from raftsched.cluster.domain.commands.jobs import (
     UpdateJob,
 )
 from raftsched.cluster.domain.commands.leader import Barrier, Fire, PruneHistory
-from raftsched.cluster.domain.commands.leases import AcquireLeases, CompleteRun, ExpireLeases, GraceLeases, RenewLeases
+from raftsched.cluster.domain.commands.leases import (
+    AcquireLeases,
+    CompleteRun,
+    ExpireLeases,
+    ExpirePending,
+    GraceLeases,
+    RenewLeases,
+)
 from raftsched.cluster.domain.commands.membership import (
     AddMember,
     FinishMemberChange,
@@ -99,6 +112,7 @@ __all__ = [
     "VERDICT_FORMAT",
     "AcquireLeases",
     "AddMember",
+    "BackfillJob",
     "Barrier",
     "CancelRun",
     "Command",
@@ -107,6 +121,7 @@ __all__ = [
     "CreateJob",
     "DeleteJob",
     "ExpireLeases",
+    "ExpirePending",
     "FinishMemberChange",
     "Fire",
     "GraceLeases",
@@ -145,6 +160,7 @@ Command = Union[
     ResumeJob,
     DeleteJob,
     TriggerJob,
+    BackfillJob,
     CancelRun,
     RetryRun,
     Fire,
@@ -153,6 +169,7 @@ Command = Union[
     RenewLeases,
     CompleteRun,
     ExpireLeases,
+    ExpirePending,
     GraceLeases,
     PruneHistory,
 ]

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from raftsched.cluster.domain.commands.wire import INT, RID, STR, Field, Kind, command, omitted, optional
 from raftsched.cluster.domain.model import JobSpec
-from raftsched.cluster.domain.spec_codec import spec_from_plain, spec_to_plain
+from raftsched.cluster.domain.spec_codec import b64, spec_from_plain, spec_to_plain, unb64
 
 SPEC = Kind(spec_to_plain, spec_from_plain)
+BYTES = Kind(b64, unb64)
 JOB_ID = Field("job_id", "job_id", STR)
 
 
@@ -71,7 +72,7 @@ class DeleteJob:
     request_id: str = ""
 
 
-@command("trigger_job", (JOB_ID, RID, omitted("qp", "max_pending", INT)))
+@command("trigger_job", (JOB_ID, RID, omitted("qp", "max_pending", INT), omitted("payload", "payload", BYTES, since=5)))
 @dataclass(frozen=True, slots=True)
 class TriggerJob:
     now_ms: int
@@ -79,6 +80,26 @@ class TriggerJob:
     #: the proposer's ``[limits] max_pending_runs`` (0: no quota)
     max_pending: int = 0
     request_id: str = ""
+    #: this run's payload instead of the job's (format 5; empty: the job's)
+    payload: bytes = b""
+
+
+@command(
+    "backfill_job",
+    (JOB_ID, Field("from", "start_ms", INT), Field("to", "end_ms", INT), omitted("qp", "max_pending", INT)),
+    since=5,
+)
+@dataclass(frozen=True, slots=True)
+class BackfillJob:
+    """A run for each instant of the job's schedule in ``[start_ms, end_ms)`` the job has passed that has no run
+    (``raftsched.cluster.fsm.backfill``)."""
+
+    now_ms: int
+    job_id: str
+    start_ms: int
+    end_ms: int
+    #: the proposer's ``[limits] max_pending_runs`` (0: no quota)
+    max_pending: int = 0
 
 
 @command("cancel_run", (Field("run_id", "run_id", STR), RID))

@@ -116,6 +116,15 @@ class ExpireLeases:
     leases: tuple[tuple[str, int, float], ...]
 
 
+@command("expire_pending", (Field("runs", "run_ids", STRS),), since=5)
+@dataclass(frozen=True, slots=True)
+class ExpirePending:
+    """Proposed by the leader for PENDING runs past their job's ``pending_ttl``: each ends EXPIRED (command format 5)."""
+
+    now_ms: int
+    run_ids: tuple[str, ...]
+
+
 @command("grace", (Field("grace", "grace_ms", INT),))
 @dataclass(frozen=True, slots=True)
 class GraceLeases:

@@ -29,6 +29,7 @@ class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_STATUS_CANCELLED: _ClassVar[RunStatus]
     RUN_STATUS_DEAD_LETTER: _ClassVar[RunStatus]
     RUN_STATUS_SKIPPED: _ClassVar[RunStatus]
+    RUN_STATUS_EXPIRED: _ClassVar[RunStatus]
 
 class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +79,7 @@ RUN_STATUS_FAILED: RunStatus
 RUN_STATUS_CANCELLED: RunStatus
 RUN_STATUS_DEAD_LETTER: RunStatus
 RUN_STATUS_SKIPPED: RunStatus
+RUN_STATUS_EXPIRED: RunStatus
 CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
 CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy
@@ -256,7 +258,7 @@ class Job(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., status: _Optional[_Union[JobStatus, str]] = ..., next_fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., fire_count: _Optional[int] = ..., upcoming: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., pause_note: _Optional[str] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., success_count: _Optional[int] = ..., failure_count: _Optional[int] = ..., skipped_count: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_success_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_failure_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before", "attempts", "attempts_dropped", "labels")
+    __slots__ = ("run_id", "job_id", "scheduled_time", "fired_at", "attempt", "status", "executor_id", "lease_id", "fencing_token", "lease_expires_at", "started_at", "finished_at", "result", "error", "log_uri", "queue", "manual", "skipped_count", "skipped_until", "cancel_requested", "not_before", "attempts", "attempts_dropped", "labels", "backfill", "payload")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -288,6 +290,8 @@ class Run(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     job_id: str
     scheduled_time: _timestamp_pb2.Timestamp
@@ -312,7 +316,9 @@ class Run(_message.Message):
     attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
     attempts_dropped: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., attempts_dropped: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    backfill: bool
+    payload: bytes
+    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., scheduled_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., status: _Optional[_Union[RunStatus, str]] = ..., executor_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., log_uri: _Optional[str] = ..., queue: _Optional[str] = ..., manual: _Optional[bool] = ..., skipped_count: _Optional[int] = ..., skipped_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., attempts_dropped: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., backfill: _Optional[bool] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("attempt", "executor_id", "lease_id", "fencing_token", "leased_at", "finished_at", "outcome", "error", "log_uri", "heartbeat_details", "heartbeat_at")
@@ -447,12 +453,34 @@ class DeleteJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
-    __slots__ = ("job_id", "request_id")
+    __slots__ = ("job_id", "request_id", "payload")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     request_id: str
-    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    payload: bytes
+    def __init__(self, job_id: _Optional[str] = ..., request_id: _Optional[str] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class BackfillJobRequest(_message.Message):
+    __slots__ = ("job_id", "start_time", "end_time", "dry_run")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    dry_run: bool
+    def __init__(self, job_id: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class BackfillJobResponse(_message.Message):
+    __slots__ = ("instants", "runs")
+    INSTANTS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    instants: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    def __init__(self, instants: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -818,7 +846,7 @@ class ClusterStatus(_message.Message):
     def __init__(self, self_id: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_snapshot_index: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., runs: _Optional[_Union[RunCounts, _Mapping]] = ..., jobs: _Optional[int] = ..., pending_by_queue: _Optional[_Mapping[str, int]] = ..., command_format: _Optional[int] = ..., membership_change: _Optional[str] = ...) -> None: ...
 
 class RunCounts(_message.Message):
-    __slots__ = ("pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped")
+    __slots__ = ("pending", "leased", "succeeded", "failed", "cancelled", "dead_letter", "skipped", "expired")
     PENDING_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
@@ -826,6 +854,7 @@ class RunCounts(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
     pending: int
     leased: int
     succeeded: int
@@ -833,7 +862,8 @@ class RunCounts(_message.Message):
     cancelled: int
     dead_letter: int
     skipped: int
-    def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_letter: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
+    expired: int
+    def __init__(self, pending: _Optional[int] = ..., leased: _Optional[int] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., cancelled: _Optional[int] = ..., dead_letter: _Optional[int] = ..., skipped: _Optional[int] = ..., expired: _Optional[int] = ...) -> None: ...
 
 class AddNodeRequest(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "http_address")

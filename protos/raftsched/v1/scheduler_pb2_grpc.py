@@ -80,6 +80,11 @@ class JobServiceStub:
                 request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
                 response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
                 _registered_method=True)
+        self.BackfillJob = channel.unary_unary(
+                '/raftsched.v1.JobService/BackfillJob',
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackfillJobRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackfillJobResponse.FromString,
+                _registered_method=True)
         self.GetRun = channel.unary_unary(
                 '/raftsched.v1.JobService/GetRun',
                 request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.GetRunRequest.SerializeToString,
@@ -198,6 +203,15 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillJob(self, request, context):
+        """Runs for the instants of a past range that have none. NOT_FOUND;
+        INVALID_ARGUMENT for a range that ends before it starts or holds more
+        than 10,000 instants; FAILED_PRECONDITION for a deleted job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetRun(self, request, context):
         """Read a run. NOT_FOUND.
         """
@@ -310,6 +324,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.TriggerJob,
                     request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.FromString,
                     response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.SerializeToString,
+            ),
+            'BackfillJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillJob,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackfillJobRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackfillJobResponse.SerializeToString,
             ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
@@ -596,6 +615,33 @@ class JobService:
             '/raftsched.v1.JobService/TriggerJob',
             raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.TriggerJobRequest.SerializeToString,
             raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.JobService/BackfillJob',
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackfillJobRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackfillJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Every, JobStatus, RetryPolicy, RunStatus, TimeWindow
-from raftsched.cluster.domain.results import FailedPrecondition
+from raftsched.cluster.domain.model import Every, JobSpec, JobStatus, RetryPolicy, RunStatus, TimeWindow
+from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument, NotFound
 from raftsched.cluster.domain.schedule.exceptions import jitter_ms
 from raftsched.cluster.fsm.machine import JobStateMachine
 from tests.unit.fsm.harness import (
@@ -146,3 +146,108 @@ def test_job_info_survives_the_blob() -> None:
     assert dump(other) == dump(h.m)
     assert other.jobs["j1"].info.failure_count == 1 and other.jobs["j2"].info.pause_note == "n"
     assert other.due_jobs(T0 + 60 * SEC, 10)[-1] == ("j2", T0 + 60 * SEC)
+
+
+def test_backfill_makes_runs_for_past_instants_without_one_once() -> None:
+    h = _h()
+    h.create("j1", Every(SEC))
+    h.ok(c.PauseJob(T0, "j1"))
+    h.ok(c.ResumeJob(T0 + 5 * SEC + 500, "j1"))  # 1..5 skipped, in one record at T0 + 1 s
+    h.fire(T0 + 7 * SEC)  # 6 and 7 fire
+    instants, made = h.ok(c.BackfillJob(T0 + 8 * SEC, "j1", T0, T0 + 60 * SEC))
+    assert instants == [T0 + k * SEC for k in range(1, 6)]  # not 6, 7 (they have runs), not 8.. (not passed yet)
+    assert [r.run_id for r in made] == [f"j1@{T0 + k * SEC}-backfill" for k in range(1, 6)]
+    run = h.m.runs[f"j1@{T0 + 2 * SEC}-backfill"]
+    assert run.status is RunStatus.PENDING and dict(run.extra) == {"backfill": True} and run.not_before_ms == T0 + 8 * SEC
+    assert h.ok(c.BackfillJob(T0 + 9 * SEC, "j1", T0, T0 + 60 * SEC)) == ([], [])  # again: nothing more
+
+
+def test_backfill_refuses_more_than_its_limit_and_bad_ranges() -> None:
+    h = _h()
+    h.create("j1", Every(100), now=T0)
+    h.ok(c.Barrier(T0 + 2_000_000))
+    h.ok(c.PauseJob(T0 + 2_000_000, "j1"))
+    h.ok(c.ResumeJob(T0 + 2_000_000, "j1"))
+    assert "more than 10000" in h.rejected(c.BackfillJob(T0 + 2_000_000, "j1", T0, T0 + 2_000_000), InvalidArgument).message
+    assert "not after" in h.rejected(c.BackfillJob(T0 + 2_000_000, "j1", T0, T0), InvalidArgument).message
+    assert isinstance(h.apply(c.BackfillJob(T0 + 2_000_000, "nope", T0, T0 + 1)), NotFound)
+
+
+def test_a_trigger_with_its_own_payload_leases_with_it() -> None:
+    h = _h()
+    h.create("j1", Every(3600 * SEC), payload=b"job's")
+    run = h.ok(c.TriggerJob(T0, "j1", payload=b'{"n": 1}'))
+    assert dict(run.extra) == {"payload": b'{"n": 1}'}
+    (grant,) = h.ok(c.AcquireLeases(T0, "ex-1", ("default",), 1))
+    assert dict(grant.run.extra)["payload"] == b'{"n": 1}' and grant.spec.payload == b"job's"
+
+
+def test_a_run_pending_past_its_ttl_expires_and_counts_as_a_failure() -> None:
+    h = _h()
+    h.create("j1", Every(SEC), pending_ttl_ms=5 * SEC, retry=RetryPolicy(max_attempts=3, initial_backoff_ms=SEC, jitter=0.0))
+    h.fire(T0 + 2 * SEC)
+    first, second = f"j1@{T0 + SEC}", f"j1@{T0 + 2 * SEC}"
+    assert h.m.expired_pending(T0 + 6 * SEC - 1, 10) == [] and h.m.next_pending_deadline() == T0 + 6 * SEC
+    assert h.m.expired_pending(T0 + 7 * SEC, 10) == [first, second]
+    _fail(h, first)  # a retry: PENDING again, its ttl counted from its new not_before
+    retried = h.m.runs[first]
+    assert retried.status is RunStatus.PENDING and h.m.tx.mem.pending_ttl[first] == retried.not_before_ms + 5 * SEC
+    assert h.ok(c.ExpirePending(T0 + 7 * SEC - 1, (second,))) == 0  # not yet
+    assert h.ok(c.ExpirePending(T0 + 7 * SEC, (first, second))) == 1  # the retried one has time left
+    run = h.m.runs[second]
+    assert run.status is RunStatus.EXPIRED and "pending_ttl" in run.error and second not in h.m.tx.mem.pending_ttl
+    info = h.job("j1").info
+    assert info.failure_count == 1 and info.consecutive_failures == 1 and "pending_ttl" in info.last_error
+    assert h.m.run_counts[RunStatus.EXPIRED] == 1
+
+
+def _granted(h: Harness, n: int, queue: str = "default", now: int | None = None) -> list[str]:
+    grants = h.ok(c.AcquireLeases(now or h.m.now_ms, "ex-1", (queue,), n))
+    return [g.run.job_id for g in grants]
+
+
+def test_higher_priorities_are_leased_first_and_fifo_within_one() -> None:
+    h = _h()
+    h.create("low", Every(SEC))
+    h.create("high", Every(SEC), priority=9)
+    h.create("mid", Every(SEC), priority=5)
+    h.fire(T0 + 2 * SEC)  # two runs each, at T0 + 1 s and T0 + 2 s
+    assert _granted(h, 3) == ["high", "high", "mid"]
+    assert h.m.queue_depths() == {"default": 3}
+    assert _granted(h, 10) == ["mid", "low", "low"]
+    assert h.m.queue_depths() == {}
+
+
+def test_typed_grants_follow_priorities_too() -> None:
+    h = _h()
+    for job_id, job_type, p in (("a", "t1", 0), ("b", "t1", 3), ("c", "t2", 9)):
+        h.ok(c.CreateJob(T0, job_id, JobSpec(job_id, Every(SEC), type=job_type, priority=p)))
+    h.fire(T0 + SEC)
+    grants = h.ok(c.AcquireLeases(T0 + SEC, "ex-1", ("default",), 5, ("t1",)))
+    assert [g.run.job_id for g in grants] == ["b", "a"]
+
+
+def test_a_concurrency_key_caps_the_leased_runs_of_every_job_sharing_it() -> None:
+    h = _h()
+    h.create("a", Every(SEC), concurrency_key="db", concurrency_limit=2)
+    h.create("b", Every(SEC), concurrency_key="db", concurrency_limit=2)
+    h.create("free", Every(SEC))
+    h.fire(T0 + 3 * SEC)  # three runs each
+    assert sorted(_granted(h, 10)) == ["a", "b", "free", "free", "free"]  # two of the key (the oldest), in one grant
+    assert _granted(h, 10) == []  # the key is at its limit: the other runs of a and b wait
+    assert h.m.tx.mem.conc_leased == {"db": 2}
+    leased = [r for r in h.runs("a") if r.status is RunStatus.LEASED]
+    h.ok(c.CompleteRun(h.m.now_ms, leased[0].lease_id, leased[0].fencing_token, True, b"", "", ""))
+    assert _granted(h, 10) == ["a"] and h.m.tx.mem.conc_leased == {"db": 2}  # the next oldest of the key
+
+
+def test_priorities_and_keys_survive_a_reload_of_the_indexes() -> None:
+    h = _h()
+    h.create("hi", Every(SEC), priority=7, concurrency_key="k", concurrency_limit=1)
+    h.create("lo", Every(SEC))
+    h.fire(T0 + 2 * SEC)
+    assert _granted(h, 1) == ["hi"]
+    h.m.commit()
+    h.m.load()  # the in-memory indexes rebuilt from the store
+    assert h.m.tx.mem.conc_leased == {"k": 1} and h.m.tx.mem.run_prio == {f"hi@{T0 + 2 * SEC}": 7}
+    assert _granted(h, 10) == ["lo", "lo"]
