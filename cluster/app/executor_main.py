@@ -60,6 +60,7 @@ from raftsched.cluster.app.executor_safety import (
 )
 from raftsched.cluster.app.log_setup import configure_logging
 from raftsched.cluster.app.stop_signal import StopSignal
+from raftsched.cluster.domain.model import NOTIFY_QUEUE
 from raftsched.cluster.domain.output import OutputStoreError
 from raftsched.cluster.executor.bounded_log import LogSettings
 from raftsched.cluster.executor.containment import make_undumpable
@@ -275,7 +276,7 @@ def run_executor(args: argparse.Namespace) -> int:
         unknown = sorted(set(allow) - set(GUARDED_TYPES) - set(handlers) - {"noop"})
         if unknown:
             raise ConfigError(
-                f"--allow-type {', '.join(unknown)}: only {' and '.join(GUARDED_TYPES)} need allowing "
+                f"--allow-type {', '.join(unknown)}: only {', '.join(GUARDED_TYPES)} need allowing "
                 "(noop and --handler types are always on)"
             )
         builtin = builtin_settings(args)
@@ -291,9 +292,12 @@ def run_executor(args: argparse.Namespace) -> int:
     _say_containment(allow, builtin, undumpable, log)
     client = Client(target.addresses, deadline_s=30, prefer_leader=True, security=security)
     client.source = target.source
+    queues = list(args.queue or ["default"])
+    if "notify" in allow and NOTIFY_QUEUE not in queues:
+        queues.append(NOTIFY_QUEUE)  # notifications are offered there
     executor = Executor(
         GrpcLeaseApi(client, executor_id),
-        args.queue or ["default"],
+        queues,
         args.concurrency,
         handlers,  # type: ignore[arg-type]
         store,

@@ -33,6 +33,7 @@ import grpc
 from raftsched.cluster.executor.containment import MODES, resolve, run_as
 from raftsched.cluster.executor.handlers import BuiltinSettings
 from raftsched.cluster.executor.http_guard import AddressPolicy
+from raftsched.cluster.executor.notify_handler import load_secrets
 from raftsched.cluster.executor.shell import DEFAULT_KILL_GRACE_S, ShellSettings
 from raftsched.cluster.node.config import ConfigError
 from raftsched.rpc.client.channel import ChannelSecurity
@@ -50,7 +51,14 @@ def add_safety_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="TYPE",
-        help="run this built-in type: shell or http (repeatable; both are off unless named; noop and --handler types are always on)",
+        help="run this built-in type: shell, http or notify (repeatable; each is off unless named; noop and --handler "
+        "types are always on; notify also serves the queue raftsched.notify)",
+    )
+    p.add_argument(
+        "--notify-secrets",
+        default="",
+        metavar="FILE",
+        help='TOML file of name = "value" secrets that sign notifications (Raftsched-Signature), by a rule\'s secret_name',
     )
     p.add_argument(
         "--pass-env",
@@ -115,7 +123,9 @@ def builtin_settings(args: argparse.Namespace) -> BuiltinSettings:
             user,
         )
         policy = AddressPolicy.from_cidrs(getattr(args, "http_deny", []), getattr(args, "http_allow", []))
-        return BuiltinSettings(shell, policy)
+        path = getattr(args, "notify_secrets", "")
+        secrets = load_secrets(path) if path else {}
+        return BuiltinSettings(shell, policy, secrets)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
 

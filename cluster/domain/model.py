@@ -115,6 +115,11 @@ class TimeWindow(NamedTuple):
 NOTIFY_EVENTS = ("FAILED", "DEAD_LETTER", "EXPIRED", "RECOVERED", "SKIPPED", "SUCCEEDED")
 
 
+#: the built-in job type of notifications, and the queue they are offered on
+NOTIFY_TYPE = "notify"
+NOTIFY_QUEUE = "raftsched.notify"
+
+
 class NotifyRule(NamedTuple):
     """Deliver a notification of these ``events`` of a job's runs to ``url`` (signed with the executor's secret
     ``secret_name``, if named)."""

@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import ValidationError
-from raftsched.cluster.domain.model import MAX_PRIORITY, After, At, Cron, Every, JobSpec
+from raftsched.cluster.domain.model import MAX_PRIORITY, NOTIFY_EVENTS, After, At, Cron, Every, JobSpec
+from raftsched.cluster.domain.payloads import check_http_url
 from raftsched.cluster.domain.schedule import ScheduleError, upcoming, validate_schedule
 from raftsched.cluster.domain.unsafe_text import check_text
 
@@ -37,6 +38,9 @@ _GAP_SAMPLE = 200
 MAX_SELECTOR_CHARS = 1024
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+_SECRET_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+MAX_NOTIFY_RULES = 8
+MAX_NOTIFY_URL_CHARS = 2048
 
 
 def _iso(ms: int) -> str:
@@ -59,9 +63,28 @@ def validate_extras(spec: JobSpec) -> None:
     if not 0 <= spec.priority <= MAX_PRIORITY:
         raise ValidationError(f"priority {spec.priority} must be between 0 (the default) and {MAX_PRIORITY} (leased first)")
     _check_concurrency_key(spec)
-    for field, value in (("notify", spec.notify),):
-        if value:
-            raise ValidationError(f"{field} is not available in this version of raftsched yet: leave it unset")
+    _check_notify(spec)
+
+
+def _check_notify(spec: JobSpec) -> None:
+    if len(spec.notify) > MAX_NOTIFY_RULES:
+        raise ValidationError(f"notify has {len(spec.notify)} rules; the limit is {MAX_NOTIFY_RULES}")
+    for i, rule in enumerate(spec.notify):
+        where = f"notify[{i}]"
+        if not rule.events:
+            raise ValidationError(f"{where}.events is empty: name any of {', '.join(NOTIFY_EVENTS)}")
+        unknown = [e for e in rule.events if e not in NOTIFY_EVENTS]
+        if unknown:
+            raise ValidationError(f"{where}.events: {lim.shown(unknown[0])} is not an event; use {', '.join(NOTIFY_EVENTS)}")
+        lim.check_chars(f"{where}.url", rule.url, MAX_NOTIFY_URL_CHARS)
+        try:
+            check_http_url(rule.url)
+        except ValidationError as exc:
+            raise ValidationError(f"{where}.url: {exc}") from None
+        if rule.secret_name and not _SECRET_RE.match(rule.secret_name):
+            raise ValidationError(
+                f"{where}.secret_name {lim.shown(rule.secret_name)} is not valid: 1-64 letters, digits and _ . -"
+            )
 
 
 def _check_concurrency_key(spec: JobSpec) -> None:

@@ -3,6 +3,8 @@
 * ``noop`` — succeeds at once (tests, benchmarks). Always on.
 * ``shell`` — ``raftsched.cluster.executor.shell``; off unless allowed.
 * ``http`` — ``raftsched.cluster.executor.http_handler``; off unless allowed.
+* ``notify`` — ``raftsched.cluster.executor.notify_handler`` (notifications, on the queue
+  ``raftsched.notify``, which an executor allowing it also serves); off unless allowed.
 
 ``builtin_handlers(allow, settings)`` is the table an executor starts from:
 ``noop`` plus the built-ins named in ``allow`` (``--allow-type``). Handlers
@@ -13,11 +15,12 @@ a user registers are always on beside them. Each handler is ``fn(task, ctx)``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from raftsched.cluster.executor.bounded_log import BoundedLog
 from raftsched.cluster.executor.http_guard import AddressPolicy
 from raftsched.cluster.executor.http_handler import HttpHandler
+from raftsched.cluster.executor.notify_handler import NotifyHandler
 from raftsched.cluster.executor.ports import Task, TaskContext
 from raftsched.cluster.executor.shell import ShellHandler, ShellSettings
 
@@ -25,7 +28,7 @@ __all__ = ["GUARDED_TYPES", "BoundedLog", "BuiltinSettings", "HandlerFn", "built
 
 HandlerFn = Callable[[Task, TaskContext], object]
 #: the built-in types that are off unless an executor allows them by name
-GUARDED_TYPES = ("shell", "http")
+GUARDED_TYPES = ("shell", "http", "notify")
 
 
 def noop_handler(task: Task, ctx: TaskContext) -> bytes:
@@ -39,6 +42,8 @@ class BuiltinSettings:
 
     shell: ShellSettings = field(default_factory=ShellSettings)
     http: AddressPolicy = field(default_factory=AddressPolicy)
+    #: ``notify``'s signing secrets, by name (``--notify-secrets``)
+    notify_secrets: Mapping[str, str] = field(default_factory=dict)
 
 
 def builtin_handlers(allow: Iterable[str] = (), settings: BuiltinSettings = BuiltinSettings()) -> dict[str, HandlerFn]:
@@ -55,4 +60,6 @@ def builtin_handlers(allow: Iterable[str] = (), settings: BuiltinSettings = Buil
         handlers["shell"] = ShellHandler(settings.shell)
     if "http" in allowed:
         handlers["http"] = HttpHandler(settings.http)
+    if "notify" in allowed:
+        handlers["notify"] = NotifyHandler(settings.http, settings.notify_secrets)
     return handlers

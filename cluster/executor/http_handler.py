@@ -61,6 +61,10 @@ class HttpHandler:
             request = parse_http_payload(task.payload, strict=False)
         except ValidationError as exc:
             raise HandlerError(str(exc)) from exc
+        return self.send(request, task, ctx)
+
+    def send(self, request: HttpPayload, task: Task, ctx: TaskContext) -> bytes:
+        """``request`` and its redirects under the run's deadline (the ``notify`` type's delivery too)."""
         left = ctx.time_left()
         timeout_ms = task.timeout_ms if left is not None else int(DEFAULT_TIMEOUT_S * 1000)
         watchdog = _Watchdog(ctx, time.monotonic() + (DEFAULT_TIMEOUT_S if left is None else left), timeout_ms)

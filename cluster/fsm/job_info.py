@@ -16,7 +16,17 @@ from __future__ import annotations
 
 import marshal
 
-from raftsched.cluster.domain.model import NO_INFO, SCHEDULES_FORMAT, Job, JobInfo, Run, RunStatus
+from raftsched.cluster.domain.model import (
+    NO_INFO,
+    NOTIFY_TYPE,
+    SCHEDULES_FORMAT,
+    Job,
+    JobInfo,
+    Run,
+    RunExtra,
+    RunStatus,
+    run_extra,
+)
 from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.layout import MARSHAL_VERSION
 from raftsched.cluster.fsm.store import Table, TableStore
@@ -74,8 +84,8 @@ def forget(tx: Tx, job_id: str) -> None:
 def ran(tx: Tx, run: Run) -> JobInfo | None:
     """A run ended in its status: counted in its job's summary. The new info, or None when nothing is counted."""
     status = run.status
-    if not kept(tx) or run.skipped_count:
-        return None
+    if not kept(tx) or run.skipped_count or (run.extra and run_extra(run, RunExtra.TYPE) == NOTIFY_TYPE):
+        return None  # a notification's own end is not its job's
     if status is RunStatus.SUCCEEDED:
         info = read(tx, run.job_id)
         info = info._replace(success_count=info.success_count + 1, consecutive_failures=0, last_success_ms=tx.mem.now_ms)

@@ -189,13 +189,14 @@ def _candidates(tx: Tx, cmd: c.AcquireLeases, budget: int) -> list[tuple[int, st
     if not (mem.prio_pending or mem.keyed_pending):  # the grant of every entry before priorities and keys
         return _typed_candidates(tx, cmd, budget) if cmd.types else _any_type_candidates(tx, cmd)[:budget]
     out: list[tuple[int, str]] = []
+    keyed = mem.keyed_pending
     held: dict[str, int] = {}  # concurrency key -> leased now and granted here
     for key in islice(_ranked_candidates(tx, cmd), budget + SCAN_PAST):
-        spec = tx.spec(runs.indexed_run(tx, key[1]).job_id)
-        ckey = spec.concurrency_key if spec is not None else ""
-        if ckey:
+        limited = keyed.get(key[1]) if keyed else None
+        if limited is not None:
+            ckey, limit = limited
             n = held.get(ckey, mem.conc_leased.get(ckey, 0))
-            if n >= spec.concurrency_limit:  # type: ignore[union-attr]
+            if n >= limit:
                 continue  # held back: its key is at its limit; it stays PENDING
             held[ckey] = n + 1
         out.append(key)

@@ -65,8 +65,8 @@ class Memory:
         #: LEASED runs of jobs with a concurrency key: key -> how many; lease_id -> its key as counted
         self.conc_leased: dict[str, int] = {}
         self.lease_conc: dict[str, str] = {}
-        #: PENDING runs of jobs with a concurrency key (a grant then checks each run's key)
-        self.keyed_pending: set[str] = set()
+        #: PENDING runs of jobs with a concurrency key: run_id -> (key, limit) as indexed (a grant checks them)
+        self.keyed_pending: dict[str, tuple[str, int]] = {}
         #: run_id -> when a PENDING run of a job with a ``pending_ttl`` expires, and (that deadline, run_id) in order
         self.pending_ttl: dict[str, int] = {}
         self.pending_deadlines: SortedList = SortedList()

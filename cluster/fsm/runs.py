@@ -24,11 +24,23 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Job, JobInfo, JobSpec, JobStatus, Run, RunExtra, RunStatus, run_extra, run_id_for
+from raftsched.cluster.domain.model import (
+    NOTIFY_TYPE,
+    SCHEDULES_FORMAT,
+    Job,
+    JobInfo,
+    JobSpec,
+    JobStatus,
+    Run,
+    RunExtra,
+    RunStatus,
+    run_extra,
+    run_id_for,
+)
 from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step, skipped_detail
 from raftsched.cluster.domain.schedule.firing import Skip
-from raftsched.cluster.fsm import due, job_info, keys, retention
+from raftsched.cluster.fsm import due, job_info, keys, notify, retention
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx
 
@@ -101,12 +113,23 @@ def step(tx: Tx, run: Run, kind: str, detail: str | tuple[Any, ...], node_id: st
 # ------------------------------------------------------------ made, activated, finished
 
 
-def new_run(tx: Tx, job: Job, run_id: str, scheduled_ms: int, manual: bool = False, not_before_ms: int = 0) -> Run:
+def new_run(
+    tx: Tx,
+    job: Job,
+    run_id: str,
+    scheduled_ms: int,
+    manual: bool = False,
+    not_before_ms: int = 0,
+    queue: str = "",
+    extra: tuple[tuple[str, Any], ...] = (),
+) -> Run:
     """A PENDING run of ``job`` for ``scheduled_ms``, under a fresh id, leasable from ``not_before_ms`` (0: from
-    its instant)."""
-    run = Run(run_id, job.job_id, job.spec.queue, scheduled_ms, tx.mem.now_ms, manual=manual)
+    its instant), on ``queue`` (its job's unless given), with ``extra`` (``Run.extra``, sorted)."""
+    run = Run(run_id, job.job_id, queue or job.spec.queue, scheduled_ms, tx.mem.now_ms, manual=manual)
     if not_before_ms:
         run.not_before_ms = not_before_ms
+    if extra:
+        run.extra = extra
     tx.add_new_run(run)
     tx.mem.run_counts[RunStatus.PENDING] += 1
     key = keys.job_run_key(run.job_id, scheduled_ms, run_id)  # the same key in both tables: a job's runs by instant
@@ -141,6 +164,10 @@ def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
         add_step(run, now, status.value.lower(), error or f"the run ended {status.value}")
     tx.events.append(("finished", run))
     retention.retain(tx, run)
+    spec = tx.spec(run.job_id)
+    if spec is not None and spec.notify and tx.mem.cluster_format >= SCHEDULES_FORMAT:
+        failures_before = job_info.read(tx, run.job_id).consecutive_failures
+        notify.transition(tx, run, spec, status.value, failures_before)
     info = job_info.ran(tx, run)
     if info is not None and info.consecutive_failures:
         spec = tx.spec(run.job_id)
@@ -189,6 +216,8 @@ def record_skip(tx: Tx, job: Job, skip: Skip) -> None:
     tx.events.append(("skipped", run))
     retention.retain(tx, run)
     job_info.skipped(tx, job.job_id, skip.count)
+    if job.spec.notify and tx.mem.cluster_format >= SCHEDULES_FORMAT:
+        notify.transition(tx, run, job.spec, "SKIPPED", 0)
 
 
 # ------------------------------------------------------------ live indexes (in memory)
@@ -202,7 +231,7 @@ def index_live(tx: Tx, run: Run) -> None:
         mem = tx.mem
         mem.leases[run.lease_id] = run.run_id
         mem.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
-        spec = tx.spec(run.job_id)
+        spec = shaping_spec(tx, run)
         if spec is not None and spec.concurrency_key:
             key = spec.concurrency_key
             mem.conc_leased[key] = mem.conc_leased.get(key, 0) + 1
@@ -243,9 +272,9 @@ def _run_type(tx: Tx, run: Run, spec: JobSpec | None) -> str:
 def index_pending(tx: Tx, run: Run) -> None:
     key = (run.not_before_ms, run.run_id)
     mem = tx.mem
-    spec = tx.spec(run.job_id)
+    spec = shaping_spec(tx, run)
     if spec is not None and spec.concurrency_key:
-        mem.keyed_pending.add(run.run_id)
+        mem.keyed_pending[run.run_id] = (spec.concurrency_key, spec.concurrency_limit)
     if spec is not None and spec.priority:
         _index_prio(tx, run, spec, key)
         return
@@ -255,11 +284,19 @@ def index_pending(tx: Tx, run: Run) -> None:
     queue.add(key)
     if spec is not None and spec.pending_ttl_ms:
         _index_ttl(tx, run, spec)
-    typed_key = (run.queue, _run_type(tx, run, spec))
+    typed_key = (run.queue, _run_type(tx, run, tx.spec(run.job_id)))
     typed = mem.pending_by_type.get(typed_key)
     if typed is None:
         typed = mem.pending_by_type[typed_key] = SortedList()
     typed.add(key)
+
+
+def shaping_spec(tx: Tx, run: Run) -> JobSpec | None:
+    """The spec whose priority, concurrency key and pending_ttl apply to ``run``: its job's, but for a
+    notification (a run of the job's, delivered on its own terms: none of them apply)."""
+    if run.extra and run_extra(run, RunExtra.TYPE) == NOTIFY_TYPE:
+        return None
+    return tx.spec(run.job_id)
 
 
 def _index_ttl(tx: Tx, run: Run, spec: JobSpec) -> None:
@@ -303,7 +340,7 @@ def unindex_pending(tx: Tx, run: Run) -> None:
         if deadline is not None:
             mem.pending_deadlines.discard((deadline, run.run_id))
     if mem.keyed_pending:
-        mem.keyed_pending.discard(run.run_id)
+        mem.keyed_pending.pop(run.run_id, None)
     if mem.run_prio:
         p = mem.run_prio.pop(run.run_id, 0)
         if p:

@@ -141,7 +141,8 @@ def test_max_runs_completes_and_failures_pause_with_a_summary(sdk: Client, worke
         ({"extra_crons": [{"expression": "0 3 * * *"}]}, "extra_crons"),
         ({"priority": 10}, "priority"),
         ({"concurrency_key": "db"}, "concurrency_limit"),
-        ({"notify": [{"events": ["FAILED"], "url": "http://127.0.0.1:9/"}]}, "notify"),
+        ({"notify": [{"events": ["NOPE"], "url": "http://127.0.0.1:9/"}]}, "notify"),
+        ({"notify": [{"events": ["FAILED"], "url": "ftp://h/x"}]}, "notify"),
     ],
 )
 def test_bad_fields_are_invalid_argument_naming_the_field(sdk: Client, fields: dict, needle: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 from raftsched.cluster.executor import BuiltinSettings, Executor, ShellSettings, Task, containment
 from raftsched.cluster.executor.handlers import builtin_handlers
 from raftsched.cluster.executor.http_handler import HttpHandler
+from raftsched.cluster.executor.notify_handler import NotifyHandler
 from raftsched.cluster.executor.shell import ShellHandler, run_environment
 from raftsched.storage import MemoryOutputStore
 from tests.executor_fakes import FakeApi
@@ -32,8 +33,9 @@ def test_shell_and_http_are_off_unless_allowed() -> None:
     assert sorted(builtin_handlers()) == ["noop"]
     assert sorted(builtin_handlers(["shell"])) == ["noop", "shell"]
     both = builtin_handlers(["shell", "http", "noop"])
-    assert isinstance(both["shell"], ShellHandler) and isinstance(both["http"], HttpHandler)
-    with pytest.raises(ValueError, match="--allow-type report: only the built-in types shell, http need allowing"):
+    assert isinstance(both["shell"], ShellHandler) and isinstance(both["http"], HttpHandler) and "notify" not in both
+    assert isinstance(builtin_handlers(["notify"])["notify"], NotifyHandler)
+    with pytest.raises(ValueError, match="--allow-type report: only the built-in types shell, http, notify need allowing"):
         builtin_handlers(["report"])
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.errors import ValidationError
-from raftsched.cluster.domain.model import At, Cron, Every, JobSpec, TimeWindow
+from raftsched.cluster.domain.model import At, Cron, Every, JobSpec, NotifyRule, TimeWindow
 from raftsched.cluster.domain.schedule import Shaped, first_fire, job_schedule, next_fire, upcoming
 from raftsched.cluster.domain.schedule.exceptions import jitter_ms, local_date, skip_reason
 from raftsched.cluster.domain.spec_codec import has_extras, spec_fingerprint, spec_from_plain, spec_to_plain
@@ -127,6 +127,11 @@ def test_skip_windows_are_half_open() -> None:
         ({"concurrency_key": "k"}, "concurrency_limit 0 must be between 1"),
         ({"concurrency_limit": 2}, "concurrency_limit needs a concurrency_key"),
         ({"concurrency_key": "a b", "concurrency_limit": 1}, "concurrency_key 'a b' is not valid"),
+        ({"notify": (NotifyRule((), "http://h/"),)}, "notify[0].events is empty"),
+        ({"notify": (NotifyRule(("FAILED", "LATE"), "http://h/"),)}, "notify[0].events: 'LATE' is not an event"),
+        ({"notify": (NotifyRule(("FAILED",), "file:///etc/passwd"),)}, "notify[0].url"),
+        ({"notify": (NotifyRule(("FAILED",), "https://h/", "bad name"),)}, "notify[0].secret_name"),
+        ({"notify": tuple(NotifyRule(("FAILED",), f"https://h/{i}") for i in range(9))}, "9 rules"),
     ],
 )
 def test_bad_extras_are_refused_naming_the_field(change: dict, needle: str) -> None:

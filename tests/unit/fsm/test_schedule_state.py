@@ -4,11 +4,14 @@ by apply, and all of it through the blob."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Every, JobSpec, JobStatus, RetryPolicy, RunStatus, TimeWindow
+from raftsched.cluster.domain.model import Every, JobSpec, JobStatus, NotifyRule, RetryPolicy, RunStatus, TimeWindow
 from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument, NotFound
+from raftsched.cluster.domain.run_history import steps as explain_steps
 from raftsched.cluster.domain.schedule.exceptions import jitter_ms
 from raftsched.cluster.fsm.machine import JobStateMachine
 from tests.unit.fsm.harness import (
@@ -251,3 +254,50 @@ def test_priorities_and_keys_survive_a_reload_of_the_indexes() -> None:
     h.m.load()  # the in-memory indexes rebuilt from the store
     assert h.m.tx.mem.conc_leased == {"k": 1} and h.m.tx.mem.run_prio == {f"hi@{T0 + 2 * SEC}": 7}
     assert _granted(h, 10) == ["lo", "lo"]
+
+
+def test_notifications_are_runs_made_in_the_same_entry_once() -> None:
+    h = _h()
+    rules = (
+        NotifyRule(("FAILED", "DEAD_LETTER", "RECOVERED"), "https://hooks.example/a", "s1"),
+        NotifyRule(("SUCCEEDED",), "http://b/"),
+    )
+    h.create("j1", Every(SEC), notify=rules, retry=RetryPolicy(max_attempts=1), labels=(("team", "x"),))
+    h.fire(T0 + 2 * SEC)
+    index_before = h.index
+    _fail(h, f"j1@{T0 + SEC}")
+    failed = f"j1@{T0 + SEC}#notify-1-dead_letter-0"
+    note = h.m.runs[failed]
+    assert note.status is RunStatus.PENDING and note.queue == "raftsched.notify" and note.job_id == "j1"
+    extra = dict(note.extra)
+    assert extra["type"] == "notify" and extra["event"] == "DEAD_LETTER"
+    payload = json.loads(extra["payload"])
+    assert payload["url"] == "https://hooks.example/a" and payload["secret_name"] == "s1" and payload["event_id"] == failed
+    body = json.loads(payload["body"])
+    assert body == {
+        "event": "DEAD_LETTER", "job_id": "j1", "job_name": "job", "run_id": f"j1@{T0 + SEC}", "status": "DEAD_LETTER",
+        "attempt": 1, "error": "attempt 1 of 1 failed: boom", "scheduled_time": "2026-01-01T00:00:01.000Z", "labels": {"team": "x"},
+    }  # fmt: skip
+    assert note.fired_ms == h.m.runs[f"j1@{T0 + SEC}"].finished_ms and h.index == index_before + 2  # lease, complete
+    assert [s.kind for s in explain_steps(h.m.runs[f"j1@{T0 + SEC}"])][-1] == "notified"
+    _succeed(h, f"j1@{T0 + 2 * SEC}")  # a success after a failure: RECOVERED (rule 0) and SUCCEEDED (rule 1)
+    made = sorted(r for r in h.m.runs if "#notify" in r)
+    assert made == sorted([failed, f"j1@{T0 + 2 * SEC}#notify-1-recovered-0", f"j1@{T0 + 2 * SEC}#notify-1-succeeded-1"])
+    assert h.job("j1").info.success_count == 1 and h.job("j1").info.failure_count == 1  # notifications are not counted
+    # a notification's own end is not notified
+    grants = h.ok(c.AcquireLeases(h.m.now_ms, "ex-n", ("raftsched.notify",), 10, ("notify",)))
+    assert sorted(g.run.run_id for g in grants) == made
+    for g in grants:
+        h.ok(c.CompleteRun(h.m.now_ms, g.run.lease_id, g.run.fencing_token, False, b"", "refused", ""))
+    assert sorted(r for r in h.m.runs if "#notify" in r) == made
+    assert h.job("j1").info.failure_count == 1
+
+
+def test_a_skip_record_notifies_skipped() -> None:
+    h = _h()
+    h.create("j1", Every(SEC), notify=(NotifyRule(("SKIPPED",), "http://h/"),))
+    h.ok(c.PauseJob(T0, "j1"))
+    h.ok(c.ResumeJob(T0 + 3 * SEC + 500, "j1"))
+    (note,) = [r for r in h.m.runs if "#notify" in r]
+    assert note == f"j1@{T0 + SEC}#notify-0-skipped-0"
+    assert json.loads(json.loads(dict(h.m.runs[note].extra)["payload"])["body"])["event"] == "SKIPPED"
