@@ -80,12 +80,26 @@ def click_and_wait(driver: Any, element: Any, timeout: float = 30.0) -> None:
     has navigated: an element looked up right after it may belong to the old
     page and go stale under the test (``StaleElementReferenceException``).
     """
-    from selenium.webdriver.support import expected_conditions
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
+
+    def gone(_driver: Any) -> bool:
+        """The old page's element is stale. ChromeDriver says so with StaleElementReferenceException, or, when
+        it asks while the old document is being torn down, with "Node with given id does not belong to the
+        document": the same fact, in another error."""
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
 
     element.click()
     wait = WebDriverWait(driver, timeout)
-    wait.until(expected_conditions.staleness_of(element))
+    wait.until(gone)
     wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
