@@ -93,7 +93,7 @@ def test_notifications_survive_a_leader_kill_delivered_once_made_once(
     with Client(c.addresses) as client:
         executor = _executor(c, str(tmp_path), secrets)
         try:
-            jobs = [_failing_job(client, receiver, i) for i in range(4)]
+            jobs = [_failing_job(client, receiver, i) for i in range(3)]
             time.sleep(2.5)
             c.kill(c.wait_leader())  # SIGKILL while runs fail and notifications are made and delivered
             c.wait_leader(30)
@@ -103,8 +103,8 @@ def test_notifications_survive_a_leader_kill_delivered_once_made_once(
             failed, notes = _runs(client, jobs)
             assert failed, "no run failed"
             # one notification per failed run and rule: none made twice, none missing
-            assert sorted(n.run_id for n in notes) == sorted(f"{r.run_id}#notify-1-dead_letter-0" for r in failed)
-            wait_for(lambda: _delivered(receiver) >= {n.run_id for n in notes}, 60, "every notification delivered")
+            assert sorted(n.run_id for n in notes) == sorted(f"{r.run_id}#notify-{r.attempt}-dead_letter-0" for r in failed)
+            wait_for(lambda: _delivered(receiver) >= {n.run_id for n in notes}, 90, "every notification delivered")
         finally:
             executor.kill()
             executor.wait()
@@ -118,15 +118,17 @@ def test_notifications_survive_a_leader_kill_delivered_once_made_once(
 def _executor(c: LocalCluster, root: str, secrets: str):  # type: ignore[no-untyped-def]
     return start_executor(
         c, root, "notifier", "notify-jobs", "--http-allow", "127.0.0.1/32", "--notify-secrets", secrets,
-        allow=("http", "notify"),
+        "--concurrency", "8", allow=("http", "notify"),
     )  # fmt: skip
 
 
 def _failing_job(client: Client, receiver: Receiver, i: int) -> str:
     spec = pb.JobSpec(name=f"fails-{i}", queue="notify-jobs", type="http")
     spec.payload = json.dumps({"method": "POST", "url": receiver.url("/fail")}).encode()
-    cv.to_dur(500, spec.every)
-    spec.retry.max_attempts = 1
+    cv.to_dur(1000, spec.every)
+    spec.retry.max_attempts = 2  # a notification gets the job's attempts: a delivery cut by the kill is tried again
+    cv.to_dur(200, spec.retry.initial_backoff)
+    cv.to_dur(400, spec.retry.max_backoff)
     spec.labels["suite"] = "notify"
     spec.notify.add(events=["DEAD_LETTER"], url=receiver.url("/hook"), secret_name="hooks")
     return str(client.job("CreateJob", pb.CreateJobRequest(spec=spec)).job_id)
