@@ -28,6 +28,7 @@ from raftsched.cluster.domain.model import (
 )
 from raftsched.cluster.domain.results import NotFound
 from raftsched.cluster.domain.schedule import explain_instant, upcoming
+from raftsched.cluster.domain.spec_extras import matches, parse_selector
 from raftsched.cluster.node.job_service import Counts, Page
 from raftsched.cluster.node.run_output import RunOutput
 from raftsched.rpc.http.ops import add_ops_routes
@@ -67,6 +68,8 @@ class FakeJobs:
         self.runs: dict[str, Run] = {}
         self.logs: dict[str, bytes] = {}
         self.unavailable = False
+        #: the spec each preview was shaped by (its bounds, extra crons and skips)
+        self.shapes: list[JobSpec | None] = []
 
     def _check(self) -> None:
         if self.unavailable:
@@ -82,15 +85,23 @@ class FakeJobs:
         )
 
     def list_jobs(
-        self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        queue: str = "",
+        status: JobStatus | None = None,
+        name_prefix: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        label_selector: str = "",
     ) -> Page:
         self._check()
+        selector = parse_selector(label_selector)  # as the job service reads it
         jobs = [
             j
             for j in sorted(self.jobs.values(), key=lambda j: j.job_id)
             if (not queue or j.spec.queue == queue)
             and (status is None or j.status is status)
             and j.spec.name.startswith(name_prefix)
+            and matches(selector, j.spec.labels)
         ]
         start = int(page_token or 0)
         return Page(jobs[start : start + page_size], str(start + page_size) if start + page_size < len(jobs) else "")
@@ -133,7 +144,10 @@ class FakeJobs:
         live = run.status is RunStatus.LEASED
         return RunOutput(run_id, run.attempt, log, b"" if live else b"result <i>", run.log_uri, "", live, len(log), len(log))
 
-    def preview(self, spec_schedule: Schedule, after_ms: int | None, count: int) -> list[tuple[int, str]]:
+    def preview(
+        self, spec_schedule: Schedule, after_ms: int | None, count: int, shape: JobSpec | None = None
+    ) -> list[tuple[int, str]]:
+        self.shapes.append(shape)
         start = NOW if after_ms is None else after_ms
         times = upcoming(spec_schedule, start, start, count)
         return [(t, explain_instant(spec_schedule, p, t)) for p, t in zip([start] + times, times)]

@@ -1,4 +1,5 @@
-"""The sections of a run's page: its fields, its output (log and result), its attempts, its explanation.
+"""The sections of a run's page: its fields, what made it, its output (log and result), its attempts, its
+explanation.
 
 Each section is built on its own, so that what a newer command format adds plugs in
 beside what exists:
@@ -14,6 +15,11 @@ beside what exists:
   (``attempt``, ``executor_id``, ``lease_id``, ``fencing_token``,
   ``leased_at``/``_ms``, ``finished_at``/``_ms``, ``outcome``, ``error``,
   ``log_uri``): check them here when the record lands.
+* **origin** — what made the run beyond its schedule, from ``Run.extra``
+  (``RunExtra``, as ``raftsched.rpc.convert.run_to_pb`` reads it): a
+  backfill (``backfill``), a trigger with its own ``payload``, or a
+  notification (``type`` ``notify``, its ``event``, and a payload naming the
+  URL, the secret's name and the body it POSTs).
 * **explanation** — ``ExplainRun``'s steps (``explain_run(run_id)`` on the
   job service) when the service has it; until then
   ``None``, and the page says so. Each step: ``at``/``at_ms``, ``kind``,
@@ -24,12 +30,14 @@ Nothing is made up: a section without data says it has none.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from raftsched.cluster.domain.model import Job, Run
+from raftsched.cluster.domain.model import NOTIFY_TYPE, Job, Run, RunExtra, run_extra
 from raftsched.cluster.node.run_output import RunOutput
 from raftsched.rpc.http.web import words
+from raftsched.rpc.http.web.links import run_href
 
 #: bytes of a log a page shows: the head and the tail, with a note between, beyond this
 LOG_SHOWN_BYTES = 256 * 1024
@@ -92,7 +100,91 @@ def run_fields(run: Run, job: Job | None) -> list[Field]:
                 "run-skipped",
             )
         )
+    if is_notification(run) or (run.extra and run_extra(run, RunExtra.BACKFILL)):
+        rows.insert(1, Field("Kind", origin_note(run), "run-kind"))
+    elif run.extra and run_extra(run, RunExtra.PAYLOAD):
+        rows.append(Field("Payload", "its own, given when it was triggered (below): not the job's", "run-own-payload"))
     return rows
+
+
+# ---------------------------------------------------------------- origin
+
+#: the separator of a notification's run id from the id of the run it tells of (``notification_run_id``)
+NOTIFY_MARK = "#notify-"
+
+
+def is_notification(run: Run) -> bool:
+    return bool(run.extra) and run_extra(run, RunExtra.TYPE) == NOTIFY_TYPE
+
+
+def origin_note(run: Run) -> str:
+    """What made the run, in a few words ("" for a run of its schedule)."""
+    if is_notification(run):
+        return f"notification of {run_extra(run, RunExtra.EVENT, '') or 'an event'}"
+    if run.extra and run_extra(run, RunExtra.BACKFILL):
+        return "backfill of a past instant"
+    if run.manual:
+        return "triggered by hand, with its own payload" if run_extra(run, RunExtra.PAYLOAD) else "triggered by hand"
+    return ""
+
+
+@dataclass(frozen=True)
+class Notification:
+    """What a notification run delivers: which event of which run, to where, signed with which secret's name
+    (never a secret: the cluster holds none), and the body it POSTs."""
+
+    event: str
+    of_run_id: str
+    of_run_href: str
+    url: str
+    secret_name: str
+    event_id: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    #: one sentence on what made the run ("" for a run of its schedule or a plain trigger)
+    summary: str
+    #: its own payload as text ("" for none; a notification's is shown as ``notification``), and whether it was UTF-8
+    payload: str
+    payload_utf8: bool
+    notification: Notification | None
+
+
+def _notification(run: Run, payload: bytes) -> Notification:
+    try:
+        fields = json.loads(payload.decode("utf-8"))
+    except ValueError:  # not what this version writes: show what can be known
+        fields = {}
+    fields = fields if isinstance(fields, dict) else {}
+    of = run.run_id.partition(NOTIFY_MARK)[0]
+    return Notification(
+        str(run_extra(run, RunExtra.EVENT, "") or words.NONE),
+        of,
+        run_href(of),
+        str(fields.get("url") or words.NONE),
+        str(fields.get("secret_name") or ""),
+        str(fields.get("event_id") or words.NONE),
+        str(fields.get("body") or ""),
+    )
+
+
+def run_origin(run: Run) -> Origin:
+    payload = run_extra(run, RunExtra.PAYLOAD, b"") if run.extra else b""
+    if is_notification(run):
+        note = _notification(run, payload)
+        signed = f", signed with the secret named '{note.secret_name}'" if note.secret_name else ", unsigned"
+        said = f"A notification of {note.event} of run {note.of_run_id}: an executor allowing the type notify POSTs it to {note.url}{signed}."
+        return Origin(said, "", True, note)
+    text, utf8 = words.text_of(payload) if payload else ("", True)
+    if run.extra and run_extra(run, RunExtra.BACKFILL):
+        return Origin("A backfill: BackfillJob made this run for a past instant of the schedule that had none.", text, utf8, None)
+    if payload:
+        return Origin(
+            "Triggered by hand with its own payload (below): its executor gets it instead of the job's.", text, utf8, None
+        )
+    return Origin("", "", True, None)
 
 
 @dataclass(frozen=True)

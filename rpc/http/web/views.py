@@ -1,5 +1,6 @@
-"""The web view's pages: the cluster (``/``), the jobs (``/jobs``), a job (``/jobs/{job_id}``), a run
-(``/runs/{run_id}``), and the style sheet (``/static/web.css``).
+"""The web view's pages: the cluster (``/``), the jobs (``/jobs``, filtered by status, queue, name prefix
+and a label selector), a job (``/jobs/{job_id}``: its spec, summary, pause and labels), a run
+(``/runs/{run_id}``: its record, labels and what made it), and the style sheet (``/static/web.css``).
 
 Server-rendered (``raftsched.rpc.http.web.render``), no script. Everything
 is read through the node's services, never the state machine: the job
@@ -21,20 +22,37 @@ shows the session's flash messages, and the actions' routes are added.
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol
-from urllib.parse import urlencode
 
 from raftsched.cluster.domain.errors import OutOfRange, Overloaded, RejectedError, Unavailable, ValidationError
-from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobStatus, Run, RunStatus, Schedule
+from raftsched.cluster.domain.model import ACTIVE_RUN_STATUSES, Job, JobSpec, JobStatus, Run, RunStatus, Schedule
 from raftsched.cluster.domain.results import NotFound
 from raftsched.cluster.node.job_service import Counts, Page
 from raftsched.cluster.node.run_output import RunOutput
 from raftsched.rpc.http.router import Request, Response, Router
 from raftsched.rpc.http.web import words
 from raftsched.rpc.http.web.actions import WebActions
-from raftsched.rpc.http.web.job_sections import job_href, job_row, next_instants, run_href, run_row
+from raftsched.rpc.http.web.job_sections import (
+    SELECTOR_EXAMPLE,
+    job_row,
+    label_chips,
+    label_filter,
+    next_fire_words,
+    next_instants,
+    pause_of,
+    run_row,
+    summary_of,
+)
+from raftsched.rpc.http.web.links import job_href, link, run_href
 from raftsched.rpc.http.web.overview import ClusterOverview
 from raftsched.rpc.http.web.render import CSS, STYLE_PATH, page, style_sheet
-from raftsched.rpc.http.web.run_sections import attempt_rows, explanation_rows, log_folder, output_view, run_fields
+from raftsched.rpc.http.web.run_sections import (
+    attempt_rows,
+    explanation_rows,
+    log_folder,
+    output_view,
+    run_fields,
+    run_origin,
+)
 from raftsched.rpc.http.web.signin import WebAuth
 
 JOBS_PAGE = 50
@@ -49,7 +67,13 @@ class JobReader(Protocol):
     def counts(self) -> Counts: ...
 
     def list_jobs(
-        self, queue: str = "", status: JobStatus | None = None, name_prefix: str = "", page_size: int = 0, page_token: str = ""
+        self,
+        queue: str = "",
+        status: JobStatus | None = None,
+        name_prefix: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        label_selector: str = "",
     ) -> Page: ...
 
     def get_job(self, job_id: str) -> Job: ...
@@ -67,7 +91,9 @@ class JobReader(Protocol):
 
     def get_run_output(self, run_id: str, attempt: int = 0, offset: int = 0) -> RunOutput: ...
 
-    def preview(self, spec_schedule: Schedule, after_ms: int | None, count: int) -> list[tuple[int, str]]: ...
+    def preview(
+        self, spec_schedule: Schedule, after_ms: int | None, count: int, shape: JobSpec | None = None
+    ) -> list[tuple[int, str]]: ...
 
 
 def _arg(request: Request, name: str) -> str:
@@ -82,11 +108,6 @@ def _status(enum: Any, value: str, what: str) -> Any:
         return enum(value.upper())
     except ValueError:
         raise ValidationError(f"unknown {what} status {value!r}: choose one of {', '.join(s.value for s in enum)}") from None
-
-
-def _link(path: str, **query: str) -> str:
-    kept = {k: v for k, v in query.items() if v}
-    return path + ("?" + urlencode(kept) if kept else "")
 
 
 class WebView:
@@ -154,22 +175,24 @@ class WebView:
         members = [(m, f"{self.scheme}://{m.http_address}/" if m.http_address else "") for m in overview.members]
         runs = [(s.value, counts.runs.get(s, 0)) for s in RunStatus]
         jobs = [(s.value, counts.jobs_by_status.get(s, 0)) for s in JobStatus]  # DELETED ones are kept too, readable
-        queues = [(q, n, _link("/jobs", queue=q)) for q, n in sorted(counts.pending_by_queue.items())]
+        queues = [(q, n, link("/jobs", queue=q)) for q, n in sorted(counts.pending_by_queue.items())]
         return self._page(
             request, 200, "cluster.html", "Cluster", [("Cluster", "")],
             overview=overview, members=members, runs=runs, jobs=jobs, job_total=counts.jobs, queues=queues,
         )  # fmt: skip
 
     def jobs_page(self, request: Request) -> Response:
-        status_text, queue, name, token = (_arg(request, k) for k in ("status", "queue", "name", "page"))
+        """The jobs, filtered by status, queue, name prefix and ``labels`` (ListJobs' label selector)."""
+        status_text, queue, name, labels, token = (_arg(request, k) for k in ("status", "queue", "name", "labels", "page"))
         status = _status(JobStatus, status_text, "job")
-        found = self.jobs.list_jobs(queue, status, name, JOBS_PAGE, token)
-        filters = {"status": status.value if status else "", "queue": queue, "name": name}
+        found = self.jobs.list_jobs(queue, status, name, JOBS_PAGE, token, label_selector=label_filter(labels))
+        filters = {"status": status.value if status else "", "queue": queue, "name": name, "labels": labels}
         return self._page(
             request, 200, "jobs.html", "Jobs", [("Cluster", "/"), ("Jobs", "")],
             rows=[job_row(j) for j in found.items], filters=filters, statuses=[s.value for s in JobStatus],
-            next_href=_link("/jobs", **filters, page=found.next_token) if found.next_token else "",
-            first_href=_link("/jobs", **filters) if token else "",
+            selector_example=SELECTOR_EXAMPLE,
+            next_href=link("/jobs", **filters, page=found.next_token) if found.next_token else "",
+            first_href=link("/jobs", **filters) if token else "",
         )  # fmt: skip
 
     def job_page(self, request: Request) -> Response:
@@ -179,15 +202,16 @@ class WebView:
         runs = self.jobs.list_runs(job.job_id, status, RUNS_PAGE, token, newest_first=True)
         here = job_href(job.job_id)
         payload, utf8 = words.text_of(job.spec.payload)
+        now = self.now_ms()
         return self._page(
             request, 200, "job.html", f"Job {job.spec.name}", [("Cluster", "/"), ("Jobs", "/jobs"), (job.spec.name, "")],
             job=job, spec=words.spec_rows(job.spec, job.anchor_ms), payload=payload, payload_utf8=utf8,
-            upcoming=next_instants(job, self.jobs.preview, self.now_ms()),
-            next_fire=words.relative(job.next_fire_ms, self.now_ms()),
+            upcoming=next_instants(job, self.jobs.preview, now), next_fire=next_fire_words(job, now),
+            summary=summary_of(job, now), pause=pause_of(job, now), labels=label_chips(job.spec.labels),
             runs=[run_row(r) for r in runs.items], run_status=status.value if status else "",
-            run_statuses=[(s.value, _link(here, status=s.value)) for s in RunStatus], all_runs_href=here,
-            next_href=_link(here, status=status_text.upper(), page=runs.next_token) if runs.next_token else "",
-            first_href=_link(here, status=status_text.upper()) if token else "", buttons=self._buttons(request, job),
+            run_statuses=[(s.value, link(here, status=s.value)) for s in RunStatus], all_runs_href=here,
+            next_href=link(here, status=status_text.upper(), page=runs.next_token) if runs.next_token else "",
+            first_href=link(here, status=status_text.upper()) if token else "", buttons=self._buttons(request, job),
         )  # fmt: skip
 
     def run_page(self, request: Request) -> Response:
@@ -204,9 +228,12 @@ class WebView:
         crumbs = [("Cluster", "/"), ("Jobs", "/jobs"), (name, job_href(run.job_id)), (f"run {run.run_id}", "")]
         going = run.status in ACTIVE_RUN_STATUSES
         attempts = attempt_rows(run, job)
+        # a run carries its job's labels (as GetRun and ListRuns answer: JobService.run_labels reads the job's)
+        labels = label_chips(job.spec.labels) if job is not None else []
         return self._page(
             request, 200, "run.html", f"Run {run.run_id}", crumbs,
             run=run, job=job, job_name=name, job_link=job_href(run.job_id), fields=run_fields(run, job),
+            labels=labels, origin=run_origin(run),
             output=output_view(self.jobs.get_run_output(run.run_id, int(attempt_text))), run_href=run_href(run.run_id),
             attempts=attempts, log_folder=log_folder(attempts), explanation=explanation_rows(getattr(self.jobs, "explain_run", None), run.run_id),
             refresh=LIVE_REFRESH_S if going else 0, buttons=self._buttons(request, job, run),
