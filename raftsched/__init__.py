@@ -17,13 +17,7 @@ subpackages ``raftsched.cluster``, ``raftsched.raft``, ``raftsched.rpc``, ``raft
 from __future__ import annotations
 
 import importlib
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
-
-try:
-    __version__: str = _metadata.version("raftsched")
-except _metadata.PackageNotFoundError:  # a checkout that was never installed
-    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from raftsched.sdk import (
@@ -99,8 +93,19 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The public names, imported from ``raftsched.sdk`` when first asked for."""
-    if name in __all__ and name != "__version__":
+    """The public names, imported from ``raftsched.sdk`` when first asked for; ``__version__`` read from the
+    installed package's metadata when first asked for (importlib.metadata is slow to import, and a
+    command does not need it to start)."""
+    if name == "__version__":
+        from importlib import metadata
+
+        try:
+            version: str = metadata.version("raftsched")
+        except metadata.PackageNotFoundError:  # a checkout that was never installed
+            version = "0+unknown"
+        globals()[name] = version
+        return version
+    if name in __all__:
         value = getattr(importlib.import_module("raftsched.sdk"), name)
         globals()[name] = value
         return value

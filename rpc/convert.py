@@ -12,7 +12,7 @@ of a read).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -48,9 +48,11 @@ from raftsched.cluster.domain.model import (
 )
 from raftsched.cluster.domain.schedule.instants import job_upcoming
 from raftsched.cluster.domain.spec_codec import has_extras
-from raftsched.cluster.node.explain import Explanation
-from raftsched.cluster.node.run_output import RunOutput
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+
+if TYPE_CHECKING:  # only their attributes are read here: importing them loads the run history's commands
+    from raftsched.cluster.node.explain import Explanation
+    from raftsched.cluster.node.run_output import RunOutput
 
 _DEFAULT_RETRY = RetryPolicy()
 

@@ -19,6 +19,7 @@ from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.rpc.client.client import Client
 from tests import lmdb_leaks
 from tests.moto_server import BUCKET, MotoServer, aws_environment
+from tests.run_order import longest_first
 from tests.tiers import tier_problems
 
 
@@ -27,6 +28,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     problems = tier_problems(items)
     if problems:
         raise pytest.UsageError(f"{len(problems)} collected test(s) without a proper tier:\n  " + "\n  ".join(problems))
+    items[:] = longest_first(items)  # the longest files start first on the workers (``tests.run_order``)
 
 
 lmdb_leaks.install()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any, Callable
 
 
 def _no_grpc_fork_handlers() -> None:
@@ -26,29 +27,24 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from raftsched.cluster.app import cli
-    from raftsched.cluster.app.client_security import add_security_args
-    from raftsched.cluster.app.executor_main import add_output_args, add_safety_args
-    from raftsched.cluster.app.log_setup import add_log_args
-    from raftsched.cluster.app.tls_cli import add_tls_commands
-    from raftsched.cluster.app.token_cli import add_token_commands
-    from raftsched.cluster.app.worker_main import add_worker_command
+#: the commands that run processes or make files, with their one-line help; the client nouns (job, run, cluster)
+#: are ``raftsched.cluster.app.cli``'s
+COMMAND_HELP = {
+    "node": "run one scheduler node in the foreground (or: node restore FILE, to seed a new cluster's data dir)",
+    "executor": "run an executor that leases and runs jobs",
+    "worker": "run a Python SDK Worker (raftsched.Worker) defined in your code",
+    "token": "make bearer tokens for [auth] tokens_file",
+    "tls": "make a CA and certificates for [tls]",
+}
 
-    parser = argparse.ArgumentParser(
-        prog="raftsched",
-        description="raftsched: cron as a service on Raft",
-        epilog="a local cluster to try it on: scripts/launch_cluster.sh (then `raftsched cluster status`)\n"
-        "`raftsched COMMAND --help` says more about each command, with examples\n"
-        "job, run and cluster take --cluster, --config, -o and the TLS and token flags before or after the command:\n"
-        "  raftsched --cluster 10.0.0.1:50051 job list  is  raftsched job list --cluster 10.0.0.1:50051",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions of raftsched and of what it runs on")
-    sub = parser.add_subparsers(dest="command", required=True)
+
+def _add_node(sub: Any) -> None:
+    from raftsched.cluster.app.client_security import add_security_args
+    from raftsched.cluster.app.log_setup import add_log_args
+
     node = sub.add_parser(
         "node",
-        help="run one scheduler node in the foreground (or: node restore FILE, to seed a new cluster's data dir)",
+        help=COMMAND_HELP["node"],
         description="raftsched node --config C --node-id ID [--join H:P,...]  |  raftsched node restore FILE --config C --node-id ID",
         epilog="examples:\n  raftsched node --config /etc/raftsched/cluster.toml --node-id n1\n"
         "  raftsched node --config cluster.toml --node-id n4 --join 10.0.0.1:50051,10.0.0.2:50051   # a member added with cluster add-node\n"
@@ -67,9 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_security_args(node)
     add_log_args(node)
+
+
+def _add_executor(sub: Any) -> None:
+    from raftsched.cluster.app.client_security import add_security_args
+    from raftsched.cluster.app.executor_main import add_output_args, add_safety_args
+    from raftsched.cluster.app.log_setup import add_log_args
+
     execu = sub.add_parser(
         "executor",
-        help="run an executor that leases and runs jobs",
+        help=COMMAND_HELP["executor"],
         epilog="examples:\n  raftsched executor --config cluster.toml --queue default --allow-type shell\n"
         "  raftsched executor --queue reports --handler report=myjobs:make_report   # myjobs.py here; the cluster of "
         "local-cluster/client.toml",
@@ -99,10 +102,60 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_args(execu)
     add_security_args(execu)
     add_log_args(execu)
+
+
+def _add_worker(sub: Any) -> None:
+    from raftsched.cluster.app.worker_main import add_worker_command
+
     add_worker_command(sub)
-    cli.add_client_commands(sub)
+
+
+def _add_token(sub: Any) -> None:
+    from raftsched.cluster.app.token_cli import add_token_commands
+
     add_token_commands(sub)
+
+
+def _add_tls(sub: Any) -> None:
+    from raftsched.cluster.app.tls_cli import add_tls_commands
+
     add_tls_commands(sub)
+
+
+_ADDERS: dict[str, Callable[[Any], None]] = {
+    "node": _add_node,
+    "executor": _add_executor,
+    "worker": _add_worker,
+    "token": _add_token,
+    "tls": _add_tls,
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With ``command`` (the first word of a command line, once the client flags
+    are hoisted), only that command's arguments are built and the others are named with their help: each
+    command's own modules load only when it runs (a client command starts without the executor's, the
+    node's or the certificates' modules). Without it, the whole parser."""
+    from raftsched.cluster.app import cli
+
+    parser = argparse.ArgumentParser(
+        prog="raftsched",
+        description="raftsched: cron as a service on Raft",
+        epilog="a local cluster to try it on: scripts/launch_cluster.sh (then `raftsched cluster status`)\n"
+        "`raftsched COMMAND --help` says more about each command, with examples\n"
+        "job, run and cluster take --cluster, --config, -o and the TLS and token flags before or after the command:\n"
+        "  raftsched --cluster 10.0.0.1:50051 job list  is  raftsched job list --cluster 10.0.0.1:50051",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the versions of raftsched and of what it runs on")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in _ADDERS.items():
+        if command is None or command == name:
+            add(sub)
+        else:
+            sub.add_parser(name, help=COMMAND_HELP[name])
+        if name == "worker":  # the client nouns keep their place in the list of commands
+            cli.add_client_commands(sub)
     return parser
 
 
@@ -111,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     from raftsched.cluster.app import cli
     from raftsched.cluster.app.client_security import security_from_args
 
-    args = build_parser().parse_args(cli.hoist_client_flags(sys.argv[1:] if argv is None else list(argv)))
+    words = cli.hoist_client_flags(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser(words[0] if words and not words[0].startswith("-") else None).parse_args(words)
     if args.command == "node":
         from raftsched.cluster.app.node_main import restore_node, run_node
 

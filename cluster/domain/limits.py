@@ -39,6 +39,9 @@ MAX_ADDRESS_CHARS = 255  # AddNode raft, grpc and http addresses (host:port)
 # ----------------------------------------------------------------- bytes (defaults; [scheduler] sets them)
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+#: quotas' defaults ([limits] in cluster.toml)
+DEFAULT_MAX_JOBS = 10_000_000
+DEFAULT_MAX_PENDING_RUNS = 10_000_000
 DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
 #: RenewLease's LeaseRef.details: an attempt's heartbeat details, and all of one call's together
 MAX_HEARTBEAT_DETAILS_BYTES = 64 * 1024

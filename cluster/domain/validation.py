@@ -25,9 +25,8 @@ from raftsched.cluster.domain.unsafe_text import check_text
 
 DEFAULT_MAX_PAYLOAD_BYTES = lim.DEFAULT_MAX_PAYLOAD_BYTES
 MAX_NAME_LEN = lim.MAX_NAME_CHARS
-#: quotas' defaults ([limits] in cluster.toml)
-DEFAULT_MAX_JOBS = 10_000_000
-DEFAULT_MAX_PENDING_RUNS = 10_000_000
+DEFAULT_MAX_JOBS = lim.DEFAULT_MAX_JOBS
+DEFAULT_MAX_PENDING_RUNS = lim.DEFAULT_MAX_PENDING_RUNS
 _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _TYPE_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _NODE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cluster.domain.errors import ConfigError  # re-exported: the error of this module
-from raftsched.cluster.domain.validation import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
+from raftsched.cluster.domain.limits import DEFAULT_MAX_JOBS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_PENDING_RUNS
 
 if TYPE_CHECKING:
     from raftsched.cluster.node.exposure import HttpExposure

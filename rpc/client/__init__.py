@@ -1,11 +1,43 @@
 """The Python client: ``Client`` (any node, retries UNAVAILABLE across nodes), the executor's ``GrpcLeaseApi``,
 ``ChannelSecurity`` (TLS, client certificate, bearer token), ``RunFollower`` (WatchRuns that fails over
-and resumes), and readable errors (``describe``, ``ClusterUnreachable``)."""
+and resumes), and readable errors (``describe``, ``ClusterUnreachable``).
 
-from raftsched.rpc.client.channel import ChannelSecurity
-from raftsched.rpc.client.client import Client
-from raftsched.rpc.client.errors import ClusterUnreachable, RpcFailure, describe
-from raftsched.rpc.client.lease_api import GrpcLeaseApi
-from raftsched.rpc.client.watch import RunFollower
+The names load when first used: a command-line client that never leases does not import the executor's
+modules ``GrpcLeaseApi`` needs."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raftsched.rpc.client.channel import ChannelSecurity
+    from raftsched.rpc.client.client import Client
+    from raftsched.rpc.client.errors import ClusterUnreachable, RpcFailure, describe
+    from raftsched.rpc.client.lease_api import GrpcLeaseApi
+    from raftsched.rpc.client.watch import RunFollower
+
+_WHERE = {
+    "ChannelSecurity": "channel",
+    "Client": "client",
+    "ClusterUnreachable": "errors",
+    "GrpcLeaseApi": "lease_api",
+    "RpcFailure": "errors",
+    "RunFollower": "watch",
+    "describe": "errors",
+}
 
 __all__ = ["ChannelSecurity", "Client", "ClusterUnreachable", "GrpcLeaseApi", "RpcFailure", "RunFollower", "describe"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

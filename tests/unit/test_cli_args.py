@@ -169,3 +169,25 @@ def test_the_common_flags_may_come_before_the_noun() -> None:
     untouched = (["node", "--config", "x", "--node-id", "n1"], ["--cluster", "h:1", "node"], ["job", "--help"], ["--version"])
     for argv in untouched:
         assert hoist_client_flags(argv) == argv
+
+
+def test_a_command_builds_its_own_arguments_and_still_lists_every_command() -> None:
+    """``build_parser(command)`` (what ``main`` uses) lists the same commands with the same help as the whole
+    parser, parses its command's flags as the whole parser does, and loads none of the other commands' modules."""
+    import subprocess
+    import sys
+
+    from raftsched.cluster.app.main import COMMAND_HELP, build_parser
+
+    whole = build_parser()
+    for command in [*COMMAND_HELP, "job", "run", "cluster"]:
+        assert build_parser(command).format_help() == whole.format_help(), command
+    argv = ["executor", "--queue", "q", "--allow-type", "shell", "--grace", "3"]
+    assert vars(build_parser("executor").parse_args(argv)) == vars(whole.parse_args(argv))
+    probe = (
+        "import sys; from raftsched.cluster.app.main import build_parser; build_parser('run'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('raftsched.cluster.executor', 'raftsched.cluster.app.pki', "
+        "'raftsched.cluster.node.explain', 'cryptography', 'importlib.metadata'))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

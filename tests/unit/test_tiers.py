@@ -1,9 +1,12 @@
-"""Every collected test has exactly one tier marker, matching its folder; a test without one stops the session."""
+"""Every collected test has exactly one tier marker, matching its folder; a test without one stops the session.
+
+The check itself is the collection hook in ``tests/conftest.py``: every session (each pass of
+``scripts/test.sh`` collects the whole suite) runs it on every collected test, so no test here collects the
+suite once more."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiers import TIERS, folder_tier, tier_problems
+from tests.tiers import folder_tier, tier_problems
 
 pytestmark = pytest.mark.unit
 
@@ -23,25 +26,6 @@ def _collect(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
-
-
-def _collected(out: str) -> int:
-    """How many tests pytest collected, from its last line ("N tests collected ..." or "S/N tests collected ...")."""
-    m = re.search(r"(\d+) tests? collected|no tests collected \((\d+) deselected\)", out)
-    assert m, out[-2000:]
-    return int(m.group(1) or m.group(2))
-
-
-def test_the_whole_suite_collects_and_every_test_has_a_tier() -> None:
-    whole = _collect(str(TESTS))
-    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
-    ids = [line for line in whole.stdout.splitlines() if "::" in line]
-    assert len(ids) == _collected(whole.stdout) > 0
-    per_tier = {tier: sum(i.startswith(f"tests/{tier}/") for i in ids) for tier in TIERS}
-    # every test has its folder's tier marker and no other: the collection hook stops a session otherwise (exit 4,
-    # ``test_an_untiered_test_stops_the_session_with_its_name``), and this one ended with 0
-    assert all(per_tier.values()) and sum(per_tier.values()) == len(ids), per_tier
-    print("tests per tier:", per_tier)
 
 
 def test_an_untiered_test_stops_the_session_with_its_name(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ import re
 
 from raftsched.cluster.app.cli.timefmt import span_text, utc_iso
 from raftsched.cluster.domain.model import At, Cron, Every, JobSpec, MisfirePolicy, Schedule
-from raftsched.cluster.domain.schedule import upcoming
 
 #: how late an instant may be and still fire as on time: the default of the nodes' [scheduler] misfire_threshold_s
 ON_TIME_MS = 5_000
@@ -64,6 +63,8 @@ def _per_hour(schedule: Schedule, now_ms: int) -> tuple[int, int] | None:
         every = max(1, schedule.every_ms)
         return _HOUR // every, every
     if isinstance(schedule, Cron):
+        from raftsched.cluster.domain.schedule import upcoming  # the cron rules load when a cron is checked
+
         try:
             times = [t for t in upcoming(schedule, now_ms, now_ms, _COUNT_CAP) if t <= now_ms + _HOUR]
         except (ValueError, OverflowError):  # the cluster refuses it, with its own message

@@ -11,24 +11,43 @@
 * ``firing`` — the misfire rules: which due instants fire and which are
   skipped, with a record.
 
-Pure: no clock, no randomness; zones only from the pinned tzdata package.
+Pure: no clock, no randomness; zones only from the pinned tzdata package. The names below load when first
+used: a module that needs only ``zones`` (the command line reading a date) does not load the cron rules.
 """
 
 from __future__ import annotations
 
-from raftsched.cluster.domain.schedule.cron_fields import ScheduleError
-from raftsched.cluster.domain.schedule.instants import (
-    MIN_EVERY_MS,
-    AnySchedule,
-    Shaped,
-    explain_instant,
-    first_fire,
-    job_schedule,
-    next_fire,
-    upcoming,
-    validate_schedule,
-)
-from raftsched.cluster.domain.schedule.legacy import under_rules
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from raftsched.cluster.domain.schedule.errors import ScheduleError
+    from raftsched.cluster.domain.schedule.instants import (
+        MIN_EVERY_MS,
+        AnySchedule,
+        Shaped,
+        explain_instant,
+        first_fire,
+        job_schedule,
+        next_fire,
+        upcoming,
+        validate_schedule,
+    )
+    from raftsched.cluster.domain.schedule.legacy import under_rules
+
+_WHERE = {
+    "MIN_EVERY_MS": "instants",
+    "AnySchedule": "instants",
+    "ScheduleError": "errors",
+    "Shaped": "instants",
+    "explain_instant": "instants",
+    "first_fire": "instants",
+    "job_schedule": "instants",
+    "next_fire": "instants",
+    "under_rules": "legacy",
+    "upcoming": "instants",
+    "validate_schedule": "instants",
+}
 
 __all__ = [
     "MIN_EVERY_MS",
@@ -43,3 +62,12 @@ __all__ = [
     "upcoming",
     "validate_schedule",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

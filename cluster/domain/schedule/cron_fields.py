@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from croniter import CroniterError, croniter
 
-from raftsched.cluster.domain.errors import RaftschedError
+from raftsched.cluster.domain.schedule.errors import ScheduleError  # re-exported: this module's error
 
 __all__ = ["CronFields", "FIELD_NAMES", "ScheduleError", "parse_cron"]
 
@@ -80,10 +80,6 @@ _POINT_RANGE_RE = re.compile(r"^([0-9A-Z]+)-\1(/\d+)?$")
 _CLOCK_HOUR_RE = re.compile(r"^\*(/\d+)?$")
 _HASHED_RE = re.compile(r"^[HR](\(\d+-\d+\))?(/\d+)?$")
 _SHAPE = "use 5 fields (minute hour day-of-month month day-of-week) or 6 (the same, then seconds)"
-
-
-class ScheduleError(RaftschedError, ValueError):
-    """A schedule that cannot be accepted; the message names the value and what is allowed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 import tzdata
 
 from raftsched.cluster.domain.errors import RaftschedError
-from raftsched.cluster.domain.schedule.cron_fields import ScheduleError
+from raftsched.cluster.domain.schedule.errors import ScheduleError
 
 #: the IANA tz database release every node uses
 IANA_VERSION: str = tzdata.IANA_VERSION
