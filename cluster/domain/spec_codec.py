@@ -118,6 +118,17 @@ _EXTRA_KEYS = (
 _DEFAULT = JobSpec("", Every(1000))
 
 
+#: the API's name of a format 5 field, where it is not the attribute's
+_API_NAMES = {"start_ms": "start_time", "end_ms": "end_time", "jitter_ms": "jitter", "pending_ttl_ms": "pending_ttl"}
+
+
+def extras_named(s: JobSpec) -> list[str]:
+    """The JobSpec fields of command format 5 that the spec sets, as the API names them, in its order."""
+    if not has_extras(s):
+        return []
+    return [_API_NAMES.get(attr, attr) for _key, attr in _EXTRA_KEYS if getattr(s, attr) != getattr(_DEFAULT, attr)]
+
+
 def has_extras(s: JobSpec) -> bool:
     """Whether the spec sets any field of command format 5 (``SCHEDULES_FORMAT``)."""
     return s[len(_DEFAULT) - len(_EXTRA_KEYS) :] != _DEFAULT[len(_DEFAULT) - len(_EXTRA_KEYS) :]

@@ -43,7 +43,7 @@ from raftsched.cluster.domain.schedule import explain_instant, job_schedule, nex
 from raftsched.cluster.domain.schedule.backfill import BackfillTooLarge, backfill_instants, backfill_run_id
 from raftsched.cluster.domain.schedule.exceptions import skip_reason
 from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT, check_legacy
-from raftsched.cluster.domain.spec_codec import has_extras, spec_fingerprint
+from raftsched.cluster.domain.spec_codec import extras_named, has_extras, spec_fingerprint
 from raftsched.cluster.domain.spec_extras import matches, parse_selector, validate_extras
 from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
 from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec
@@ -162,10 +162,7 @@ class JobService:
 
     def _check_extras(self, spec: JobSpec) -> None:
         if has_extras(spec):
-            self._check_format(
-                "a spec with start/end times, jitter, skip dates or windows, extra crons, max_runs, "
-                "pause_after_failures, trigger_on_create or labels"
-            )
+            self._check_format(f"a spec that sets {', '.join(extras_named(spec))}")
 
     def _rid(self, request_id: str) -> str:
         """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""

@@ -34,6 +34,7 @@ TARGETS: dict[str, tuple[float, bool, str]] = {
     "due_to_leased_ms.p99": (100.0, False, "p99 of lease grant time - scheduled_time (ms) with idle, waiting executors"),
     "security_e2e_ratio": (0.8, True, "e2e runs/s with TLS + tokens + fsync on, over the same with all three off"),
     "security_create_batched_ratio": (0.8, True, "CreateJobs jobs/s with TLS + tokens + fsync on, over the same off"),
+    "lease_grants_shaped_ratio": (0.85, True, "lease grants/s on runs over 10 priorities and 1,000 concurrency keys, over plain"),
     "worker_vs_executor.ratio": (0.9, True, "e2e runs/s of the SDK's Worker (no-op task) over `raftsched executor` (no-op)"),
 }
 
@@ -50,6 +51,7 @@ RESULT_KEYS = (
     "e2e_runs_per_s",
     "due_to_leased_ms",
     "lease_grants_per_s",
+    "lease_grants_shaped_ratio",
     "etcd_lease_grants_per_s",
     "failover_resume_s",
     "failover_leader_s",
@@ -76,6 +78,9 @@ TABLE_KEYS = (
     "lease_grants_per_s",
     "e2e_runs_per_s",
     "due_to_leased_ms",
+    "lease_grants_plain_per_s",
+    "lease_grants_shaped_per_s",
+    "lease_grants_shaped_ratio",
     "etcd_lease_grants_per_s",
     "security_create_batched_ratio",
     "security_e2e_ratio",

@@ -197,3 +197,44 @@ def _job(spec: JobSpec):  # type: ignore[no-untyped-def]
     from raftsched.cluster.domain.model import Job, JobStatus
 
     return Job("j1", spec, JobStatus.ACTIVE, T0, T0, T0 + SEC, T0, T0)
+
+
+def test_a_cluster_below_format_5_refuses_a_spec_with_these_fields_naming_them() -> None:
+    """Until every node runs this version (command format 5), a spec that sets any of these fields is refused with
+    FAILED_PRECONDITION naming the fields it sets, and nothing is proposed; a spec without them is taken."""
+    from typing import Any, Callable
+
+    from raftsched.cluster.domain.errors import RejectedError
+    from raftsched.cluster.domain.model import SCHEDULES_FORMAT
+    from raftsched.cluster.domain.results import FailedPrecondition, Ok
+    from raftsched.cluster.domain.validation import Limits
+    from raftsched.cluster.fsm.machine import JobStateMachine
+    from raftsched.cluster.node.clock import FakeClock
+    from raftsched.cluster.node.job_service import JobService
+    from raftsched.storage import OutputReader
+
+    m = JobStateMachine()
+    proposed: list[c.Command] = []
+
+    class Store:
+        def read(self, fn: Callable[[JobStateMachine], Any], barrier: bool = True) -> Any:
+            return fn(m)
+
+        def execute(self, cmd: c.Command, timeout: float | None = None) -> Any:
+            proposed.append(cmd)
+            result = m.apply(c.encode(cmd), len(proposed))
+            assert isinstance(result, Ok), result
+            return result.value
+
+    svc = JobService(Store(), FakeClock(T0), Limits(), OutputReader())  # type: ignore[arg-type]
+    shaped = JobSpec(name="s", schedule=Every(60 * SEC), type="noop", priority=3, concurrency_key="k", concurrency_limit=2)
+    with pytest.raises(RejectedError) as refused:
+        svc.create_job(shaped)
+    assert isinstance(refused.value.rejected, FailedPrecondition)
+    assert refused.value.rejected.message.startswith(
+        f"a spec that sets priority, concurrency_key, concurrency_limit needs command format {SCHEDULES_FORMAT}"
+    )
+    assert proposed == []
+    svc.create_job(JobSpec(name="plain", schedule=Every(60 * SEC), type="noop"))
+    Store().execute(c.SetClusterFormat(T0, SCHEDULES_FORMAT))
+    assert svc.create_job(shaped).spec.priority == 3

@@ -5,7 +5,8 @@ A scenario writes into ``bench.results`` and explains any ``None`` in
 in the order listed: the ones outside ``CLUSTER_SCENARIOS`` first (the raw
 Raft ceiling before the client processes start), then, on one 3-node
 raftsched cluster, the cluster scenarios, which build on each other (the
-fire-lag jobs feed the failover, the burst's runs feed the leases).
+fire-lag jobs feed the failover, the burst's runs feed the leases; ``grant_shapes`` makes backlogs of its
+own, plain and shaped, after them).
 ``scenario_machine`` runs before all of them and ``scenario_node_stats``
 after the cluster scenarios; neither can be left out. ``security`` (TLS +
 tokens + fsync on against off), ``metrics_cost`` (the HTTP endpoint on
@@ -24,6 +25,7 @@ from bench.scenarios.create import scenario_create
 from bench.scenarios.etcd import scenario_etcd
 from bench.scenarios.failover import scenario_failover
 from bench.scenarios.fire_lag import scenario_fire_lag
+from bench.scenarios.grant_shapes import scenario_grant_shapes
 from bench.scenarios.leases import scenario_leases
 from bench.scenarios.metrics_cost import scenario_metrics_cost
 from bench.scenarios.raw_raft import scenario_raw_raft
@@ -38,12 +40,13 @@ SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("failover", scenario_failover),
     ("burst", scenario_burst),
     ("leases", scenario_leases),
+    ("grant_shapes", scenario_grant_shapes),
     ("security", scenario_security),
     ("metrics_cost", scenario_metrics_cost),
     ("worker_vs_executor", scenario_worker_vs_executor),
 ]
-CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases"}
+CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases", "grant_shapes"}
 #: run only when named in --scenarios (not part of "all"): they start clusters of their own
 OPT_IN_SCENARIOS: set[str] = set()
 #: left out of a quick run's "all" (they would take the time its budget keeps for the lease scenarios); run when named
-NOT_QUICK_SCENARIOS = {"worker_vs_executor"}
+NOT_QUICK_SCENARIOS = {"worker_vs_executor", "grant_shapes"}

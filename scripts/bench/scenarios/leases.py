@@ -10,6 +10,7 @@ budget is used up.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import grpc
 
@@ -52,28 +53,37 @@ def _skip(b: Bench, reason: str) -> None:
         b.notes[key] = reason
 
 
-def _grants(b: Bench) -> None:
+def measure_grants(b: Bench, queues: list[str], measure_s: float) -> tuple[float | None, dict[str, Any]]:
+    """Leases granted per second to the client processes' executors asking for ``GRANT_BATCH`` at a time on
+    ``queues`` for 1 s of warm-up and ``measure_s`` measured (or over the span the backlog lasted, if it ran dry);
+    every lease is completed afterwards, untimed. Returns the rate and its details."""
     p = b.profile
     assert b.pool is not None
     start = time.time() + 0.5
-    until = start + 1.0 + p.lease_measure_s
-    task = {"kind": "lease_acquire", "addresses": b.addresses(), "until": until, "queues": GRANT_QUEUES,
+    until = start + 1.0 + measure_s
+    task = {"kind": "lease_acquire", "addresses": b.addresses(), "until": until, "queues": queues,
             "complete": False, "max_runs": GRANT_BATCH}  # fmt: skip
     res = b.pool.run([dict(task) for _ in range(p.procs)], "AcquireLease", timeout=until - time.time() + 60)
     times = sorted(t for r in res for t in r["granted"])
     rate = st.rate_in_window(times, start + 1.0, until) if times else None
     if times and times[-1] < until - 0.5 and len(times) > 1:  # the backlog ran dry: rate over the span it lasted
         rate = (len(times) - 1) / max(1e-3, times[-1] - times[0])
-    b.results["lease_grants_per_s"] = r1(rate) if rate is not None else None
-    b.extra["lease_grants_per_s"] = {
+    return rate, {
         "latency_ms": st.summarize([x for r in res for x in r["lat"]]),
         "errors": merge_errors(res),
         "count": len(times),
     }
+
+
+def _grants(b: Bench) -> None:
+    p = b.profile
+    rate, detail = measure_grants(b, GRANT_QUEUES, p.lease_measure_s)
+    b.results["lease_grants_per_s"] = r1(rate) if rate is not None else None
+    b.extra["lease_grants_per_s"] = detail
     b.notes["lease_grants_per_s"] = (
         f"leases granted per second to {p.procs}x{p.threads} executors calling AcquireLease with max_runs={GRANT_BATCH} "
         "on half of the burst's PENDING backlog (queues bench-burst-0/1), 1 s warm-up left out, or over the span "
-        "the backlog lasted if it ran dry" + ("" if times else "; nothing was granted")
+        "the backlog lasted if it ran dry" + ("" if detail["count"] else "; nothing was granted")
     )
     b.say(f"  lease_grants_per_s: {b.results['lease_grants_per_s']}")
 

@@ -6,6 +6,7 @@ Each function runs in a client process with a ``Ctx`` and returns plain lists
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import uuid
@@ -20,6 +21,8 @@ from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 
 #: jobs per CreateJobs call of the burst
 BURST_BATCH = 100
+#: the concurrency keys a shaped burst's jobs are spread over
+SHAPE_KEYS = 1000
 
 
 def create_closed(ctx: Ctx) -> dict[str, Any]:
@@ -83,12 +86,24 @@ def create_paced(ctx: Ctx) -> dict[str, Any]:
     return merge_parts(run_threads(ctx.threads, run), ("made", "late"))
 
 
-def _create_batch(ctx: Ctx, stub: Any, spec: Any, n: int, give_up: float, done: list[float]) -> None:
-    """Create ``n`` jobs of ``spec`` through CreateJobs, retrying the items answered UNAVAILABLE
-    with their idempotency keys (a retried call cannot create a job twice), until ``give_up``."""
+def _shaped(spec: Any, shapes: random.Random) -> Any:
+    out = pb.JobSpec()
+    out.CopyFrom(spec)
+    out.priority = shapes.randrange(10)
+    out.concurrency_key = f"k{shapes.randrange(SHAPE_KEYS)}"
+    out.concurrency_limit = 1_000_000
+    return out
+
+
+def _create_batch(
+    ctx: Ctx, stub: Any, spec: Any, n: int, give_up: float, done: list[float], shapes: random.Random | None = None
+) -> None:
+    """Create ``n`` jobs of ``spec`` (each shaped by ``shapes``, if given) through CreateJobs, retrying the items
+    answered UNAVAILABLE with their idempotency keys (a retried call cannot create a job twice), until ``give_up``."""
     keys = [f"bb-{uuid.uuid4().hex}" for _ in range(n)]
+    specs = {k: spec if shapes is None else _shaped(spec, shapes) for k in keys}
     while keys and time.time() < give_up:
-        req = pb.CreateJobsRequest(jobs=[pb.CreateJobRequest(spec=spec, idempotency_key=k) for k in keys])
+        req = pb.CreateJobsRequest(jobs=[pb.CreateJobRequest(spec=specs[k], idempotency_key=k) for k in keys])
         resp = call_retrying(partial(stub.CreateJobs, req, timeout=30.0), ctx.errors, give_up)
         if resp is None:
             return
@@ -105,7 +120,9 @@ def _create_batch(ctx: Ctx, stub: Any, spec: Any, n: int, give_up: float, done: 
 
 
 def create_at(ctx: Ctx) -> dict[str, Any]:
-    """Create ``count`` one-shot jobs all due at ``at_ms`` through CreateJobs (100 per call, 2 threads), until ``give_up_at``."""
+    """Create ``count`` one-shot jobs all due at ``at_ms`` through CreateJobs (100 per call, 2 threads), until ``give_up_at``;
+    with ``shaped``, each of a random priority 0-9 and one of ``SHAPE_KEYS`` concurrency keys, whose limit no
+    grant reaches."""
     count, at, queue_name = ctx.task["count"], ctx.task["at_ms"], ctx.task["queue"]
     give_up = ctx.task["give_up_at"]
     lock = threading.Lock()
@@ -120,9 +137,10 @@ def create_at(ctx: Ctx) -> dict[str, Any]:
     def run(j: int) -> dict[str, Any]:
         stub = ctx.jobs[ctx.node_of(j)]
         done: list[float] = []
-        spec = at_spec("bench-burst", at, queue_name)
+        spec = at_spec(ctx.task.get("name", "bench-burst"), at, queue_name)
+        shapes = random.Random(f"{ctx.index}-{j}") if ctx.task.get("shaped") else None
         while time.time() < give_up and (n := take()) > 0:
-            _create_batch(ctx, stub, spec, n, give_up, done)
+            _create_batch(ctx, stub, spec, n, give_up, done, shapes)
         return {"done": done}
 
     return merge_parts(run_threads(min(ctx.threads, 2), run), ("done",))

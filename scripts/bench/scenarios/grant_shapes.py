@@ -1,0 +1,146 @@
+"""Scenario ``grant_shapes``: what priorities and concurrency keys cost a grant, on the shared cluster.
+
+Two backlogs of ``burst_jobs`` one-off jobs each, all due at one instant and
+created side by side (half the client processes each): *plain* (priority 0,
+no key) on ``PLAIN_QUEUES`` and *shaped* (a priority 0-9 and one of 1,000
+concurrency keys each, whose limit no grant reaches, so every grant pays the
+checks and none is held back) on ``SHAPED_QUEUES``. Once both have fired,
+executors ask for leases 50 at a time, as ``lease_grants_per_s`` does, in
+windows that alternate plain, shaped, plain, shaped: a drift of the machine
+falls on both. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
+are each the mean of their windows; ``lease_grants_shaped_ratio`` is shaped
+over plain (the target: at least 0.85, i.e. within 15 %). Skipped with a note
+on a version without priorities (a job's priority does not come back).
+"""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from bench.harness.common import at_spec, now_ms, r1, split
+from bench.harness.context import Bench
+from bench.harness.pool import merge_errors
+from bench.harness.watch import StatusPoller
+from bench.scenarios.leases import measure_grants, probe_leases
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+
+PLAIN_QUEUES = ["bench-grant-plain-0", "bench-grant-plain-1"]
+SHAPED_QUEUES = ["bench-grant-shaped-0", "bench-grant-shaped-1"]
+KEYS = ("lease_grants_plain_per_s", "lease_grants_shaped_per_s", "lease_grants_shaped_ratio")
+WINDOWS = 4
+TARGET_RATIO = 0.85
+
+
+def _skip(b: Bench, reason: str) -> None:
+    for key in KEYS:
+        b.results[key] = None
+        b.notes[key] = reason
+    b.say(f"grant_shapes: skipped: {reason}")
+
+
+def _shapes_kept(b: Bench) -> str:
+    """Why this cluster cannot take priorities and concurrency keys ("" when it can): an older version drops
+    the unknown fields, a cluster still on an older command format refuses them."""
+    spec = at_spec("bench-shape-probe", now_ms() + 3_600_000, "bench-shape-probe")
+    spec.priority, spec.concurrency_key, spec.concurrency_limit = 3, "k-probe", 1
+    with grpc.insecure_channel(next(iter(b.nodes.values())).grpc) as ch:
+        stub = pb_grpc.JobServiceStub(ch)
+        deadline = time.monotonic() + 60.0  # a new cluster switches to the newest command format within seconds
+        while True:
+            try:
+                job = stub.CreateJob(pb.CreateJobRequest(spec=spec), timeout=10)
+                break
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE) and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
+                return f"a job with a priority and a concurrency key is refused: {code.name}: {exc.details()}"  # type: ignore[attr-defined]
+        stub.DeleteJob(pb.DeleteJobRequest(job_id=job.job_id), timeout=10)
+    return "" if job.spec.priority == 3 else "this version keeps no priority or concurrency key"
+
+
+def _create(b: Bench, n: int) -> tuple[int, int]:
+    """Both backlogs, due at one instant: (jobs created, the instant in ms)."""
+    assert b.pool is not None
+    procs = b.profile.procs
+    rate = b.results.get("create_jobs_batched_per_s") or 2000.0
+    lead_s = 2 * n / (0.75 * rate) + 10.0
+    at = (now_ms() + int(lead_s * 1000)) // 1000 * 1000 + 1000
+    give_up = at / 1000.0 - 1.0
+    half = max(1, procs // 2)
+    tasks = []
+    for shaped, queues in ((False, PLAIN_QUEUES), (True, SHAPED_QUEUES)):
+        for k, count in enumerate(len(part) for part in split(list(range(n)), half)):
+            tasks.append({"kind": "create_at", "addresses": b.addresses(), "count": count, "at_ms": at,
+                          "queue": queues[k % len(queues)], "give_up_at": give_up, "shaped": shaped,
+                          "name": "bench-shaped" if shaped else "bench-plain"})  # fmt: skip
+    b.say(f"grant_shapes: creating {n} plain and {n} shaped one-off jobs, all due in {(at - now_ms()) / 1000:.0f} s")
+    res = b.pool.run(tasks, "create the grant backlogs", timeout=lead_s + 60, total=2 * n)
+    b.extra["grant_shapes_setup"] = {"jobs": sum(len(r["done"]) for r in res), "errors": merge_errors(res), "at_ms": at}
+    return sum(len(r["done"]) for r in res), at
+
+
+def _wait_fired(b: Bench, created: int, at: int) -> bool:
+    poller = StatusPoller(
+        b.follower_address(),
+        lambda status: sum(status.pending_by_queue.get(q, 0) for q in PLAIN_QUEUES + SHAPED_QUEUES),
+        period=0.2,
+    )
+    try:
+        deadline = at / 1000.0 + 30.0 + created / 2000.0
+        while time.time() < deadline and poller.latest() < created:
+            time.sleep(0.2)
+        return poller.latest() >= created
+    finally:
+        poller.stop()
+
+
+def scenario_grant_shapes(b: Bench) -> None:
+    """lease_grants_shaped_ratio: grants per second on a shaped backlog over a plain one, alternated."""
+    if b.lease_service is None:
+        probe_leases(b)
+    if not b.lease_service:
+        _skip(b, b.lease_probe or "LeaseService not implemented yet")
+        return
+    refused = _shapes_kept(b)
+    if refused:
+        _skip(b, refused)
+        return
+    p = b.profile
+    window_s = p.lease_measure_s
+    n = p.burst_jobs
+    if b.remaining_s() < 2 * n / 2000.0 + WINDOWS * (window_s + 10.0) + 60.0:
+        _skip(b, f"the {p.name} run's time budget ({p.budget_s:.0f} s) was used up by the scenarios before")
+        return
+    created, at = _create(b, n)
+    if not _wait_fired(b, created, at):
+        _skip(b, f"the {created} jobs of the two backlogs were not all seen PENDING in time")
+        return
+    rates: dict[str, list[float]] = {"plain": [], "shaped": []}
+    windows = []
+    for w in range(WINDOWS):
+        kind, queues = ("plain", PLAIN_QUEUES) if w % 2 == 0 else ("shaped", SHAPED_QUEUES)
+        rate, detail = measure_grants(b, queues, window_s)
+        windows.append({"kind": kind, "rate": r1(rate), **detail})
+        if rate is not None:
+            rates[kind].append(rate)
+        b.say(f"  grant_shapes window {w + 1}/{WINDOWS} ({kind}): {r1(rate)} leases/s")
+    b.extra["grant_shapes"] = {"backlog_each": n, "windows": windows}
+    plain = sum(rates["plain"]) / len(rates["plain"]) if len(rates["plain"]) == WINDOWS // 2 else None
+    shaped = sum(rates["shaped"]) / len(rates["shaped"]) if len(rates["shaped"]) == WINDOWS // 2 else None
+    b.results["lease_grants_plain_per_s"] = r1(plain)
+    b.results["lease_grants_shaped_per_s"] = r1(shaped)
+    b.results["lease_grants_shaped_ratio"] = round(shaped / plain, 3) if plain and shaped is not None else None
+    how = (
+        f"{p.procs}x{p.threads} executors asking for 50 leases at a time; {WINDOWS} windows of {window_s:g} s (1 s "
+        f"warm-up each) alternating a backlog of {n} plain runs and one of {n} runs over priorities 0-9 and 1,000 "
+        "concurrency keys, both PENDING at once"
+    )
+    for key in KEYS:
+        b.notes[key] = how
+    b.notes["lease_grants_shaped_ratio"] = f"shaped over plain grants per second (target >= {TARGET_RATIO}); " + how
+    b.say(f"  grant_shapes: plain {r1(plain)}/s, shaped {r1(shaped)}/s, ratio {b.results['lease_grants_shaped_ratio']}")
