@@ -88,7 +88,13 @@ TABLE_KEYS = (
     "node_cpu_s",
 )
 #: rows shown only when measured (opt-in scenarios)
-OPTIONAL_TABLE_KEYS = ("e2e_runs_per_s_metrics", "worker_vs_executor")
+OPTIONAL_TABLE_KEYS = (
+    "e2e_runs_per_s_metrics",
+    "worker_vs_executor",
+    "steady_runs_per_s",
+    "steady_cpu_us_per_run",
+    "steady_due_to_leased_ms",
+)
 
 
 def lookup(results: dict[str, Any], dotted: str) -> Any:

@@ -12,7 +12,7 @@ after the cluster scenarios; neither can be left out. ``security`` (TLS +
 tokens + fsync on against off), ``metrics_cost`` (the HTTP endpoint on
 and scraped every second against off) and ``worker_vs_executor`` (the SDK's
 Worker against `raftsched executor`) start clusters of their own, before
-the shared one. ``OPT_IN_SCENARIOS`` would run only when named (none now).
+the shared one. ``OPT_IN_SCENARIOS`` run only when named (``steady``: a load to profile the nodes under).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from bench.scenarios.leases import scenario_leases
 from bench.scenarios.metrics_cost import scenario_metrics_cost
 from bench.scenarios.raw_raft import scenario_raw_raft
 from bench.scenarios.security import scenario_security
+from bench.scenarios.steady import scenario_steady
 from bench.scenarios.worker_vs_executor import scenario_worker_vs_executor
 
 SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
@@ -41,12 +42,13 @@ SCENARIOS: list[tuple[str, Callable[[Bench], None]]] = [
     ("burst", scenario_burst),
     ("leases", scenario_leases),
     ("grant_shapes", scenario_grant_shapes),
+    ("steady", scenario_steady),
     ("security", scenario_security),
     ("metrics_cost", scenario_metrics_cost),
     ("worker_vs_executor", scenario_worker_vs_executor),
 ]
-CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases", "grant_shapes"}
+CLUSTER_SCENARIOS = {"create", "fire_lag", "failover", "burst", "leases", "grant_shapes", "steady"}
 #: run only when named in --scenarios (not part of "all"): they start clusters of their own
-OPT_IN_SCENARIOS: set[str] = set()
+OPT_IN_SCENARIOS: set[str] = {"steady"}
 #: left out of a quick run's "all" (they would take the time its budget keeps for the lease scenarios); run when named
 NOT_QUICK_SCENARIOS = {"worker_vs_executor", "grant_shapes"}

@@ -57,11 +57,11 @@ def _shapes_kept(b: Bench) -> str:
                 job = stub.CreateJob(pb.CreateJobRequest(spec=spec), timeout=10)
                 break
             except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
+                code = exc.code()
                 if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE) and time.monotonic() < deadline:
                     time.sleep(1.0)
                     continue
-                return f"a job with a priority and a concurrency key is refused: {code.name}: {exc.details()}"  # type: ignore[attr-defined]
+                return f"a job with a priority and a concurrency key is refused: {code.name}: {exc.details()}"
         stub.DeleteJob(pb.DeleteJobRequest(job_id=job.job_id), timeout=10)
     return "" if job.spec.priority == 3 else "this version keeps no priority or concurrency key"
 

@@ -1,0 +1,139 @@
+"""Scenario ``steady``: a steady load, and what each run costs every node.
+
+``STEADY_JOBS`` every-1s no-op jobs (2,000 runs due each second) on their own
+queue, served by ``STEADY_EXECUTORS`` `raftsched executor` processes (each
+completing its runs in batches, as it does), for ``steady_s`` seconds after a
+warm-up. Measured:
+
+* ``steady_runs_per_s`` — runs completed per second, from a follower's
+  SUCCEEDED count (ClusterStatus, no Raft round trip);
+* ``steady_cpu_us_per_run`` — each node's CPU time over the window divided by
+  the runs completed in it, for the leader and the followers: what a run costs
+  a replica, the figure the state's store is judged by;
+* ``steady_due_to_leased_ms`` — a run's grant (``started_at``) minus its
+  instant, p50 and p99, read back after the window from the runs of a sample of
+  the jobs: no watch stream loads the nodes while they are measured.
+
+The jobs are deleted afterwards. Run when named (``--scenarios steady``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import uuid
+
+import grpc
+
+from bench import stats as st
+from bench.harness.common import r1, ts_ms
+from bench.harness.context import Bench
+from bench.harness.processes import spawn_executors, stop_popen
+from bench.harness.watch import StatusPoller
+from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
+from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+
+STEADY_JOBS = 2000
+STEADY_EXECUTORS = 3
+STEADY_CONCURRENCY = 64
+STEADY_QUEUE = "bench-steady"
+WARMUP_S = 5.0
+#: jobs whose runs are read back for due -> leased
+SAMPLE_JOBS = 200
+KEYS = ("steady_runs_per_s", "steady_cpu_us_per_run", "steady_due_to_leased_ms")
+
+
+def _create(stub: pb_grpc.JobServiceStub) -> list[str]:
+    """The every-1s jobs, through CreateJobs, 100 a call (their phases spread over the time this takes)."""
+    ids: list[str] = []
+    for k in range(0, STEADY_JOBS, 100):
+        reqs = []
+        for i in range(k, min(k + 100, STEADY_JOBS)):
+            spec = pb.JobSpec(name=f"steady-{i}", queue=STEADY_QUEUE, type="noop")
+            spec.every.seconds = 1
+            reqs.append(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex))
+        resp = stub.CreateJobs(pb.CreateJobsRequest(jobs=reqs), timeout=60)
+        ids += [r.job.job_id for r in resp.results if r.status.code == 0]
+    return ids
+
+
+def _delete(stub: pb_grpc.JobServiceStub, ids: list[str]) -> None:
+    for job_id in ids:
+        try:
+            stub.DeleteJob(pb.DeleteJobRequest(job_id=job_id), timeout=10)
+        except grpc.RpcError:
+            pass
+
+
+def _lags(stub: pb_grpc.JobServiceStub, ids: list[str], start: float, until: float) -> list[float]:
+    """started_at - scheduled_time of the first attempts of runs scheduled in [start, until), of a sample of jobs."""
+    lags: list[float] = []
+    for job_id in random.Random(7).sample(ids, min(SAMPLE_JOBS, len(ids))):
+        token = ""
+        while True:
+            resp = stub.ListRuns(pb.ListRunsRequest(job_id=job_id, page_size=200, page_token=token), timeout=30)
+            for run in resp.runs:
+                scheduled = ts_ms(run.scheduled_time)
+                if start * 1000 <= scheduled < until * 1000 and run.HasField("started_at") and run.attempt == 1:
+                    lags.append(float(ts_ms(run.started_at) - scheduled))
+            token = resp.next_page_token
+            if not token:
+                break
+    return lags
+
+
+def scenario_steady(b: Bench) -> None:
+    """steady_runs_per_s, steady_cpu_us_per_run (leader, followers) and steady_due_to_leased_ms."""
+    assert b.cluster is not None
+    window_s = 30.0 if b.profile.name == "full" else 10.0
+    leader = b.leader()
+    root = os.path.dirname(b.cluster.config_path)
+    with grpc.insecure_channel(b.nodes[leader].grpc) as ch:
+        stub = pb_grpc.JobServiceStub(ch)
+        procs = spawn_executors(b.addresses(), root, "bench-steady", [STEADY_QUEUE], STEADY_CONCURRENCY, STEADY_EXECUTORS)
+        ids: list[str] = []
+        counter = StatusPoller(b.follower_address(), lambda status: status.runs.succeeded)
+        try:
+            time.sleep(2.0)  # executors up and long-polling
+            b.say(f"steady: {STEADY_JOBS} every-1s no-op jobs, {STEADY_EXECUTORS} executors, {window_s:g} s measured")
+            ids = _create(stub)
+            time.sleep(WARMUP_S)
+            start, cpu0, term0 = time.time(), b.cpu_snapshot(), b.term()
+            time.sleep(window_s)
+            until, cpu1, term1 = time.time(), b.cpu_snapshot(), b.term()
+        finally:
+            for job_id in ids:
+                try:
+                    stub.PauseJob(pb.PauseJobRequest(job_id=job_id), timeout=10)
+                except grpc.RpcError:
+                    pass
+            time.sleep(2.0)  # the last runs complete
+            stop_popen(procs)
+            counter.stop()
+        lags = _lags(stub, ids, start, until)
+        _delete(stub, ids)
+    rate = st.counter_rate(counter.samples, start, until) if counter.grown() else None
+    cpu = b.cpu_delta(cpu0, cpu1)
+    done = (rate or 0.0) * (until - start)
+    per_run = {
+        ("leader" if node == leader else f"follower {node}"): round(s / done * 1e6, 1)
+        for node, s in cpu.items()
+        if node != "clients" and s is not None and done > 0
+    }
+    b.results["steady_runs_per_s"] = r1(rate)
+    b.results["steady_cpu_us_per_run"] = per_run or None
+    b.results["steady_due_to_leased_ms"] = st.summarize(lags) if lags else None
+    b.extra["steady"] = {"jobs": len(ids), "window_s": round(until - start, 2), "cpu_s": cpu, "sampled_runs": len(lags)}
+    how = (
+        f"{len(ids)} every-1s no-op jobs on one queue, {STEADY_EXECUTORS} `raftsched executor` processes "
+        f"(concurrency {STEADY_CONCURRENCY}), {window_s:g} s after {WARMUP_S:g} s of warm-up"
+    )
+    if term0 != term1:
+        how += f"; WARNING: the Raft term went from {term0} to {term1} (an election) in the window"
+    b.notes["steady_runs_per_s"] = how + "; the growth of a follower's SUCCEEDED count"
+    b.notes["steady_cpu_us_per_run"] = how + "; each node's CPU seconds in the window over the runs completed in it"
+    b.notes["steady_due_to_leased_ms"] = (
+        how + f"; started_at - scheduled_time of first attempts scheduled in the window, {SAMPLE_JOBS} jobs' runs read back"
+    )
+    b.say(f"  steady: {r1(rate)} runs/s; CPU per run {per_run} us; due->leased {b.results['steady_due_to_leased_ms']}")
