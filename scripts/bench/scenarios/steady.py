@@ -1,7 +1,7 @@
 """Scenario ``steady``: a steady load, and what each run costs every node.
 
-``STEADY_JOBS`` every-1s no-op jobs (2,000 runs due each second) on their own
-queue, served by ``STEADY_EXECUTORS`` `raftsched executor` processes (each
+``fire_rate`` every-1s no-op jobs (2,000 runs due each second; ``--fire-rate``
+sets it) on their own queue, served by ``STEADY_EXECUTORS`` `raftsched executor` processes (each
 completing its runs in batches, as it does), for ``steady_s`` seconds after a
 warm-up. Measured:
 
@@ -14,7 +14,10 @@ warm-up. Measured:
   instant, p50 and p99, read back after the window from the runs of a sample of
   the jobs: no watch stream loads the nodes while they are measured.
 
-The jobs are deleted afterwards. Run when named (``--scenarios steady``).
+When the runs PENDING grow past ``BEHIND_S`` seconds of the load, the cluster
+does not keep up: the window ends there and the figures are ``None``, with a
+note of how far behind it fell. The jobs are paused, then deleted, afterwards.
+Run when named (``--scenarios steady``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import os
 import random
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import grpc
 
@@ -34,22 +39,23 @@ from bench.harness.watch import StatusPoller
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
-STEADY_JOBS = 2000
 STEADY_EXECUTORS = 3
 STEADY_CONCURRENCY = 64
 STEADY_QUEUE = "bench-steady"
 WARMUP_S = 5.0
 #: jobs whose runs are read back for due -> leased
 SAMPLE_JOBS = 200
+#: the window ends when more runs than this many seconds of the load are PENDING
+BEHIND_S = 10
 KEYS = ("steady_runs_per_s", "steady_cpu_us_per_run", "steady_due_to_leased_ms")
 
 
-def _create(stub: pb_grpc.JobServiceStub) -> list[str]:
-    """The every-1s jobs, through CreateJobs, 100 a call (their phases spread over the time this takes)."""
+def _create(stub: pb_grpc.JobServiceStub, n: int) -> list[str]:
+    """``n`` every-1s jobs, through CreateJobs, 100 a call (their phases spread over the time this takes)."""
     ids: list[str] = []
-    for k in range(0, STEADY_JOBS, 100):
+    for k in range(0, n, 100):
         reqs = []
-        for i in range(k, min(k + 100, STEADY_JOBS)):
+        for i in range(k, min(k + 100, n)):
             spec = pb.JobSpec(name=f"steady-{i}", queue=STEADY_QUEUE, type="noop")
             spec.every.seconds = 1
             reqs.append(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex))
@@ -58,12 +64,25 @@ def _create(stub: pb_grpc.JobServiceStub) -> list[str]:
     return ids
 
 
-def _delete(stub: pb_grpc.JobServiceStub, ids: list[str]) -> None:
-    for job_id in ids:
+def _each(call: Any, ids: list[str]) -> None:
+    """``call(job_id)`` for every job, 16 at a time (a Raft round trip each), errors ignored (the cleanup is best effort)."""
+
+    def one(job_id: str) -> None:
         try:
-            stub.DeleteJob(pb.DeleteJobRequest(job_id=job_id), timeout=10)
+            call(job_id)
         except grpc.RpcError:
             pass
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, ids))
+
+
+def _window(b: Bench, backlog: StatusPoller, window_s: float, limit: int) -> tuple[float, float]:
+    """Sleep through the window, ending it early when the backlog passes ``limit``: (start, end)."""
+    start = time.time()
+    while time.time() < start + window_s and backlog.latest() <= limit:
+        time.sleep(0.2)
+    return start, time.time()
 
 
 def _lags(stub: pb_grpc.JobServiceStub, ids: list[str], start: float, until: float) -> list[float]:
@@ -87,6 +106,8 @@ def scenario_steady(b: Bench) -> None:
     """steady_runs_per_s, steady_cpu_us_per_run (leader, followers) and steady_due_to_leased_ms."""
     assert b.cluster is not None
     window_s = 30.0 if b.profile.name == "full" else 10.0
+    n = b.profile.fire_rate
+    limit = BEHIND_S * n
     leader = b.leader()
     root = os.path.dirname(b.cluster.config_path)
     with grpc.insecure_channel(b.nodes[leader].grpc) as ch:
@@ -94,25 +115,39 @@ def scenario_steady(b: Bench) -> None:
         procs = spawn_executors(b.addresses(), root, "bench-steady", [STEADY_QUEUE], STEADY_CONCURRENCY, STEADY_EXECUTORS)
         ids: list[str] = []
         counter = StatusPoller(b.follower_address(), lambda status: status.runs.succeeded)
+        backlog = StatusPoller(b.follower_address(), lambda status: status.pending_by_queue.get(STEADY_QUEUE, 0))
+        start = until = time.time()
         try:
             time.sleep(2.0)  # executors up and long-polling
-            b.say(f"steady: {STEADY_JOBS} every-1s no-op jobs, {STEADY_EXECUTORS} executors, {window_s:g} s measured")
-            ids = _create(stub)
+            b.say(f"steady: {n} every-1s no-op jobs, {STEADY_EXECUTORS} executors, {window_s:g} s measured")
+            ids = _create(stub, n)
             time.sleep(WARMUP_S)
-            start, cpu0, term0 = time.time(), b.cpu_snapshot(), b.term()
-            time.sleep(window_s)
-            until, cpu1, term1 = time.time(), b.cpu_snapshot(), b.term()
+            cpu0, term0 = b.cpu_snapshot(), b.term()
+            start, until = _window(b, backlog, window_s, limit)
+            cpu1, term1 = b.cpu_snapshot(), b.term()
         finally:
-            for job_id in ids:
-                try:
-                    stub.PauseJob(pb.PauseJobRequest(job_id=job_id), timeout=10)
-                except grpc.RpcError:
-                    pass
+            _each(lambda j: stub.PauseJob(pb.PauseJobRequest(job_id=j), timeout=30), ids)
             time.sleep(2.0)  # the last runs complete
             stop_popen(procs)
             counter.stop()
-        lags = _lags(stub, ids, start, until)
-        _delete(stub, ids)
+            backlog.stop()
+        behind = backlog.latest() > limit
+        lags = [] if behind else _lags(stub, ids, start, until)
+        _each(lambda j: stub.DeleteJob(pb.DeleteJobRequest(job_id=j), timeout=30), ids)
+    how = (
+        f"{len(ids)} every-1s no-op jobs on one queue, {STEADY_EXECUTORS} `raftsched executor` processes "
+        f"(concurrency {STEADY_CONCURRENCY}), {window_s:g} s after {WARMUP_S:g} s of warm-up"
+    )
+    if behind:
+        reason = (
+            f"the cluster fell behind: {backlog.latest()} runs PENDING {until - start + WARMUP_S:.0f} s into the load "
+            f"({how}): it does not sustain {n} runs/s on this machine; try a lower --fire-rate"
+        )
+        for key in KEYS:
+            b.results[key] = None
+            b.notes[key] = reason
+        b.say(f"  steady: {reason}")
+        return
     rate = st.counter_rate(counter.samples, start, until) if counter.grown() else None
     cpu = b.cpu_delta(cpu0, cpu1)
     done = (rate or 0.0) * (until - start)
@@ -125,10 +160,6 @@ def scenario_steady(b: Bench) -> None:
     b.results["steady_cpu_us_per_run"] = per_run or None
     b.results["steady_due_to_leased_ms"] = st.summarize(lags) if lags else None
     b.extra["steady"] = {"jobs": len(ids), "window_s": round(until - start, 2), "cpu_s": cpu, "sampled_runs": len(lags)}
-    how = (
-        f"{len(ids)} every-1s no-op jobs on one queue, {STEADY_EXECUTORS} `raftsched executor` processes "
-        f"(concurrency {STEADY_CONCURRENCY}), {window_s:g} s after {WARMUP_S:g} s of warm-up"
-    )
     if term0 != term1:
         how += f"; WARNING: the Raft term went from {term0} to {term1} (an election) in the window"
     b.notes["steady_runs_per_s"] = how + "; the growth of a follower's SUCCEEDED count"
