@@ -7,8 +7,9 @@ modules ``GrpcLeaseApi`` needs."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from raftsched.cluster.domain.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from raftsched.rpc.client.channel import ChannelSecurity
@@ -30,13 +31,7 @@ _WHERE = {
 __all__ = ["ChannelSecurity", "Client", "ClusterUnreachable", "GrpcLeaseApi", "RpcFailure", "RunFollower", "describe"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE, globals())
 
 
 def __dir__() -> list[str]:

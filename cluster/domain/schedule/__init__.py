@@ -17,8 +17,9 @@ used: a module that needs only ``zones`` (the command line reading a date) does 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from raftsched.cluster.domain.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from raftsched.cluster.domain.schedule.errors import ScheduleError
@@ -64,10 +65,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE, globals())
