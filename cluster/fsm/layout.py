@@ -169,6 +169,7 @@ class Decoder:
     def __init__(self) -> None:
         self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
         self._specs: dict[tuple[Any, ...], JobSpec] = {}
+        self._extras: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def retry(self, t: tuple[Any, ...]) -> RetryPolicy:
         key = tuple(t)
@@ -187,17 +188,36 @@ class Decoder:
                 return spec
         name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl, *more = part
         flimit = more[0] if more else DEFAULT_FAILED_HISTORY_LIMIT  # stored only when not the default
-        spec = JobSpec(
-            name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
-            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
-        )  # fmt: skip
-        if len(more) > 1:  # its format 5 fields
-            spec = spec._replace(**_extras(more[1]))
+        if len(more) > 1:  # with its format 5 fields
+            spec = JobSpec(
+                name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
+                _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit, **self.extras(more[1]),
+            )  # fmt: skip
+        else:
+            spec = JobSpec(
+                name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
+                _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
+            )  # fmt: skip
         if shared:
             if len(self._specs) >= self._SPECS:
                 self._specs.clear()
             self._specs[part] = spec
         return spec
+
+    def extras(self, t: tuple[Any, ...]) -> dict[str, Any]:
+        """The keyword arguments of a stored spec's format 5 fields, interned by their stored form (jobs share
+        priorities, keys, labels and rules far more often than names): read-only, and never stale (found by
+        content). ``_SPECS`` of them, then it starts over."""
+        try:
+            kw = self._extras.get(t)
+        except TypeError:  # not hashable (no spec of this version stores such fields): decoded each time
+            return _extras(t)
+        if kw is None:
+            kw = _extras(t)
+            if len(self._extras) >= self._SPECS:
+                self._extras.clear()
+            self._extras[t] = kw
+        return kw
 
     def job(self, t: tuple[Any, ...], spec: JobSpec | None = None) -> Job:
         """The job of tuple ``t``; ``spec``: its spec, already decoded from ``t[JOB_SPEC]`` (by the caller's cache)."""

@@ -193,6 +193,22 @@ def test_extras_round_trip_through_the_log_the_store_and_the_blob() -> None:
         c.decode(json.dumps(old).encode())
 
 
+def test_one_decoder_decodes_specs_sharing_their_newer_fields_each_as_stored() -> None:
+    """The decoder interns the newer fields' decoded form by what is stored: specs that share them (a priority, a
+    key, labels, rules) and differ elsewhere each decode to themselves, past the intern table's bound too, and a
+    decoded spec's fields are its own (changing one spec's copy changes no other)."""
+    decoder = layout.Decoder()
+    specs = [
+        FULL._replace(name=f"job-{i}", payload=b"x" * (i % 3), priority=i % 4, labels=(("team", f"t{i % 2}"),))
+        for i in range(layout.Decoder._SPECS + 50)
+    ]
+    stored = [layout.job_head(_job(s)) + marshal.loads(marshal.dumps(layout.spec_part(s))) for s in specs]
+    decoded = [decoder.spec(t) for t in stored]
+    assert decoded == specs
+    assert [layout.Decoder().spec(t) for t in stored[:8]] == specs[:8]
+    assert decoded[0]._replace(labels=()) != specs[0] and decoder.spec(stored[4]) == specs[4]
+
+
 def _job(spec: JobSpec):  # type: ignore[no-untyped-def]
     from raftsched.cluster.domain.model import Job, JobStatus
 

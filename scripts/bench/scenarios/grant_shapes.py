@@ -6,9 +6,12 @@ no key) on ``PLAIN_QUEUES`` and *shaped* (a priority 0-9 and one of 1,000
 concurrency keys each, whose limit no grant reaches, so every grant pays the
 checks and none is held back) on ``SHAPED_QUEUES``. Once both have fired,
 executors ask for leases 50 at a time, as ``lease_grants_per_s`` does, in
-windows in the order plain, shaped, shaped, plain: a drift of the machine
-over the run (a state that grows, followers that fall behind) falls on both
-alike. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
+eight windows in the order plain, shaped, shaped, plain, shaped, plain,
+plain, shaped: a drift of the machine over the run (a state that grows,
+followers that fall behind) falls on both alike, and one window slowed by
+something else (a snapshot, a collection) moves each mean by an eighth.
+Each window records every node's CPU seconds (with its warm-up and its
+untimed completions) beside its rate. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
 are each the mean of their windows; ``lease_grants_shaped_ratio`` is shaped
 over plain (the target: at least 0.85, i.e. within 15 %). Skipped with a note
 on a version without priorities (a job's priority does not come back).
@@ -31,8 +34,8 @@ from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 PLAIN_QUEUES = ["bench-grant-plain-0", "bench-grant-plain-1"]
 SHAPED_QUEUES = ["bench-grant-shaped-0", "bench-grant-shaped-1"]
 KEYS = ("lease_grants_plain_per_s", "lease_grants_shaped_per_s", "lease_grants_shaped_ratio")
-#: the windows' order: each kind as early as the other on average (ABBA)
-ORDER = ("plain", "shaped", "shaped", "plain")
+#: the windows' order: each kind as early as the other on average, and as early in each half (ABBA BAAB)
+ORDER = ("plain", "shaped", "shaped", "plain", "shaped", "plain", "plain", "shaped")
 WINDOWS = len(ORDER)
 TARGET_RATIO = 0.85
 
@@ -128,12 +131,14 @@ def scenario_grant_shapes(b: Bench) -> None:
     for w in range(WINDOWS):
         kind = ORDER[w]
         queues = PLAIN_QUEUES if kind == "plain" else SHAPED_QUEUES
+        cpu0 = b.cpu_snapshot()
         rate, detail = measure_grants(b, queues, window_s)
-        windows.append({"kind": kind, "rate": r1(rate), **detail})
+        cpu = b.cpu_delta(cpu0, b.cpu_snapshot())  # the window with its warm-up and its untimed completions
+        windows.append({"kind": kind, "rate": r1(rate), "cpu_s": cpu, **detail})
         if rate is not None:
             rates[kind].append(rate)
         b.say(f"  grant_shapes window {w + 1}/{WINDOWS} ({kind}): {r1(rate)} leases/s")
-    b.extra["grant_shapes"] = {"backlog_each": n, "windows": windows}
+    b.extra["grant_shapes"] = {"backlog_each": n, "windows": windows, "leader": b.leader()}
     plain = sum(rates["plain"]) / len(rates["plain"]) if len(rates["plain"]) == WINDOWS // 2 else None
     shaped = sum(rates["shaped"]) / len(rates["shaped"]) if len(rates["shaped"]) == WINDOWS // 2 else None
     b.results["lease_grants_plain_per_s"] = r1(plain)
@@ -141,7 +146,7 @@ def scenario_grant_shapes(b: Bench) -> None:
     b.results["lease_grants_shaped_ratio"] = round(shaped / plain, 3) if plain and shaped is not None else None
     how = (
         f"{p.procs}x{p.threads} executors asking for 50 leases at a time; {WINDOWS} windows of {window_s:g} s (1 s "
-        f"warm-up each) in the order plain, shaped, shaped, plain, on a backlog of {n} plain runs and one of {n} runs over priorities 0-9 and 1,000 "
+        f"warm-up each) in the order {', '.join(ORDER)}, on a backlog of {n} plain runs and one of {n} runs over priorities 0-9 and 1,000 "
         "concurrency keys, both PENDING at once"
     )
     for key in KEYS:
