@@ -3,8 +3,8 @@
 ``scripts/test.sh`` hands whole files to pytest-xdist's workers (``--dist loadfile``: a module's cluster starts
 once), in collection order. A long file that starts last runs alone at the end of the pass while the other
 workers idle; started first, it overlaps the many short ones (longest-processing-time-first scheduling). The
-files below are the longest of the first pass (``pytest --durations=0``, summed per file), longest first; every
-other file keeps its place after them. The order changes when tests start, never what they check.
+files below are the longest of the first pass, then of the fault tier's pass (``pytest --durations=0``, summed per
+file), longest first in each; every other file keeps its place after them. The order changes when tests start, never what they check.
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ LONGEST_FIRST = (
     "tests/integration/test_web_actions.py",
     "tests/integration/test_raft_liveness.py",
     "tests/integration/test_fuzz_rpcs.py",
+    # the fault tier (its own pass)
+    "tests/fault/test_liveness.py",
+    "tests/fault/test_backlog_restarts.py",
+    "tests/fault/test_power_cut.py",
+    "tests/fault/test_three_hosts.py",
+    "tests/fault/test_clock_skew.py",
+    "tests/fault/test_failover.py",
+    "tests/fault/test_durability.py",
+    "tests/fault/test_membership_changes.py",
 )
 
 _RANK = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
