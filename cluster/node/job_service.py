@@ -25,9 +25,6 @@ from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.idempotency_scope import readable, scoped
 from raftsched.cluster.domain.model import (
-    DEFAULT_FAILED_HISTORY_LIMIT,
-    SCHEDULES_FORMAT,
-    Cron,
     Job,
     JobSpec,
     JobStatus,
@@ -38,12 +35,11 @@ from raftsched.cluster.domain.model import (
 )
 from raftsched.cluster.domain.payloads import validate_payload
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, ResourceExhausted
-from raftsched.cluster.domain.run_history import HISTORY_FORMAT
 from raftsched.cluster.domain.schedule import explain_instant, job_schedule, next_fire, upcoming
 from raftsched.cluster.domain.schedule.backfill import BackfillTooLarge, backfill_instants, backfill_run_id
 from raftsched.cluster.domain.schedule.exceptions import skip_reason
-from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT, check_legacy
-from raftsched.cluster.domain.spec_codec import extras_named, has_extras, spec_fingerprint
+from raftsched.cluster.domain.schedule.legacy import NEW_RULES_FORMAT
+from raftsched.cluster.domain.spec_codec import has_extras, spec_fingerprint
 from raftsched.cluster.domain.spec_extras import matches, parse_selector, validate_extras
 from raftsched.cluster.domain.unsafe_text import check_text, first_unsafe
 from raftsched.cluster.domain.validation import Limits, check_schedule, validate_spec
@@ -52,6 +48,7 @@ from raftsched.cluster.fsm.reader import RecordReader
 from raftsched.cluster.node.active_runs import iter_active_runs
 from raftsched.cluster.node.clock import Clock
 from raftsched.cluster.node.explain import Explanation, explain
+from raftsched.cluster.node.format_gate import FormatGate
 from raftsched.cluster.node.page_tokens import PageTokens
 from raftsched.cluster.node.ports import OutputReader
 from raftsched.cluster.node.replica import Replica
@@ -114,55 +111,23 @@ def _page_size(size: int) -> int:
 
 class JobService:
     def __init__(
-        self, replica: Replica, clock: Clock, limits: Limits, outputs: OutputReader, tokens: PageTokens | None = None
+        self,
+        replica: Replica,
+        clock: Clock,
+        limits: Limits,
+        outputs: OutputReader,
+        tokens: PageTokens | None = None,
+        formats: FormatGate | None = None,
     ) -> None:
         self._replica = replica
         self._clock = clock
         self._limits = limits
         self._outputs = outputs
         self._tokens = tokens or PageTokens()
+        #: what needs a newer command format than the cluster's (waiting while a brand-new cluster switches)
+        self._formats = formats or FormatGate(replica)
 
     # -------------------------------------------------------------- writes
-
-    def _check_rules(self, schedule: Schedule) -> None:
-        """While the cluster is on command format 1 (a rolling upgrade from the release before command format 2
-        is not finished), every node applies the old cron rules: refuse what only the new ones can read."""
-        if not isinstance(schedule, Cron) or self._replica.read(lambda m: m.cluster_format, barrier=False) >= NEW_RULES_FORMAT:
-            return
-        why = check_legacy(schedule.expression)
-        if why is not None:
-            raise ValidationError(
-                f"cron expression {schedule.expression!r} needs the cron rules of command format {NEW_RULES_FORMAT} "
-                f"({why}), and the cluster still uses format 1 (a rolling upgrade is not finished): retry once every "
-                "node runs this version (raftsched cluster status shows the command format)"
-            )
-
-    def _check_history(self, spec: JobSpec) -> None:
-        """A failed_history_limit only nodes of command format 3 keep apart: refused until the cluster uses it
-        (an older node would apply the spec without it, and prune differently)."""
-        if spec.failed_history_limit == DEFAULT_FAILED_HISTORY_LIMIT:
-            return
-        if self._replica.read(lambda m: m.cluster_format, barrier=False) < HISTORY_FORMAT:
-            raise ValidationError(
-                f"failed_history_limit needs command format {HISTORY_FORMAT}, and the cluster still uses an older one (a "
-                "rolling upgrade is not finished): leave it unset, or retry once every node runs this version"
-            )
-
-    def _check_format(self, what: str) -> None:
-        """``what`` needs command format 5: refused until the cluster uses it (an older node would apply the
-        command without it)."""
-        if self._replica.read(lambda m: m.cluster_format, barrier=False) < SCHEDULES_FORMAT:
-            raise RejectedError(
-                FailedPrecondition(
-                    f"{what} needs command format {SCHEDULES_FORMAT}, and the cluster still uses an older one (a rolling "
-                    "upgrade is not finished): retry once every node runs this version (raftsched cluster status shows "
-                    "the command format)"
-                )
-            )
-
-    def _check_extras(self, spec: JobSpec) -> None:
-        if has_extras(spec):
-            self._check_format(f"a spec that sets {', '.join(extras_named(spec))}")
 
     def _rid(self, request_id: str) -> str:
         """The request id to send: checked; "" while the cluster cannot apply one yet (below format 3)."""
@@ -177,9 +142,7 @@ class JobService:
         lim.check_chars("idempotency_key", idempotency_key, lim.MAX_IDEMPOTENCY_KEY_CHARS)
         check_text("idempotency_key", idempotency_key)
         validate_spec(spec, self._limits)
-        self._check_rules(spec.schedule)
-        self._check_history(spec)
-        self._check_extras(spec)
+        self._formats.check_spec(spec)
         rid = self._rid(request_id)
         return c.CreateJob(now, new_job_id(now), spec, sent_key, spec_fingerprint(spec), self._limits.max_jobs, rid)
 
@@ -242,9 +205,7 @@ class JobService:
     def update_job(self, job_id: str, spec: JobSpec, request_id: str = "") -> Job:
         _require_id("job_id", job_id)
         validate_spec(spec, self._limits)
-        self._check_rules(spec.schedule)
-        self._check_history(spec)
-        self._check_extras(spec)
+        self._formats.check_spec(spec)
         return self._job_write(c.UpdateJob(self._clock.now_ms(), job_id, spec, self._rid(request_id)))
 
     def _job_write(self, cmd: c.Command) -> Job:
@@ -266,7 +227,7 @@ class JobService:
                     "until is not in the future: give a later instant, or leave it unset to pause until resumed"
                 )
         if note or until_ms:
-            self._check_format("a pause with a note or an until")
+            self._formats.check("a pause with a note or an until")
         return self._job_write(c.PauseJob(now, job_id, self._rid(request_id), note, until_ms))
 
     def resume_job(self, job_id: str, request_id: str = "") -> Job:
@@ -281,7 +242,7 @@ class JobService:
         """One extra run now; ``payload``: its own instead of the job's (checked as the job's would be)."""
         _require_id("job_id", job_id)
         if payload:
-            self._check_format("a trigger with its own payload")
+            self._formats.check("a trigger with its own payload")
             if len(payload) > self._limits.max_payload_bytes:
                 raise ValidationError(
                     f"payload is {len(payload)} bytes, over the limit of {self._limits.max_payload_bytes} bytes; "
@@ -308,7 +269,7 @@ class JobService:
             lim.check_instant_ms(name, ms)
         if end_ms <= start_ms:
             raise ValidationError("end_time is not after start_time: give a range [start_time, end_time)")
-        self._check_format("BackfillJob")
+        self._formats.check("BackfillJob")
         if dry_run:
             return self._backfill_preview(job_id, start_ms, end_ms), []
         cmd = c.BackfillJob(self._clock.now_ms(), job_id, start_ms, end_ms, self._limits.max_pending_runs)

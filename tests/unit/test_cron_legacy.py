@@ -117,11 +117,12 @@ def test_the_proposer_refuses_what_only_the_new_rules_read_until_the_switch() ->
 
         def execute(self, cmd: c.Command, timeout: float | None = None) -> Any:
             self.proposed.append(cmd)
-            result = self.machine.apply(c.encode(cmd), len(self.proposed))
+            result = self.machine.apply(c.encode(cmd), len(self.proposed) + 1)
             assert isinstance(result, Ok), result
             return result.value
 
     store = Store()
+    store.machine.apply(c.encode(c.NodeInfo(0, "n9", "0.0.1", 1)), 1)  # a member of a version before format 2
     service = JobService(store, FakeClock(), Limits(), OutputReader())  # type: ignore[arg-type]
     last_friday = JobSpec("payroll", Cron("0 9 * * 5L", "Europe/Berlin"), type="noop")
     with pytest.raises(ValidationError, match="needs the cron rules of command format 2.*still uses format 1"):

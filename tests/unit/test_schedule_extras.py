@@ -238,12 +238,13 @@ def test_a_cluster_below_format_5_refuses_a_spec_with_these_fields_naming_them()
 
         def execute(self, cmd: c.Command, timeout: float | None = None) -> Any:
             proposed.append(cmd)
-            result = m.apply(c.encode(cmd), len(proposed))
+            result = m.apply(c.encode(cmd), len(proposed) + 1)
             assert isinstance(result, Ok), result
             return result.value
 
     svc = JobService(Store(), FakeClock(T0), Limits(), OutputReader())  # type: ignore[arg-type]
     shaped = JobSpec(name="s", schedule=Every(60 * SEC), type="noop", priority=3, concurrency_key="k", concurrency_limit=2)
+    assert isinstance(m.apply(c.encode(c.NodeInfo(T0, "n9", "0.0.9", 4)), 1), Ok)  # a member of the version before
     with pytest.raises(RejectedError) as refused:
         svc.create_job(shaped)
     assert isinstance(refused.value.rejected, FailedPrecondition)
