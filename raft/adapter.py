@@ -462,12 +462,13 @@ class RaftNode:
         """Tick thread, after each entry applied: a follower busy applying what its leader sent it has heard
         from a leader; its election timer starts again (every ``ELECTION_NUDGE_S``).
 
-        pysyncobj applies every committed entry in one tick and looks at the election deadline at the start
-        of the next, before it reads what came meanwhile. A follower that had tens of thousands of entries to
-        apply — a node rebuilt from the leader's snapshot catching up with the log after it, 34,000 entries
+        pysyncobj looks at the election deadline at the start of a tick, before it reads what came meanwhile.
+        Its own apply took every committed entry in one tick: a follower that had tens of thousands of entries
+        to apply — a node rebuilt from the leader's snapshot catching up with the log after it, 34,000 entries
         in the 10M-job run — spent longer than an election timeout applying them, then campaigned with the
         leader's heartbeats waiting unread: the leader stepped down and was elected again (pysyncobj has no
-        pre-vote), twice, and the run fired 300 ms late."""
+        pre-vote), twice, and the run fired 300 ms late. A tick now applies for ``APPLY_BUDGET_S`` at most
+        (``raftsched.raft.apply_hold``); one entry may still take longer (a large batch), which this covers."""
         now = time.monotonic()
         membership = getattr(self, "membership", None)  # entries may be applied while __init__ still runs
         if membership is None or now - self._nudged < ELECTION_NUDGE_S:

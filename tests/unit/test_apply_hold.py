@@ -1,7 +1,8 @@
 """Applying committed entries with one held back (``raftsched.raft.apply_hold``), against a stand-in for pysyncobj's replica:
 a held entry keeps its callbacks and does not count as applied, nothing after it is applied, it is tried again
-only when due, and then it and the rest are applied in order and answered once. A snapshot from the leader that
-the disk cannot take yet is installed once it can (``RaftNode._install``)."""
+only when due, and then it and the rest are applied in order and answered once. A tick applies for its budget
+and reads the log a chunk at a time. A snapshot from the leader that the disk cannot take yet is installed once
+it can (``RaftNode._install``)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,50 @@ def test_a_snapshot_the_disk_cannot_take_yet_is_installed_once_it_can(monkeypatc
     node._install("raft.snapshot", None)  # type: ignore[arg-type]
     assert tries["n"] == 3 and len(slept) == 2 and all(s >= 0.5 for s in slept)
     assert heard == [None, Refused.storage_problem, None] and node._hold.held is None
+
+
+class TimedReplica(Replica):
+    """Each apply takes ``cost`` seconds of the clock ``now``; the log's reads are recorded."""
+
+    def __init__(self, entries: int, now: list[float], cost: float) -> None:
+        super().__init__(entries, refuse=set())
+        self.now, self.cost = now, cost
+        self.reads: list[tuple[int, int]] = []
+
+    def _SyncObj__getEntries(self, start: int, count: int) -> list[Any]:
+        self.reads.append((start, count))
+        return super()._SyncObj__getEntries(start, count)
+
+    def _SyncObj__doApplyCommand(self, command: bytes) -> int:
+        self.now[0] += self.cost
+        return super()._SyncObj__doApplyCommand(command)
+
+
+def test_a_tick_applies_for_its_budget_and_leaves_the_rest_to_the_next() -> None:
+    """A tick stops applying once it has spent its budget (after the entry in hand), so that it sends and polls in
+    between; the entries left are applied, in order and each answered once, by the ticks after it."""
+    now = [0.0]
+    replica = TimedReplica(10, now, cost=0.03)
+    hold = ApplyHold(monotonic=lambda: now[0], budget_s=0.1)
+    answers: list[Any] = []
+    for index in range(1, 11):
+        replica._SyncObj__commandsWaitingCommit[index] = [(1, lambda r, e: answers.append(r))]
+    apply_committed(replica, hold)
+    assert replica.applied == [1, 2, 3, 4] and replica._SyncObj__raftLastApplied == 4 and answers == [10, 20, 30, 40]
+    apply_committed(replica, hold)
+    apply_committed(replica, hold)
+    assert replica.applied == list(range(1, 11)) and answers == [10 * i for i in range(1, 11)]
+    assert not replica._SyncObj__commandsWaitingCommit
+    apply_committed(replica, hold)  # nothing left
+    assert replica.applied == list(range(1, 11))
+
+
+def test_a_long_catch_up_reads_the_log_a_chunk_at_a_time() -> None:
+    now = [0.0]
+    replica = TimedReplica(1000, now, cost=0.0)
+    apply_committed(replica, ApplyHold(monotonic=lambda: now[0]))
+    assert replica.applied == list(range(1, 1001))
+    assert replica.reads == [(1, 256), (257, 256), (513, 256), (769, 232)]
+    slow = TimedReplica(1000, now, cost=0.06)
+    apply_committed(slow, ApplyHold(monotonic=lambda: now[0], budget_s=0.1))
+    assert slow.applied == [1, 2] and slow.reads == [(1, 256)]  # what it did not get to is not read
