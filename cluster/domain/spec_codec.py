@@ -169,6 +169,8 @@ def extras_from_plain(p: Plain) -> dict[str, Any]:
         elif attr == "extra_crons":
             value = tuple(Cron(str(c["expr"]), str(c["tz"])) for c in value)
         elif attr == "labels":
+            if not isinstance(value, dict):
+                raise TypeError(f"a spec's labels are a map of keys to values, not {type(value).__name__}")
             value = tuple(sorted((str(k), str(v)) for k, v in value.items()))
         elif attr == "notify":
             value = tuple(NotifyRule(tuple(str(e) for e in r["ev"]), str(r["url"]), str(r.get("sec", ""))) for r in value)

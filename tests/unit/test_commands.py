@@ -321,6 +321,8 @@ _SPEC = spec_to_plain(JobSpec("n", Every(1_000)))
         (_raw(v=1, op="complete", now=T0, lease="L1", token=1, ok=True, result="", error="", log=""), "complete"),
         (_raw(v=1, op="expire", now=T0, leases=[["L1", 1]]), "malformed expire"),
         (_raw(v=1, op="grace", now=T0), "malformed grace"),
+        (_raw(v=5, op="create_job", now=T0, job_id="j", spec={**_SPEC, "labels": None}), "labels are a map"),
+        (_raw(v=5, op="update_job", now=T0, job_id="j", spec={**_SPEC, "labels": ["a", "b"]}), "labels are a map"),
     ],
 )
 def test_unknown_or_malformed_entries_raise_command_format_error(data: bytes, match: str) -> None:
