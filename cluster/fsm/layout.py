@@ -157,19 +157,37 @@ def _extras(t: tuple[Any, ...]) -> dict[str, Any]:
     return extras_from_plain({k: _thawed(v) for k, v in t})
 
 
+#: ``JobSpec``'s fields after ``failed_history_limit`` (its format 5 fields), and their defaults
+_EXTRA_FIELDS = JobSpec._fields[JobSpec._fields.index("failed_history_limit") + 1 :]
+_DEFAULT_TAIL = tuple(JobSpec._field_defaults[f] for f in _EXTRA_FIELDS)
+#: a ``JobSpec`` from all its fields in order: what ``JobSpec._make`` does, without its length check
+_new_spec = tuple.__new__
+
+
+def _tail(kw: dict[str, Any]) -> tuple[Any, ...]:
+    """The format 5 fields ``kw`` as values of ``_EXTRA_FIELDS`` in order."""
+    unknown = kw.keys() - set(_EXTRA_FIELDS)
+    if unknown:
+        raise TypeError(f"JobSpec has no field(s) {sorted(unknown)}")
+    return tuple(kw.get(f, d) for f, d in zip(_EXTRA_FIELDS, _DEFAULT_TAIL))
+
+
 class Decoder:
     """Decodes jobs, interning what many share: retry policies, and whole specs (immutable) by their stored fields.
 
     Interned values are found by their content, so they never go stale; specs are interned only with payloads
-    up to ``_SHARED_PAYLOAD`` bytes, ``_SPECS`` of them (then it starts over)."""
+    up to ``_SHARED_PAYLOAD`` bytes, ``_SPECS`` of them (then it starts over), and the newer fields' keyword
+    arguments ``_EXTRAS`` of them: far more jobs share a priority and a concurrency key (ten priorities over a
+    thousand keys: 10,000 forms) than a whole spec, and each form is a small dict."""
 
     _SPECS = 4096
+    _EXTRAS = 16384
     _SHARED_PAYLOAD = 4096
 
     def __init__(self) -> None:
         self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
         self._specs: dict[tuple[Any, ...], JobSpec] = {}
-        self._extras: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._extras: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def retry(self, t: tuple[Any, ...]) -> RetryPolicy:
         key = tuple(t)
@@ -188,16 +206,11 @@ class Decoder:
                 return spec
         name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl, *more = part
         flimit = more[0] if more else DEFAULT_FAILED_HISTORY_LIMIT  # stored only when not the default
-        if len(more) > 1:  # with its format 5 fields
-            spec = JobSpec(
-                name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
-                _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit, **self.extras(more[1]),
-            )  # fmt: skip
-        else:
-            spec = JobSpec(
-                name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
-                _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
-            )  # fmt: skip
+        # built from its fields in order (a keyword call of a 30-field NamedTuple costs several times more)
+        spec = _new_spec(JobSpec, (
+            name, _sched_from(sched), queue, typ, payload, self.retry(retry), ttl, timeout,
+            _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
+        ) + (self.tail(more[1]) if len(more) > 1 else _DEFAULT_TAIL))  # fmt: skip
         if shared:
             if len(self._specs) >= self._SPECS:
                 self._specs.clear()
@@ -205,19 +218,25 @@ class Decoder:
         return spec
 
     def extras(self, t: tuple[Any, ...]) -> dict[str, Any]:
-        """The keyword arguments of a stored spec's format 5 fields, interned by their stored form (jobs share
-        priorities, keys, labels and rules far more often than names): read-only, and never stale (found by
-        content). ``_SPECS`` of them, then it starts over."""
+        """The keyword arguments of a stored spec's format 5 fields (read-only: see ``tail``)."""
+        tail = self.tail(t)
+        return {f: v for f, v, d in zip(_EXTRA_FIELDS, tail, _DEFAULT_TAIL) if v is not d and v != d}
+
+    def tail(self, t: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A stored spec's format 5 fields as the values of ``JobSpec``'s fields after ``failed_history_limit``, in
+        order (defaults where it sets none), interned by their stored form (jobs share priorities, keys, labels
+        and rules far more often than names): never stale (found by content). ``_EXTRAS`` of them, then it starts
+        over."""
         try:
-            kw = self._extras.get(t)
+            tail = self._extras.get(t)
         except TypeError:  # not hashable (no spec of this version stores such fields): decoded each time
-            return _extras(t)
-        if kw is None:
-            kw = _extras(t)
-            if len(self._extras) >= self._SPECS:
+            return _tail(_extras(t))
+        if tail is None:
+            tail = _tail(_extras(t))
+            if len(self._extras) >= self._EXTRAS:
                 self._extras.clear()
-            self._extras[t] = kw
-        return kw
+            self._extras[t] = tail
+        return tail
 
     def job(self, t: tuple[Any, ...], spec: JobSpec | None = None) -> Job:
         """The job of tuple ``t``; ``spec``: its spec, already decoded from ``t[JOB_SPEC]`` (by the caller's cache)."""
