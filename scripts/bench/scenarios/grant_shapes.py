@@ -10,8 +10,12 @@ eight windows in the order plain, shaped, shaped, plain, shaped, plain,
 plain, shaped: a drift of the machine over the run (a state that grows,
 followers that fall behind) falls on both alike, and one window slowed by
 something else (a snapshot, a collection) moves each mean by an eighth.
-Each window records every node's CPU seconds (with its warm-up and its
-untimed completions) beside its rate. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
+A window is a count of grants (90 % of a backlog over its four windows, so
+neither runs dry), its rate the one between its first and last 5 %; its
+leases are then completed (timed apart) and the next window starts once
+every node has applied them, so no window carries another's work. Each
+window records every node's CPU seconds for its grants and for its
+completions. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
 are each the mean of their windows; ``lease_grants_shaped_ratio`` is shaped
 over plain (the target: at least 0.85, i.e. within 15 %). Skipped with a note
 on a version without priorities (a job's priority does not come back).
@@ -20,14 +24,16 @@ on a version without priorities (a job's priority does not come back).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import grpc
 
+from bench import stats as st
 from bench.harness.common import at_spec, now_ms, r1, split
 from bench.harness.context import Bench
 from bench.harness.pool import merge_errors
 from bench.harness.watch import StatusPoller
-from bench.scenarios.leases import measure_grants, probe_leases
+from bench.scenarios.leases import GRANT_BATCH, probe_leases
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
@@ -38,6 +44,11 @@ KEYS = ("lease_grants_plain_per_s", "lease_grants_shaped_per_s", "lease_grants_s
 ORDER = ("plain", "shaped", "shaped", "plain", "shaped", "plain", "plain", "shaped")
 WINDOWS = len(ORDER)
 TARGET_RATIO = 0.85
+#: the backlogs' lease TTL: no lease expires while its window's other grants and completions go on (a window
+#: takes about 40 s)
+LEASE_TTL_S = 600
+#: the share of a window's grants left out at each end of its rate (warm-up, stragglers)
+TRIM = 0.05
 
 
 def _skip(b: Bench, reason: str) -> None:
@@ -83,7 +94,7 @@ def _create(b: Bench, n: int) -> tuple[int, int]:
         for k, count in enumerate(len(part) for part in split(list(range(n)), half)):
             tasks.append({"kind": "create_at", "addresses": b.addresses(), "count": count, "at_ms": at,
                           "queue": queues[k % len(queues)], "give_up_at": give_up, "shaped": shaped,
-                          "name": "bench-shaped" if shaped else "bench-plain"})  # fmt: skip
+                          "name": "bench-shaped" if shaped else "bench-plain", "lease_ttl_s": LEASE_TTL_S})  # fmt: skip
     b.say(f"grant_shapes: creating {n} plain and {n} shaped one-off jobs, all due in {(at - now_ms()) / 1000:.0f} s")
     res = b.pool.run(tasks, "create the grant backlogs", timeout=lead_s + 60, total=2 * n)
     b.extra["grant_shapes_setup"] = {"jobs": sum(len(r["done"]) for r in res), "errors": merge_errors(res), "at_ms": at}
@@ -105,6 +116,48 @@ def _wait_fired(b: Bench, created: int, at: int) -> bool:
         poller.stop()
 
 
+def grant_rate(times: list[float]) -> float | None:
+    """Grants per second between the first and the last ``TRIM`` of the grant instants ``times`` (sorted):
+    the warm-up and the last stragglers left out."""
+    if len(times) < 20:
+        return None
+    lo, hi = int(len(times) * TRIM), len(times) - 1 - int(len(times) * TRIM)
+    span = times[hi] - times[lo]
+    return (hi - lo) / span if span > 0 else None
+
+
+def _window(b: Bench, queues: list[str], count: int) -> tuple[float | None, dict[str, Any]]:
+    """One window: ``count`` grants on ``queues`` (timed, with every node's CPU seconds), then their
+    completions (timed apart), then a wait until every node has applied them."""
+    assert b.pool is not None
+    p = b.profile
+    each = max(1, count // (p.procs * p.threads) // GRANT_BATCH) * GRANT_BATCH  # whole batches: no thread overshoots
+    until = time.time() + 120.0  # a safeguard: a window ends when its grants are done
+    task = {"kind": "lease_acquire", "addresses": b.addresses(), "until": until, "queues": queues,
+            "max_runs": GRANT_BATCH, "count_each": each, "hand_back": True}  # fmt: skip
+    cpu0 = b.cpu_snapshot()
+    res = b.pool.run([dict(task) for _ in range(p.procs)], "AcquireLease", timeout=until - time.time() + 60)
+    cpu1 = b.cpu_snapshot()
+    held = [h for r in res for h in r["held"]]
+    t0 = time.time()
+    done = b.pool.run([{"kind": "lease_complete", "addresses": b.addresses(), "held": part}
+                       for part in split(held, p.procs)], "CompleteRuns", timeout=300)  # fmt: skip
+    complete_s = time.time() - t0
+    caught_up = b.wait_caught_up(timeout=120.0, slack=0)
+    cpu2 = b.cpu_snapshot()
+    times = sorted(t for r in res for t in r["granted"])
+    return grant_rate(times), {
+        "count": len(times),
+        "completed": sum(sum(r["count"]) for r in done),
+        "complete_s": round(complete_s, 2),
+        "caught_up": caught_up,
+        "cpu_s": b.cpu_delta(cpu0, cpu1),
+        "complete_cpu_s": b.cpu_delta(cpu1, cpu2),
+        "latency_ms": st.summarize([x for r in res for x in r["lat"]]),
+        "errors": merge_errors(res + done),
+    }
+
+
 def scenario_grant_shapes(b: Bench) -> None:
     """lease_grants_shaped_ratio: grants per second on a shaped backlog over a plain one, alternated."""
     if b.lease_service is None:
@@ -117,27 +170,25 @@ def scenario_grant_shapes(b: Bench) -> None:
         _skip(b, refused)
         return
     p = b.profile
-    window_s = p.lease_measure_s
     n = p.burst_jobs
-    if b.remaining_s() < 2 * n / 2000.0 + WINDOWS * (window_s + 10.0) + 60.0:
+    if b.remaining_s() < 2 * n / 2000.0 + 2 * n / 500.0 + 60.0:
         _skip(b, f"the {p.name} run's time budget ({p.budget_s:.0f} s) was used up by the scenarios before")
         return
     created, at = _create(b, n)
     if not _wait_fired(b, created, at):
         _skip(b, f"the {created} jobs of the two backlogs were not all seen PENDING in time")
         return
+    per_window = int(0.9 * n / (WINDOWS // 2))  # each kind's backlog outlasts its windows
     rates: dict[str, list[float]] = {"plain": [], "shaped": []}
     windows = []
     for w in range(WINDOWS):
         kind = ORDER[w]
-        queues = PLAIN_QUEUES if kind == "plain" else SHAPED_QUEUES
-        cpu0 = b.cpu_snapshot()
-        rate, detail = measure_grants(b, queues, window_s)
-        cpu = b.cpu_delta(cpu0, b.cpu_snapshot())  # the window with its warm-up and its untimed completions
-        windows.append({"kind": kind, "rate": r1(rate), "cpu_s": cpu, **detail})
+        rate, detail = _window(b, PLAIN_QUEUES if kind == "plain" else SHAPED_QUEUES, per_window)
+        windows.append({"kind": kind, "rate": r1(rate), **detail})
         if rate is not None:
             rates[kind].append(rate)
-        b.say(f"  grant_shapes window {w + 1}/{WINDOWS} ({kind}): {r1(rate)} leases/s")
+        b.say(f"  grant_shapes window {w + 1}/{WINDOWS} ({kind}): {r1(rate)} leases/s, {detail['count']} granted, "
+              f"completed in {detail['complete_s']} s")  # fmt: skip
     b.extra["grant_shapes"] = {"backlog_each": n, "windows": windows, "leader": b.leader()}
     plain = sum(rates["plain"]) / len(rates["plain"]) if len(rates["plain"]) == WINDOWS // 2 else None
     shaped = sum(rates["shaped"]) / len(rates["shaped"]) if len(rates["shaped"]) == WINDOWS // 2 else None
@@ -145,9 +196,10 @@ def scenario_grant_shapes(b: Bench) -> None:
     b.results["lease_grants_shaped_per_s"] = r1(shaped)
     b.results["lease_grants_shaped_ratio"] = round(shaped / plain, 3) if plain and shaped is not None else None
     how = (
-        f"{p.procs}x{p.threads} executors asking for 50 leases at a time; {WINDOWS} windows of {window_s:g} s (1 s "
-        f"warm-up each) in the order {', '.join(ORDER)}, on a backlog of {n} plain runs and one of {n} runs over priorities 0-9 and 1,000 "
-        "concurrency keys, both PENDING at once"
+        f"{p.procs}x{p.threads} executors asking for 50 leases at a time; {WINDOWS} windows of {per_window} grants "
+        f"each (the rate between the first and the last {TRIM:.0%} of them) in the order {', '.join(ORDER)}, each "
+        "window's leases completed and applied on every node before the next window starts; on a backlog of "
+        f"{n} plain runs and one of {n} runs over priorities 0-9 and 1,000 concurrency keys, both PENDING at once"
     )
     for key in KEYS:
         b.notes[key] = how

@@ -122,7 +122,7 @@ def _create_batch(
 def create_at(ctx: Ctx) -> dict[str, Any]:
     """Create ``count`` one-shot jobs all due at ``at_ms`` through CreateJobs (100 per call, 2 threads), until ``give_up_at``;
     with ``shaped``, each of a random priority 0-9 and one of ``SHAPE_KEYS`` concurrency keys, whose limit no
-    grant reaches."""
+    grant reaches; with ``lease_ttl_s``, that lease TTL."""
     count, at, queue_name = ctx.task["count"], ctx.task["at_ms"], ctx.task["queue"]
     give_up = ctx.task["give_up_at"]
     lock = threading.Lock()
@@ -138,6 +138,8 @@ def create_at(ctx: Ctx) -> dict[str, Any]:
         stub = ctx.jobs[ctx.node_of(j)]
         done: list[float] = []
         spec = at_spec(ctx.task.get("name", "bench-burst"), at, queue_name)
+        if ctx.task.get("lease_ttl_s"):
+            spec.lease_ttl.seconds = int(ctx.task["lease_ttl_s"])
         shapes = random.Random(f"{ctx.index}-{j}") if ctx.task.get("shaped") else None
         while time.time() < give_up and (n := take()) > 0:
             _create_batch(ctx, stub, spec, n, give_up, done, shapes)

@@ -53,10 +53,14 @@ def _complete_held(ctx: Ctx, stub: Any, held: list[tuple[str, int]], executor: s
 
 
 def lease_acquire(ctx: Ctx) -> dict[str, Any]:
-    """Closed loop of AcquireLease (``max_runs`` per call, 1 s long poll) until ``until``; with
-    ``complete`` every lease is completed at once (timed), else all of them after the loop."""
+    """Closed loop of AcquireLease (``max_runs`` per call, 1 s long poll) until ``until`` or, with
+    ``count_each``, until each thread holds that many; with ``complete`` every lease is completed at once
+    (timed), with ``hand_back`` the leases are returned (``held``: lease id, fencing token, executor) for a
+    ``lease_complete`` task, else all of them are completed after the loop."""
     until, queues, complete = ctx.task["until"], ctx.task["queues"], ctx.task.get("complete", False)
     batch = int(ctx.task.get("max_runs", 1))
+    count_each = int(ctx.task.get("count_each", 0))
+    hand_back = bool(ctx.task.get("hand_back", False))
 
     def run(j: int) -> dict[str, Any]:
         lease_stub = ctx.leases[ctx.node_of(j)]
@@ -65,7 +69,7 @@ def lease_acquire(ctx: Ctx) -> dict[str, Any]:
         completed: list[float] = []
         lat: list[float] = []
         held: list[tuple[str, int]] = []
-        while time.time() < until:
+        while time.time() < until and not (count_each and len(granted) >= count_each):
             t0 = time.time()
             try:
                 req = pb.AcquireLeaseRequest(executor_id=executor, queues=queues, max_runs=batch)
@@ -86,7 +90,27 @@ def lease_acquire(ctx: Ctx) -> dict[str, Any]:
                 _complete_each(ctx, lease_stub, resp.leases, completed, executor)
             else:
                 held += [(lease.lease_id, lease.fencing_token) for lease in resp.leases]
+        if hand_back:
+            return {"granted": granted, "completed": completed, "lat": lat, "held": [(i, t, executor) for i, t in held]}
         _complete_held(ctx, lease_stub, held, executor)
         return {"granted": granted, "completed": completed, "lat": lat}
 
-    return merge_parts(run_threads(ctx.threads, run), ("granted", "completed", "lat"))
+    return merge_parts(run_threads(ctx.threads, run), ("granted", "completed", "lat", "held"))
+
+
+def lease_complete(ctx: Ctx) -> dict[str, Any]:
+    """Complete the leases in ``held`` (lease id, fencing token, executor), split over the threads,
+    ``COMPLETE_BATCH`` per CompleteRuns call; ``done`` is when each thread finished."""
+    held: list[tuple[str, int, str]] = [tuple(h) for h in ctx.task["held"]]
+
+    def run(j: int) -> dict[str, Any]:
+        stub = ctx.leases[ctx.node_of(j)]
+        mine = held[j :: ctx.threads]
+        by_executor: dict[str, list[tuple[str, int]]] = {}
+        for lease_id, token, executor in mine:
+            by_executor.setdefault(executor, []).append((lease_id, token))
+        for executor, leases in by_executor.items():
+            _complete_held(ctx, stub, leases, executor)
+        return {"done": [time.time()], "count": [len(mine)]}
+
+    return merge_parts(run_threads(ctx.threads, run), ("done", "count"))

@@ -24,6 +24,7 @@ TASKS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "delete": create.delete,
     "etcd_grant": etcd.etcd_grant,
     "lease_acquire": lease.lease_acquire,
+    "lease_complete": lease.lease_complete,
 }
 
 
