@@ -13,10 +13,15 @@ Each entry is put with its weight (an estimate of its bytes in memory, by
 the caller, who knows what it holds: ``run_weight``, ``spec_weight``).
 Entries are ordered oldest first (a put makes its key the newest); an entry
 that would take the total past the budget first has every map forget its
-oldest entries, down to half the budget (each its share), so the newest half stays:
-the specs and runs a burst just fired are still there when its runs are
-leased and completed. An entry heavier than half the budget is not kept at
-all, and a budget of 0 keeps nothing. (A count of entries bounded neither:
+oldest entries (each its share), down to ``1 - 1/SHED_PARTS`` of the budget
+or less, as far as the entry needs: the specs and runs a burst just fired
+are still there when its runs are leased and completed. Forgetting a
+sixteenth at a time keeps each shedding short (a run or spec forgotten costs
+a few microseconds to free: half of a full budget, ~100,000 records, held
+apply for over half a second, a pause every command behind it waited out)
+and keeps the cache nearly full between sheddings. An entry heavier than
+half the budget is kept only if it fits as things are (it forgets nothing),
+and a budget of 0 keeps nothing. (A count of entries bounded neither:
 a run's result and a job's payload may each weigh 1 MiB.)
 
 A ``dict`` subclass so that reads (``in``, ``[]``, ``get``: several on every
@@ -39,6 +44,8 @@ V = TypeVar("V")
 #: the memory kept records may take: ~110,000 runs and as many specs of the usual size (fewer as runs' histories
 #: and results grow, and as payloads do)
 CACHE_BYTES = 224 << 20
+#: a shedding forgets at least ``1/SHED_PARTS`` of the budget
+SHED_PARTS = 16
 #: what a kept run's tuples take beyond its stored bytes (measured, the memory freed by forgetting 20,000 kept runs
 #: of one-off jobs: 556 bytes each fired, 831 leased, 909 completed, against 237, 329 and ~360 stored)
 RUN_OVERHEAD = 550
@@ -59,7 +66,7 @@ def spec_weight(spec: JobSpec) -> int:
 
 class Budget:
     """The bytes the kept maps that share it may take together (``CACHE_BYTES``): when a put would pass it, every
-    one of them forgets its oldest entries, down to its share of half the budget."""
+    one of them forgets its oldest entries, down to its share of what makes room (``shed``)."""
 
     __slots__ = ("limit", "total", "_maps")
 
@@ -72,9 +79,10 @@ class Budget:
     def join(self, kept: Kept[Any, Any]) -> None:
         self._maps.append(kept)
 
-    def shed(self) -> None:
-        """Every map forgets its oldest entries, down to its share of half the budget."""
-        keep, whole = self.limit // 2, self.total
+    def shed(self, need: int = 0) -> None:
+        """Every map forgets its oldest entries, down to its share of ``1 - 1/SHED_PARTS`` of the budget, or of
+        less, so that ``need`` more bytes fit."""
+        keep, whole = min(self.limit - self.limit // SHED_PARTS, self.limit - need), self.total
         for kept in self._maps:
             kept.shed_to(kept.total * keep // whole if whole else 0)
 
@@ -109,9 +117,9 @@ class Kept(dict[K, V]):
             self.total -= before
             budget.total -= before
         if budget.total + weight > budget.limit:
-            budget.shed()
             if weight > budget.limit // 2:
-                return
+                return  # not kept, and nothing forgotten for it
+            budget.shed(weight)
         dict.__setitem__(self, key, value)
         self._weights[key] = weight
         self.total += weight

@@ -11,14 +11,19 @@ from raftsched.cluster.fsm.cache import Kept
 pytestmark = pytest.mark.unit
 
 
-def test_it_forgets_the_oldest_entries_down_to_half_its_budget() -> None:
+def test_it_forgets_the_oldest_entries_down_to_what_makes_room_and_at_least_a_sixteenth_of_its_budget() -> None:
     kept: Kept[str, int] = Kept(100)
     for k in range(10):
         kept.put(f"k{k}", k, 10)
     assert len(kept) == 10 and kept.total == 100
-    kept.put("k10", 10, 10)  # 110 > 100: the oldest go until 50 are left, then it joins
-    assert list(kept) == ["k5", "k6", "k7", "k8", "k9", "k10"] and kept.total == 60
+    kept.put("k10", 10, 10)  # 110 > 100: the oldest go until 90 are left (room for it), then it joins
+    assert list(kept) == [f"k{k}" for k in range(1, 11)] and kept.total == 100
     assert "k0" not in kept and kept.get("k0") is None and kept["k10"] == 10
+    big: Kept[str, int] = Kept(1600)
+    for k in range(100):
+        big.put(f"k{k}", k, 16)
+    big.put("k100", 100, 1)  # 1601 > 1600: at least a sixteenth (100) goes, the oldest first
+    assert big.total == 1600 - 7 * 16 + 1 and list(big)[0] == "k7" and "k6" not in big
 
 
 def test_a_put_replaces_the_value_and_makes_it_the_newest() -> None:
@@ -27,17 +32,19 @@ def test_a_put_replaces_the_value_and_makes_it_the_newest() -> None:
     kept.put("b", "b", 40)
     kept.put("a", "second", 30)
     assert list(kept) == ["b", "a"] and kept["a"] == "second" and kept.total == 70
-    kept.put("c", "c", 40)  # 110: b, the oldest, goes (70 - 40 = 30 <= 50)
+    kept.put("c", "c", 40)  # 110: b, the oldest, goes (room for c: at most 60 stay)
     assert list(kept) == ["a", "c"] and kept.total == 70
 
 
-def test_an_entry_heavier_than_half_the_budget_is_not_kept_and_a_budget_of_zero_keeps_nothing() -> None:
+def test_an_entry_heavier_than_half_the_budget_is_kept_only_if_it_fits_and_a_budget_of_zero_keeps_nothing() -> None:
     kept: Kept[str, bytes] = Kept(100)
     kept.put("small", b"", 10)
     kept.put("big", b"x" * 60, 60)  # fits (70 <= 100): kept
     assert "big" in kept and kept.total == 70
-    kept.put("huge", b"", 101)
-    assert "huge" not in kept and kept.total <= 50
+    kept.put("huge", b"", 101)  # never kept: nothing is forgotten for it
+    assert "huge" not in kept and list(kept) == ["small", "big"] and kept.total == 70
+    kept.put("small", b"", 51)  # what a key held goes when its new value is too heavy to keep
+    assert list(kept) == ["big"] and kept.total == 60
     nothing: Kept[str, int] = Kept(0)
     nothing.put("a", 1, 1)
     assert len(nothing) == 0 and nothing.total == 0
