@@ -22,8 +22,8 @@ as the leader proposes it once every member runs a version that knows it):
 1, the default, is what a version without ``SetClusterFormat`` runs.
 
 ``--gc``: the garbage collector's thresholds while applying: ``node`` (the
-default) as a node sets them (``raftsched.cluster.app.node_main.GC_THRESHOLDS``, fewer
-collections of a large heap), ``default`` as Python starts (at 100,000 jobs
+default) as a node sets them (``raftsched.cluster.app.node_main.GC_THRESHOLDS``, full
+collections of a large heap rare), ``default`` as Python starts (at 100,000 jobs
 that adds a third or more to each phase).
 
 ``--floor``: only the store work each phase does in LMDB, from a bare loop
