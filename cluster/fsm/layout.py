@@ -217,11 +217,6 @@ class Decoder:
             self._specs[part] = spec
         return spec
 
-    def extras(self, t: tuple[Any, ...]) -> dict[str, Any]:
-        """The keyword arguments of a stored spec's format 5 fields (read-only: see ``tail``)."""
-        tail = self.tail(t)
-        return {f: v for f, v, d in zip(_EXTRA_FIELDS, tail, _DEFAULT_TAIL) if v is not d and v != d}
-
     def tail(self, t: tuple[Any, ...]) -> tuple[Any, ...]:
         """A stored spec's format 5 fields as the values of ``JobSpec``'s fields after ``failed_history_limit``, in
         order (defaults where it sets none), interned by their stored form (jobs share priorities, keys, labels

@@ -309,8 +309,16 @@ def _index_prio(tx: Tx, run: Run, spec: JobSpec, key: tuple[int, str]) -> None:
     """A PENDING run of a job with a priority: into the indexes of its priority."""
     mem, p = tx.mem, spec.priority
     mem.run_prio[run.run_id] = p
-    mem.prio_pending.setdefault((run.queue, p), SortedList()).add(key)
-    mem.prio_by_type.setdefault((run.queue, _run_type(tx, run, spec), p), SortedList()).add(key)
+    at = (run.queue, p)
+    found = mem.prio_pending.get(at)
+    if found is None:  # (a ``setdefault`` would build a SortedList on every call)
+        found = mem.prio_pending[at] = SortedList()
+    found.add(key)
+    typed_at = (run.queue, _run_type(tx, run, spec), p)
+    typed = mem.prio_by_type.get(typed_at)
+    if typed is None:
+        typed = mem.prio_by_type[typed_at] = SortedList()
+    typed.add(key)
     if spec.pending_ttl_ms:
         _index_ttl(tx, run, spec)
 
