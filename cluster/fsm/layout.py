@@ -46,6 +46,7 @@ from raftsched.cluster.domain.model import (
     Schedule,
 )
 from raftsched.cluster.domain.spec_codec import extras_from_plain, extras_to_plain, has_extras
+from raftsched.cluster.fsm.cache import spec_weight
 
 #: version 2: no back-references, so equal states always encode to equal bytes
 MARSHAL_VERSION = 2
@@ -176,17 +177,22 @@ class Decoder:
     """Decodes jobs, interning what many share: retry policies, and whole specs (immutable) by their stored fields.
 
     Interned values are found by their content, so they never go stale; specs are interned only with payloads
-    up to ``_SHARED_PAYLOAD`` bytes, ``_SPECS`` of them (then it starts over), and the newer fields' keyword
-    arguments ``_EXTRAS`` of them: far more jobs share a priority and a concurrency key (ten priorities over a
-    thousand keys: 10,000 forms) than a whole spec, and each form is a small dict."""
+    up to ``_SHARED_PAYLOAD`` bytes, ``_SPECS`` of them weighing ``_SPEC_BYTES`` at most (then it starts over),
+    and the newer fields' values ``_EXTRAS`` of them. Jobs of one shape spread over ten priorities and a thousand
+    concurrency keys are 10,000 forms: a table of 4,096 started over every few thousand reads and decoded each
+    such spec again (a new spec kept alive by the cache each time, for the collector to walk), ~20 us a grant
+    of such runs on every replica."""
 
-    _SPECS = 4096
+    _SPECS = 16384
+    #: the most the interned specs may weigh (``spec_weight`` each: ~1 KiB and their name and payload)
+    _SPEC_BYTES = 24 << 20
     _EXTRAS = 16384
     _SHARED_PAYLOAD = 4096
 
     def __init__(self) -> None:
         self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
         self._specs: dict[tuple[Any, ...], JobSpec] = {}
+        self._spec_bytes = 0
         self._extras: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def retry(self, t: tuple[Any, ...]) -> RetryPolicy:
@@ -212,9 +218,12 @@ class Decoder:
             _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
         ) + (self.tail(more[1]) if len(more) > 1 else _DEFAULT_TAIL))  # fmt: skip
         if shared:
-            if len(self._specs) >= self._SPECS:
+            weight = spec_weight(spec)
+            if len(self._specs) >= self._SPECS or self._spec_bytes + weight > self._SPEC_BYTES:
                 self._specs.clear()
+                self._spec_bytes = 0
             self._specs[part] = spec
+            self._spec_bytes += weight
         return spec
 
     def tail(self, t: tuple[Any, ...]) -> tuple[Any, ...]:
