@@ -5,7 +5,10 @@ last read or written and the specs of the jobs last read or written (a
 ``Kept`` map each, sharing one ``Budget``), so that
 a run fired, leased and completed by consecutive commands is read from the
 store once, and the spec its grant and retention rules read is not decoded
-again. Kept values are what the store holds: every write of a record goes
+again. A run is kept once written only while it is live (PENDING, LEASED):
+an ended run is seldom read again, and under a backlog of live runs larger
+than the budget, the runs just completed pushed out the ones about to be
+leased (``raftsched.cluster.fsm.tx``). Kept values are what the store holds: every write of a record goes
 through the transaction that keeps it (``tx``), and a store replaced or
 cleared forgets everything (``Kept.clear``).
 
@@ -47,7 +50,8 @@ CACHE_BYTES = 224 << 20
 #: a shedding forgets at least ``1/SHED_PARTS`` of the budget
 SHED_PARTS = 16
 #: what a kept run's tuples take beyond its stored bytes (measured, the memory freed by forgetting 20,000 kept runs
-#: of one-off jobs: 556 bytes each fired, 831 leased, 909 completed, against 237, 329 and ~360 stored)
+#: of one-off jobs: 556 bytes each fired, 831 leased, 909 completed, against 237, 329 and ~360 stored; an ended
+#: run is no longer kept once written, a run waiting for its retry is)
 RUN_OVERHEAD = 550
 #: what a kept spec takes beyond its name and payload: the spec, its stored fields, their numbers and strings
 #: (measured, the memory freed by forgetting 20,000 kept specs of one-off jobs: ~1,140 bytes each)

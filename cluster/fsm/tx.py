@@ -39,7 +39,7 @@ from __future__ import annotations
 import marshal
 from typing import Any, Callable, Iterator
 
-from raftsched.cluster.domain.model import Job, JobSpec, Run
+from raftsched.cluster.domain.model import Job, JobSpec, Run, RunStatus
 from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, run_weight, spec_weight
 from raftsched.cluster.fsm.memory import META_KEYS, Memory
@@ -50,6 +50,11 @@ from raftsched.cluster.fsm.store import MemoryStore, Table, TableStore, iter_tab
 #: metrics; ``lease_expired`` (an ExpireLeases entry expired the run's lease: its retry or end follows as its own
 #: event) is for the metrics only
 RunEvent = tuple[str, Run]
+
+#: the statuses of runs kept once written: an active run is read again by the command that leases, renews,
+#: completes or expires it; an ended one seldom is, and under a backlog of live runs larger than the budget it
+#: would push out runs that are about to be read
+_READ_AGAIN = frozenset({RunStatus.PENDING, RunStatus.LEASED})
 
 #: the stored tuple of a run added without reading the store (``add_new_run``): it never equals a tuple, so
 #: ``end_command`` writes the run
@@ -291,6 +296,9 @@ class Tx:
             if now != stored:
                 raw = marshal.dumps(now, layout.MARSHAL_VERSION)
                 store.put(Table.RUNS, run_id.encode(), raw)
-                kept.put(run_id, now, run_weight(len(raw)))
+                if run.status in _READ_AGAIN:
+                    kept.put(run_id, now, run_weight(len(raw)))
+                else:  # ended: read again rarely (retention drops it long after), so it makes room for live runs
+                    kept.forget(run_id)
             # unchanged: what is kept (if it still is) equals it
         self._runs.clear()

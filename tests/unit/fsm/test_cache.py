@@ -17,7 +17,7 @@ import tracemalloc
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import At, Every, JobSpec, Run, RunStatus
+from raftsched.cluster.domain.model import SCHEDULES_FORMAT, At, Every, JobSpec, RetryPolicy, Run, RunStatus
 from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.cache import Kept
 from raftsched.cluster.fsm.machine import JobStateMachine
@@ -126,7 +126,9 @@ def test_kept_specs_and_runs_stay_within_their_budget_whatever_their_payloads_an
     ]
     for grant in granted.value:  # type: ignore[attr-defined]
         run = grant.run
-        done, twin_done = both(c.CompleteRun(T0 + 1, run.lease_id, run.fencing_token, True, result=big, executor_id="e1"))
+        # a failed first attempt: the run waits for its retry (kept: it is live), holding its 1 MiB result
+        done, twin_done = both(c.CompleteRun(T0 + 1, run.lease_id, run.fencing_token, False, result=big, executor_id="e1"))
+        assert done.value.status is RunStatus.PENDING and len(done.value.result) == len(big)  # type: ignore[attr-defined]
         assert layout.run_to_tuple(done.value) == layout.run_to_tuple(twin_done.value)  # type: ignore[attr-defined]
     runs = m.tx.kept_runs
     assert 0 < m.tx.budget.total <= 6 << 20 and 0 < len(runs) < 8
@@ -144,7 +146,7 @@ def _freed_by_forgetting(kept: Kept) -> int:  # type: ignore[type-arg]
     return before - tracemalloc.get_traced_memory()[0]
 
 
-@pytest.mark.parametrize("phase", ["fired", "leased", "completed"])
+@pytest.mark.parametrize("phase", ["fired", "leased", "retrying"])
 def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -> None:
     """The budgets bound memory only if a kept record is counted for what it takes (a spec was once counted
     at half of it): forgetting them must give back within a third of what they were counted for."""
@@ -167,10 +169,13 @@ def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -
                 granted = _apply(m, c.AcquireLeases(T0, "e1", ("default",), 500), index).value  # type: ignore[attr-defined]
                 assert granted
                 grants.extend(granted)
-            if phase == "completed":
+            if phase == "retrying":  # a failed attempt with its error: PENDING again, with the longest history kept
                 for g in grants:
                     index += 1
-                    _apply(m, c.CompleteRun(T0 + 5, g.run.lease_id, g.run.fencing_token, True, executor_id="e1"), index)
+                    cmd = c.CompleteRun(
+                        T0 + 5, g.run.lease_id, g.run.fencing_token, False, error="exit status 1", executor_id="e1"
+                    )
+                    assert _apply(m, cmd, index).value.status is RunStatus.PENDING  # type: ignore[attr-defined]
             del grants, granted
         m.drain_events()
         runs, specs = m.tx.kept_runs, m.tx.kept_specs
@@ -181,3 +186,45 @@ def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -
             assert 0.67 * freed <= counted <= 1.5 * freed, (phase, counted / n, freed / n)
     finally:
         tracemalloc.stop()
+
+
+def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
+    """A run is kept while it is live (PENDING, LEASED: the next command on it reads it); once it ends it makes
+    room (under a backlog larger than the budget, ended runs pushed out the live runs about to be leased), and
+    reading it again reads the store: what each command answers and stores is the same either way."""
+    m = JobStateMachine()
+    twin = JobStateMachine(cache_bytes=0)
+    index = 0
+
+    def both(cmd: object) -> object:
+        nonlocal index
+        index += 1
+        one, other = (_apply(machine, cmd, index) for machine in (m, twin))
+        assert repr(one) == repr(other)
+        return one
+
+    both(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
+    for k in range(6):
+        both(c.CreateJob(T0, f"j{k}", JobSpec(name=f"n{k}", schedule=At(T0), type="noop", retry=RetryPolicy(max_attempts=1))))
+    both(c.Fire(T0, tuple((f"j{k}", T0) for k in range(6)), lookahead_ms=100))
+    runs = m.tx.kept_runs
+    fired = set(runs)
+    assert len(fired) == 6 and all(runs[r][0] == RunStatus.PENDING.value for r in fired)
+    grants = both(c.AcquireLeases(T0, "e1", ("default",), 6)).value  # type: ignore[attr-defined]
+    assert {g.run.run_id for g in grants} == fired and all(runs[r][0] == RunStatus.LEASED.value for r in fired)
+    ended = [  # succeeded, failed for good (one attempt: dead letter), cancelled
+        both(c.CompleteRun(T0 + 1, grants[0].run.lease_id, grants[0].run.fencing_token, True, executor_id="e1")),
+        both(c.CompleteRun(T0 + 1, grants[1].run.lease_id, grants[1].run.fencing_token, False, executor_id="e1")),
+        both(c.CancelRun(T0 + 1, grants[2].run.run_id)),
+    ]
+    both(c.CompleteRun(T0 + 2, grants[2].run.lease_id, grants[2].run.fencing_token, True, executor_id="e1"))
+    gone = {g.run.run_id for g in grants[:3]}
+    assert set(runs) == fired - gone, ended
+    assert all(runs[r][0] == RunStatus.LEASED.value for r in fired - gone)
+    statuses = {r.run_id: r.status for r in m.iter_runs()}
+    assert statuses == {r.run_id: r.status for r in twin.iter_runs()}
+    assert {statuses[r] for r in gone} == {RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED}
+    retried = both(c.RetryRun(T0 + 3, grants[1].run.run_id))  # live again: read from the store, kept
+    assert retried.value.status is RunStatus.PENDING, retried  # type: ignore[attr-defined]
+    assert grants[1].run.run_id in runs and runs[grants[1].run.run_id][0] == RunStatus.PENDING.value
+    assert state_hash(m.store) == state_hash(twin.store)
