@@ -27,6 +27,8 @@ from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import (
     NOTIFY_TYPE,
     SCHEDULES_FORMAT,
+    After,
+    At,
     Job,
     JobInfo,
     JobSpec,
@@ -45,6 +47,8 @@ from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx
 
 RETRYABLE = frozenset({RunStatus.DEAD_LETTER, RunStatus.FAILED, RunStatus.CANCELLED})
+#: the schedules with one instant: a job of these has nothing left to fire once its run ended
+_ONCE = (At, After)
 
 
 # ------------------------------------------------------------ reading
@@ -173,6 +177,9 @@ def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
         spec = tx.spec(run.job_id)
         if spec is not None and 0 < spec.pause_after_failures <= info.consecutive_failures:
             _pause_after_failures(tx, run, info)
+    spec = tx.spec(run.job_id)
+    if spec is not None and type(spec.schedule) in _ONCE and not spec.extra_crons:
+        tx.spec_spent(run.job_id)  # a one-off whose run ended: nothing reads its spec soon (unless a user acts)
 
 
 def _pause_after_failures(tx: Tx, run: Run, info: JobInfo) -> None:

@@ -68,7 +68,7 @@ class Tx:
 
     __slots__ = (
         "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry",
-        "tokens_used", "_jobs", "_runs", "_saved", "get", "put", "delete", "scan",
+        "tokens_used", "_jobs", "_runs", "_spent", "_saved", "get", "put", "delete", "scan",
     )  # fmt: skip
 
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
@@ -91,6 +91,8 @@ class Tx:
         #: the records the command holds: id -> (record, or None if dropped or missing; its tuple as stored)
         self._jobs: dict[str, tuple[Job | None, Any]] = {}
         self._runs: dict[str, tuple[Run | None, Any]] = {}
+        #: jobs whose kept spec goes at the end of the command (``spec_spent``)
+        self._spent: set[str] = set()
         #: ``meta``'s values as last written
         self._saved: dict[bytes, bytes] = {}
         store = self._store
@@ -118,6 +120,15 @@ class Tx:
             self._write_jobs()
         if self._runs:
             self._write_runs()
+        if self._spent:
+            for job_id in self._spent:
+                self.kept_specs.forget(job_id)
+            self._spent.clear()
+
+    def spec_spent(self, job_id: str) -> None:
+        """The job's spec will seldom be read again (its run ended and its schedule has no instant left): its kept
+        spec makes room once the command ends (the command itself may still read it)."""
+        self._spent.add(job_id)
 
     def commit(self) -> None:
         """End of a Raft entry: its last records, the small state, and the store commits them as one."""
@@ -146,6 +157,7 @@ class Tx:
         self.budget.clear()
         self._jobs.clear()
         self._runs.clear()
+        self._spent.clear()
 
     def clear(self) -> None:
         """Empty every table in the open batch (a restore starts from nothing)."""

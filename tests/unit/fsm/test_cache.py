@@ -17,7 +17,7 @@ import tracemalloc
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import SCHEDULES_FORMAT, At, Every, JobSpec, RetryPolicy, Run, RunStatus
+from raftsched.cluster.domain.model import SCHEDULES_FORMAT, After, At, Every, JobSpec, RetryPolicy, Run, RunStatus
 from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.cache import Kept
 from raftsched.cluster.fsm.machine import JobStateMachine
@@ -227,4 +227,36 @@ def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
     retried = both(c.RetryRun(T0 + 3, grants[1].run.run_id))  # live again: read from the store, kept
     assert retried.value.status is RunStatus.PENDING, retried  # type: ignore[attr-defined]
     assert grants[1].run.run_id in runs and runs[grants[1].run.run_id][0] == RunStatus.PENDING.value
+    assert state_hash(m.store) == state_hash(twin.store)
+
+
+def test_a_one_off_jobs_spec_goes_once_its_run_ended_and_an_interval_jobs_stays() -> None:
+    """A one-off job (At, After) has nothing left to fire once its run ended: its kept spec makes room; an interval
+    job's stays (its next fire reads it). Reads afterwards answer the same from the store."""
+    m = JobStateMachine()
+    twin = JobStateMachine(cache_bytes=0)
+    index = 0
+
+    def both(cmd: object) -> object:
+        nonlocal index
+        index += 1
+        one, other = (_apply(machine, cmd, index) for machine in (m, twin))
+        assert repr(one) == repr(other)
+        return one
+
+    both(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
+    both(c.CreateJob(T0 - 1000, "at", JobSpec(name="at", schedule=At(T0), type="noop")))
+    both(c.CreateJob(T0 - 1000, "after", JobSpec(name="after", schedule=After(1000), type="noop")))
+    both(c.CreateJob(T0 - 1000, "every", JobSpec(name="every", schedule=Every(1000), type="noop")))
+    both(c.Fire(T0, (("at", T0), ("after", T0), ("every", T0)), lookahead_ms=100))
+    specs = m.tx.kept_specs
+    assert set(specs) == {"at", "after", "every"}
+    grants = both(c.AcquireLeases(T0, "e1", ("default",), 3)).value  # type: ignore[attr-defined]
+    assert len(grants) == 3 and set(specs) == {"at", "after", "every"}
+    for g in grants:
+        both(c.CompleteRun(T0 + 1, g.run.lease_id, g.run.fencing_token, True, executor_id="e1"))
+    assert set(specs) == {"every"}
+    both(c.TriggerJob(T0 + 2, "at"))  # a user acts on the one-off again: its spec is read from the store
+    assert {r.status for r in m.active_runs("at")} == {RunStatus.PENDING}
+    assert [(j.job_id, j.status, j.spec) for j in m.iter_jobs()] == [(j.job_id, j.status, j.spec) for j in twin.iter_jobs()]
     assert state_hash(m.store) == state_hash(twin.store)
