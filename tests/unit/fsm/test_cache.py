@@ -188,22 +188,32 @@ def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -
         tracemalloc.stop()
 
 
+class _Both:
+    """Applies each command to a machine and to its twin that keeps nothing, and checks they answer alike."""
+
+    def __init__(self, m: JobStateMachine, twin: JobStateMachine) -> None:
+        self.machines, self.index = (m, twin), 0
+
+    def __call__(self, cmd: object) -> object:
+        self.index += 1
+        one, other = (_apply(machine, cmd, self.index) for machine in self.machines)
+        assert repr(one) == repr(other)
+        return one
+
+
+def _twins() -> tuple[JobStateMachine, JobStateMachine, _Both]:
+    """A machine with the default cache, a twin without one, both on command format 5, and ``_Both`` of them."""
+    m, twin = JobStateMachine(), JobStateMachine(cache_bytes=0)
+    both = _Both(m, twin)
+    both(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
+    return m, twin, both
+
+
 def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
     """A run is kept while it is live (PENDING, LEASED: the next command on it reads it); once it ends it makes
     room (under a backlog larger than the budget, ended runs pushed out the live runs about to be leased), and
     reading it again reads the store: what each command answers and stores is the same either way."""
-    m = JobStateMachine()
-    twin = JobStateMachine(cache_bytes=0)
-    index = 0
-
-    def both(cmd: object) -> object:
-        nonlocal index
-        index += 1
-        one, other = (_apply(machine, cmd, index) for machine in (m, twin))
-        assert repr(one) == repr(other)
-        return one
-
-    both(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
+    m, twin, both = _twins()
     for k in range(6):
         both(c.CreateJob(T0, f"j{k}", JobSpec(name=f"n{k}", schedule=At(T0), type="noop", retry=RetryPolicy(max_attempts=1))))
     both(c.Fire(T0, tuple((f"j{k}", T0) for k in range(6)), lookahead_ms=100))
@@ -233,18 +243,7 @@ def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
 def test_a_one_off_jobs_spec_goes_once_its_run_ended_and_an_interval_jobs_stays() -> None:
     """A one-off job (At, After) has nothing left to fire once its run ended: its kept spec makes room; an interval
     job's stays (its next fire reads it). Reads afterwards answer the same from the store."""
-    m = JobStateMachine()
-    twin = JobStateMachine(cache_bytes=0)
-    index = 0
-
-    def both(cmd: object) -> object:
-        nonlocal index
-        index += 1
-        one, other = (_apply(machine, cmd, index) for machine in (m, twin))
-        assert repr(one) == repr(other)
-        return one
-
-    both(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
+    m, twin, both = _twins()
     both(c.CreateJob(T0 - 1000, "at", JobSpec(name="at", schedule=At(T0), type="noop")))
     both(c.CreateJob(T0 - 1000, "after", JobSpec(name="after", schedule=After(1000), type="noop")))
     both(c.CreateJob(T0 - 1000, "every", JobSpec(name="every", schedule=Every(1000), type="noop")))
