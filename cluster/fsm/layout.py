@@ -178,12 +178,13 @@ class Decoder:
 
     Interned values are found by their content, so they never go stale; specs are interned only with payloads
     up to ``_SHARED_PAYLOAD`` bytes, ``_SPECS`` of them weighing ``_SPEC_BYTES`` at most (then it starts over),
-    and the newer fields' values ``_EXTRAS`` of them. Jobs of one shape spread over ten priorities and a thousand
-    concurrency keys are 10,000 forms: a table of 4,096 started over every few thousand reads and decoded each
-    such spec again (a new spec kept alive by the cache each time, for the collector to walk), ~20 us a grant
-    of such runs on every replica."""
+    and the newer fields' values ``_EXTRAS`` of them. Jobs of one shape spread over two queues, ten priorities and a
+    thousand concurrency keys are 20,000 forms: a table that holds fewer starts over every few thousand reads and
+    decodes each such spec again (a new spec kept alive by the cache each time, for the collector to walk), up
+    to ~20 us a grant of such runs on every replica. The weight bound is what bounds memory (~21,000 forms of
+    ~1.1 KiB); the count only bounds the table's size."""
 
-    _SPECS = 16384
+    _SPECS = 32768
     #: the most the interned specs may weigh (``spec_weight`` each: ~1 KiB and their name and payload)
     _SPEC_BYTES = 24 << 20
     _EXTRAS = 16384

@@ -173,12 +173,11 @@ def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
         failures_before = job_info.read(tx, run.job_id).consecutive_failures
         notify.transition(tx, run, spec, status.value, failures_before)
     info = job_info.ran(tx, run)
-    if info is not None and info.consecutive_failures:
-        spec = tx.spec(run.job_id)
-        if spec is not None and 0 < spec.pause_after_failures <= info.consecutive_failures:
-            _pause_after_failures(tx, run, info)
-    spec = tx.spec(run.job_id)
-    if spec is not None and type(spec.schedule) in _ONCE and not spec.extra_crons:
+    if spec is None:
+        return
+    if info is not None and 0 < spec.pause_after_failures <= info.consecutive_failures:
+        _pause_after_failures(tx, run, info)
+    if type(spec.schedule) in _ONCE and not spec.extra_crons:
         tx.spec_spent(run.job_id)  # a one-off whose run ended: nothing reads its spec soon (unless a user acts)
 
 

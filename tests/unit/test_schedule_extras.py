@@ -209,6 +209,24 @@ def test_one_decoder_decodes_specs_sharing_their_newer_fields_each_as_stored() -
     assert decoded[0]._replace(labels=()) != specs[0] and decoder.spec(stored[4]) == specs[4]
 
 
+def test_twenty_thousand_forms_of_one_shape_stay_interned() -> None:
+    """Jobs of one shape over two queues, ten priorities and a thousand concurrency keys (20,000 forms) read
+    again decode to the specs read the first time: none is decoded anew (a table that started over would make a
+    new spec for each, kept alive by the cache for the collector to walk, on every replica)."""
+    decoder = layout.Decoder()
+    base = JobSpec("bench-shaped", At(T0), queue="q", type="noop")
+    stored = [
+        layout.job_head(_job(base._replace(queue=f"q{q}", priority=p, concurrency_key=f"k{k}", concurrency_limit=10)))
+        + marshal.loads(marshal.dumps(layout.spec_part(base._replace(
+            queue=f"q{q}", priority=p, concurrency_key=f"k{k}", concurrency_limit=10))))
+        for q in range(2) for p in range(10) for k in range(1000)
+    ]  # fmt: skip
+    first = [decoder.spec(t) for t in stored]
+    assert len({id(s) for s in first}) == 20_000
+    again = [decoder.spec(t) for t in reversed(stored)]
+    assert all(a is b for a, b in zip(again, reversed(first)))
+
+
 def _job(spec: JobSpec):  # type: ignore[no-untyped-def]
     from raftsched.cluster.domain.model import Job, JobStatus
 
