@@ -74,6 +74,8 @@ MAX_PAUSE_S = 1.5
 MIN_TRY_S = 0.05
 #: how often a ``prefer_leader`` client asks who leads (besides after an UNAVAILABLE)
 LEADER_CHECK_S = 5.0
+#: the longest a look for the leader waits for the node it asks
+LEADER_LOOK_S = 2.0
 
 
 class Client:
@@ -121,17 +123,20 @@ class Client:
         """The node the next call goes to."""
         return self.addresses[self._current]
 
-    def _follow_leader(self) -> None:
-        """Point ``_current`` at the leader if the node asked knows one among our addresses (best effort)."""
+    def _follow_leader(self, within_s: float = LEADER_LOOK_S) -> None:
+        """Point ``_current`` at the leader if the node asked knows one among our addresses (best effort), asking
+        for at most ``within_s``; a node that does not answer is not the one the call then tries first."""
         self._leader_checked = time.monotonic()
         try:
-            status = self._cluster[self._current].GetClusterStatus(pb.GetClusterStatusRequest(), timeout=2)
+            status = self._cluster[self._current].GetClusterStatus(pb.GetClusterStatusRequest(), timeout=within_s)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.PERMISSION_DENIED and self.prefer_leader:
                 self.prefer_leader = False  # say it once; calls still go to any node
                 log.warning(
                     "cannot ask who leads (%s); sending calls to any node: give the token the reader role too", exc.details()
                 )
+            elif unreachable(exc) or exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                self._current = (self._current + 1) % len(self._cluster)
             return
         for member in status.members:
             if member.id == status.leader_id and member.grpc_address in self.addresses:
@@ -168,7 +173,9 @@ class Client:
         tried: set[int] = set()  # the nodes that could not be reached during this call
         while True:
             if self.prefer_leader and time.monotonic() - self._leader_checked >= LEADER_CHECK_S:
-                self._follow_leader()
+                # the look takes at most half of what is left of the call: a renewal, which has a TTL's third to
+                # reach the leader, must not spend it on a node that is slow to say who leads
+                self._follow_leader(min(LEADER_LOOK_S, max(MIN_TRY_S, (deadline - time.monotonic()) / 2)))
             stub = stubs[self._current]
             try:
                 # no try outlives the call's deadline (a try held by a node waiting for a dead leader included)
