@@ -240,8 +240,9 @@ class Executor:
                 self._held[held.task.lease_id] = held
                 self._busy += 1
             self._lock.notify_all()
-        if any(time.monotonic() + h.ttl_s / 3.0 < self._next_renewal for h in helds):
-            self._renew_soon.set()  # a shorter TTL than the renewer waits for: renew on its terms
+            # under the lock the renewer sets its next round by: either it sees these leases or they see its time
+            if any(time.monotonic() + h.ttl_s / 3.0 < self._next_renewal for h in helds):
+                self._renew_soon.set()  # a shorter TTL than the renewer waits for: renew on its terms
         if self._live is not None:
             for held in helds:
                 self._live.watch(held.task, held.ctx.log)
@@ -258,7 +259,14 @@ class Executor:
             # a failed renewal (no node answered within a period) is tried again soon, not a period later
             self._last_renewal = time.monotonic()
             wait = period if not held or self._renew_once(held, period) else RENEW_RETRY_S
-            self._next_renewal = time.monotonic() + wait
+            with self._lock:
+                # a lease that came during the round (its grant compared its TTL with the last round's time) is
+                # renewed on its own terms, not after a period reckoned without it
+                asked = {h.task.lease_id for h in held}
+                came = [h.ttl_s / 3.0 for lease_id, h in self._held.items() if lease_id not in asked]
+                if came:
+                    wait = min(wait, max(MIN_RENEW_S, min(came)))
+                self._next_renewal = time.monotonic() + wait
             self._renew_soon.wait(wait)  # or sooner: a lease with a shorter TTL (``_launch``), a heartbeat
             self._renew_soon.clear()
             if self._heartbeat_asked and not self._stopping.is_set():
