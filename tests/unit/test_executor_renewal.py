@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 import pytest
 
@@ -18,6 +19,25 @@ pytestmark = pytest.mark.unit
 def _task(lease_id: str, ttl_ms: int) -> Task:
     expires = int(time.time() * 1000) + ttl_ms
     return Task(lease_id, 1, f"run-{lease_id}", "job", 1, "block", b"", 0, expires, 0)
+
+
+def _serve_until(api: FakeApi, done: Callable[[], bool], within_s: float) -> None:
+    """An executor on ``api`` whose runs block until it stops, serving until ``done()`` or ``within_s``."""
+    release = threading.Event()
+
+    def block(task: Task, ctx: TaskContext) -> bytes:
+        release.wait(10)
+        return b""
+
+    ex = Executor(api, ["q"], handlers={"block": block}, output=MemoryOutputStore())  # type: ignore[arg-type]
+    ex.start()
+    try:
+        deadline = time.monotonic() + within_s
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        release.set()
+        ex.stop(0)
 
 
 class TwoGrants(FakeApi):
@@ -55,21 +75,7 @@ class TwoGrants(FakeApi):
 
 def test_a_lease_with_a_shorter_ttl_is_renewed_in_time_while_a_long_one_is_held() -> None:
     api = TwoGrants()
-    release = threading.Event()
-
-    def block(task: Task, ctx: TaskContext) -> bytes:
-        release.wait(10)
-        return b""
-
-    ex = Executor(api, ["q"], handlers={"block": block}, output=MemoryOutputStore())  # type: ignore[arg-type]
-    ex.start()
-    try:
-        deadline = time.monotonic() + 5
-        while len(api.renewed.get("short", [])) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        release.set()
-        ex.stop(0)
+    _serve_until(api, lambda: len(api.renewed.get("short", [])) >= 2, 5.0)
     assert "short" in api.granted, api.granted
     first = api.renewed.get("short", [])
     # its renewal is due a third of its 0.6 s TTL after the grant, not when the 30 s lease's would be (10 s)
@@ -116,21 +122,7 @@ def test_a_lease_that_comes_during_a_renewal_round_is_renewed_on_its_own_terms()
     not wait for the period reckoned without it. Seen in CI: a 2 s lease granted during a round of 10 s leases
     went unrenewed for 3.3 s, and the new leader expired it while its run went on."""
     api = GrantDuringRound()
-    release = threading.Event()
-
-    def block(task: Task, ctx: TaskContext) -> bytes:
-        release.wait(10)
-        return b""
-
-    ex = Executor(api, ["q"], handlers={"block": block}, output=MemoryOutputStore())  # type: ignore[arg-type]
-    ex.start()
-    try:
-        deadline = time.monotonic() + 3
-        while not api.renewed.get("short") and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        release.set()
-        ex.stop(0)
+    _serve_until(api, lambda: bool(api.renewed.get("short")), 3.0)
     assert api.short_granted is not None, "the short lease was never granted during a round"
     first = api.renewed.get("short", [])
     assert first and first[0] - api.short_granted < 0.6, (api.short_granted, api.renewed)
