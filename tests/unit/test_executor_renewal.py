@@ -119,7 +119,7 @@ class GrantDuringRound(FakeApi):
 def test_a_lease_that_comes_during_a_renewal_round_is_renewed_on_its_own_terms() -> None:
     """The renewer waits a third of the shortest TTL it holds; a lease granted while a round is on its way (the
     round took its list before it came, and the wake-up of its grant compared with the last round's time) must
-    not wait for the period reckoned without it. Seen in CI: a 2 s lease granted during a round of 10 s leases
+    not wait for the period reckoned without it. Seen in CI: a 2 s lease granted during a round of 30 s leases
     went unrenewed for 3.3 s, and the new leader expired it while its run went on."""
     api = GrantDuringRound()
     _serve_until(api, lambda: bool(api.renewed.get("short")), 3.0)
