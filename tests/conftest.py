@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from raftsched.cluster.app.local_cluster import LocalCluster
+from raftsched.cluster.app.local_cluster import PORT_RANGE_ENV, LocalCluster, share_of_range
 from raftsched.rpc.client.client import Client
 from tests import lmdb_leaks
 from tests.moto_server import BUCKET, MotoServer, aws_environment
@@ -32,6 +32,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 lmdb_leaks.install()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each xdist worker (and every process it starts) picks local ports from its own share of the range:
+    two workers' clusters are never handed the same port between one's check and its node's bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and PORT_RANGE_ENV not in os.environ:
+        shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        os.environ[PORT_RANGE_ENV] = share_of_range(int(worker[2:]), shares)
 
 
 @pytest.fixture(autouse=True)

@@ -48,16 +48,15 @@ def free_ports(count: int) -> list[int]:
     outgoing connection before the node that was given it binds it; ports below the ephemeral range are
     never used that way. Each is checked by binding it (without SO_REUSEADDR, so a port still closing is
     skipped too), and none is given twice by this process."""
-    lo, hi = _ephemeral_range()
-    first = max(1024, lo - _PICK_SPAN)
-    if lo - first < 1000:  # an unusual ephemeral range: let the kernel pick
+    first, end = pick_range()
+    if end - first < 100:  # an unusual ephemeral range: let the kernel pick
         return _kernel_ports(count)
     picker = random.Random(os.getpid() ^ time.monotonic_ns())
     ports: list[int] = []
     for _ in range(200 * count):
         if len(ports) == count:
             break
-        port = picker.randrange(first, lo)
+        port = picker.randrange(first, end)
         if port in _GIVEN or not _bindable(port):
             continue
         _GIVEN.add(port)
@@ -70,6 +69,38 @@ def free_ports(count: int) -> list[int]:
 #: how many ports below the ephemeral range ``free_ports`` picks from
 _PICK_SPAN = 12000
 _GIVEN: set[int] = set()
+
+#: ``first-end``: the ports ``free_ports`` picks from instead (``end`` excluded), e.g. one share of the
+#: span per process when several processes start clusters at once: a port checked free by one is then
+#: never the one another binds before the first process's node does
+PORT_RANGE_ENV = "RAFTSCHED_PORT_RANGE"
+
+
+def pick_range() -> tuple[int, int]:
+    """The ports ``free_ports`` picks from, ``[first, end)``: ``$RAFTSCHED_PORT_RANGE`` when it is set,
+    else the ``_PICK_SPAN`` ports just below the kernel's ephemeral range."""
+    given = os.environ.get(PORT_RANGE_ENV, "").strip()
+    if given:
+        try:
+            first_s, end_s = given.split("-")
+            first, end = int(first_s), int(end_s)
+        except ValueError:
+            raise ValueError(f"{PORT_RANGE_ENV}={given!r}: expected two port numbers, FIRST-END") from None
+        if not 1024 <= first < end <= 65536:
+            raise ValueError(f"{PORT_RANGE_ENV}={given!r}: expected 1024 <= FIRST < END <= 65536")
+        return first, end
+    lo, _hi = _ephemeral_range()
+    return max(1024, lo - _PICK_SPAN), lo
+
+
+def share_of_range(index: int, shares: int) -> str:
+    """The ``index``-th of ``shares`` equal parts of the default pick range, as ``$RAFTSCHED_PORT_RANGE``
+    takes it (each of several parallel test workers gets its own)."""
+    lo, _hi = _ephemeral_range()
+    first = max(1024, lo - _PICK_SPAN)
+    size = (lo - first) // max(1, shares)
+    start = first + size * (index % max(1, shares))
+    return f"{start}-{start + size}"
 
 
 def _ephemeral_range() -> tuple[int, int]:
