@@ -13,7 +13,8 @@ through the transaction that keeps it (``tx``), and a store replaced or
 cleared forgets everything (``Kept.clear``).
 
 Each entry is put with its weight (an estimate of its bytes in memory, by
-the caller, who knows what it holds: ``run_weight``, ``spec_weight``).
+the caller, who knows what it holds: ``run_weight``, ``spec_weight``); a
+spec many jobs share is counted once for all of them (``KeptSpecs``).
 Entries are ordered oldest first (a put makes its key the newest); an entry
 that would take the total past the budget first has every map forget its
 oldest entries (each its share), down to ``1 - 1/SHED_PARTS`` of the budget
@@ -56,6 +57,12 @@ RUN_OVERHEAD = 550
 #: what a kept spec takes beyond its name and payload: the spec, its stored fields, their numbers and strings
 #: (measured, the memory freed by forgetting 20,000 kept specs of one-off jobs: ~1,140 bytes each)
 SPEC_OVERHEAD = 1150
+
+
+#: what a kept spec of a shared form takes on its own: its job id, its slots in the maps and a pair of references
+#: (measured, the memory freed by forgetting 2,000 such entries: ~170 bytes each); the spec and its stored fields
+#: are the form's, counted once for all the jobs that share it (``KeptSpecs``)
+SPEC_ENTRY = 200
 
 
 def run_weight(stored_bytes: int) -> int:
@@ -114,6 +121,9 @@ class Kept(dict[K, V]):
 
     def put(self, key: K, value: V, weight: int) -> None:
         """Keep ``value`` under ``key`` (instead of what was), as the newest entry."""
+        self._keep(key, value, weight)
+
+    def _keep(self, key: K, value: V, weight: int) -> None:
         budget = self._budget
         before = self._weights.pop(key, None)
         if before is not None:
@@ -167,3 +177,86 @@ class Kept(dict[K, V]):
         raise TypeError("a Kept map changes only through put, forget and clear (they keep its weights)")
 
     __setitem__ = __delitem__ = pop = popitem = setdefault = update = __ior__ = _refuse
+
+
+class KeptSpecs(Kept[str, tuple[tuple[Any, ...], JobSpec]]):
+    """The jobs' kept specs, each as (its stored fields, its spec), counted for the memory they take.
+
+    Most jobs share a spec with many others (one shape, one name): the decoder hands each of them the same
+    interned spec and stored fields (``layout.Decoder``), so what each such job adds is an entry
+    (``SPEC_ENTRY``). ``put_shared`` counts such an entry at that, and its form's weight (``spec_weight``, less
+    an entry) once, for as long as any kept entry holds the form; a spec of its own (``put``) is counted in
+    full, as a form of one entry would be. Counted that way, 200,000 jobs of 20,000 forms take ~60 MiB of the
+    budget rather than ~230 MiB (more than all of it), and the runs their grants read stay kept."""
+
+    __slots__ = ("_forms", "_shared")
+
+    def __init__(self, budget: Budget | int) -> None:
+        super().__init__(budget)
+        #: id of a shared spec -> [kept entries that hold it, its form's weight]
+        self._forms: dict[int, list[int]] = {}
+        #: key of an entry put by ``put_shared`` -> the id of its spec
+        self._shared: dict[str, int] = {}
+
+    def put_shared(self, key: str, part: tuple[Any, ...], spec: JobSpec) -> None:
+        """Keep an interned spec (with its interned stored fields) under ``key``: the entry is counted at
+        ``SPEC_ENTRY``, the form once."""
+        self._drop_form_of(key)
+        ident = id(spec)
+        form = self._forms.get(ident)
+        if form is None:
+            form = self._forms[ident] = [0, max(0, spec_weight(spec) - SPEC_ENTRY)]
+            self.total += form[1]
+            self._budget.total += form[1]
+        form[0] += 1
+        self._shared[key] = ident
+        self._keep(key, (part, spec), SPEC_ENTRY)
+        if key not in self:  # not kept after all (a budget of 0)
+            self._drop_form_of(key)
+
+    def put(self, key: str, value: tuple[tuple[Any, ...], JobSpec], weight: int) -> None:
+        self._drop_form_of(key)
+        self._keep(key, value, weight)
+
+    def forget(self, key: str) -> None:
+        self._drop_form_of(key)
+        super().forget(key)
+
+    def clear(self) -> None:
+        super().clear()  # the forms' weights are in ``total``: gone with it
+        self._forms.clear()
+        self._shared.clear()
+
+    def shed_to(self, target: int) -> None:
+        weights, forms, shared = self._weights, self._forms, self._shared
+        excess = self.total - target
+        gone: list[str] = []
+        left: dict[int, int] = {}  # a form -> its holders after the entries chosen so far go
+        for key, weight in weights.items():
+            if excess <= 0:
+                break
+            gone.append(key)
+            excess -= weight
+            ident = shared.get(key)
+            if ident is not None:
+                holders = left[ident] = left.get(ident, forms[ident][0]) - 1
+                if not holders:
+                    excess -= forms[ident][1]  # the last entry of its form: the form goes with it
+        for key in gone:
+            self._drop_form_of(key)
+            dict.__delitem__(self, key)
+            weight = weights.pop(key)
+            self.total -= weight
+            self._budget.total -= weight
+
+    def _drop_form_of(self, key: str) -> None:
+        """The entry under ``key`` goes (or is replaced): if it holds a shared form, the form loses a holder."""
+        ident = self._shared.pop(key, None)
+        if ident is None:
+            return
+        form = self._forms[ident]
+        form[0] -= 1
+        if form[0] <= 0:
+            del self._forms[ident]
+            self.total -= form[1]
+            self._budget.total -= form[1]

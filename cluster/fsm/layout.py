@@ -192,7 +192,8 @@ class Decoder:
 
     def __init__(self) -> None:
         self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
-        self._specs: dict[tuple[Any, ...], JobSpec] = {}
+        #: stored fields -> (the same fields, first seen: what every job of the form keeps, and the spec)
+        self._specs: dict[tuple[Any, ...], tuple[tuple[Any, ...], JobSpec]] = {}
         self._spec_bytes = 0
         self._extras: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
@@ -205,12 +206,17 @@ class Decoder:
 
     def spec(self, t: tuple[Any, ...]) -> JobSpec:
         """The spec of a job tuple (its ``JOB_SPEC``)."""
+        return self.spec_form(t)[1]
+
+    def spec_form(self, t: tuple[Any, ...]) -> tuple[tuple[Any, ...], JobSpec, bool]:
+        """A job tuple's stored spec fields and spec, and whether they are interned (shared by every job of the
+        form: the same two objects each time, as long as the table holds them)."""
         part = t[JOB_SPEC]
         shared = len(part[SPEC_PAYLOAD]) <= self._SHARED_PAYLOAD
         if shared:
-            spec = self._specs.get(part)
-            if spec is not None:
-                return spec
+            form = self._specs.get(part)
+            if form is not None:
+                return form[0], form[1], True
         name, sched, queue, typ, payload, retry, ttl, timeout, conc, misfire, catchup, hlimit, httl, *more = part
         flimit = more[0] if more else DEFAULT_FAILED_HISTORY_LIMIT  # stored only when not the default
         # built from its fields in order (a keyword call of a 30-field NamedTuple costs several times more)
@@ -223,9 +229,9 @@ class Decoder:
             if len(self._specs) >= self._SPECS or self._spec_bytes + weight > self._SPEC_BYTES:
                 self._specs.clear()
                 self._spec_bytes = 0
-            self._specs[part] = spec
+            self._specs[part] = (part, spec)
             self._spec_bytes += weight
-        return spec
+        return part, spec, shared
 
     def tail(self, t: tuple[Any, ...]) -> tuple[Any, ...]:
         """A stored spec's format 5 fields as the values of ``JobSpec``'s fields after ``failed_history_limit``, in

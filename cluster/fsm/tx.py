@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 from raftsched.cluster.domain.model import Job, JobSpec, Run, RunStatus
 from raftsched.cluster.fsm import layout
-from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, run_weight, spec_weight
+from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, KeptSpecs, run_weight, spec_weight
 from raftsched.cluster.fsm.memory import META_KEYS, Memory
 from raftsched.cluster.fsm.reader import job_keys
 from raftsched.cluster.fsm.store import MemoryStore, Table, TableStore, iter_table
@@ -78,7 +78,7 @@ class Tx:
         #: (the job's stored ``JOB_SPEC`` fields, its spec)
         self.budget = Budget(cache_bytes)
         self.kept_runs: Kept[str, Any] = Kept(self.budget)
-        self.kept_specs: Kept[str, tuple[tuple[Any, ...], JobSpec]] = Kept(self.budget)
+        self.kept_specs = KeptSpecs(self.budget)
         self.mem = Memory()
         #: what the commands applied since the last ``drain`` changed
         self.events: list[RunEvent] = []
@@ -218,10 +218,15 @@ class Tx:
         raw = self._store.get(Table.JOBS, job_id.encode())
         if raw is None:
             return None
-        t = marshal.loads(raw)
-        spec = self._decoder.spec(t)
-        self.kept_specs.put(job_id, (t[layout.JOB_SPEC], spec), spec_weight(spec))
+        part, spec, shared = self._decoder.spec_form(marshal.loads(raw))
+        self._keep_spec(job_id, part, spec, shared)
         return spec
+
+    def _keep_spec(self, job_id: str, part: tuple[Any, ...], spec: JobSpec, shared: bool) -> None:
+        if shared:  # one form of many jobs: counted once (``KeptSpecs``)
+            self.kept_specs.put_shared(job_id, part, spec)
+        else:
+            self.kept_specs.put(job_id, (part, spec), spec_weight(spec))
 
     def _job_from(self, t: tuple[Any, ...]) -> Job:
         """A stored job; its spec reused from the cache only if it was decoded from (or written as) these fields."""
@@ -229,8 +234,9 @@ class Tx:
         part = t[layout.JOB_SPEC]
         if kept is not None and kept[0] == part:
             return self._decoder.job(t, kept[1])
-        job = self._decoder.job(t)
-        self.kept_specs.put(job.job_id, (part, job.spec), spec_weight(job.spec))
+        part, spec, shared = self._decoder.spec_form(t)
+        job = self._decoder.job(t, spec)
+        self._keep_spec(job.job_id, part, spec, shared)
         return job
 
     def _job_to(self, job: Job) -> tuple[Any, ...]:

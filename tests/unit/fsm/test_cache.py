@@ -19,7 +19,7 @@ import pytest
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import SCHEDULES_FORMAT, After, At, Every, JobSpec, RetryPolicy, Run, RunStatus
 from raftsched.cluster.fsm import layout
-from raftsched.cluster.fsm.cache import Kept
+from raftsched.cluster.fsm.cache import SPEC_ENTRY, Budget, Kept, KeptSpecs, spec_weight
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import Table, state_hash
 
@@ -186,6 +186,87 @@ def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -
             assert 0.67 * freed <= counted <= 1.5 * freed, (phase, counted / n, freed / n)
     finally:
         tracemalloc.stop()
+
+
+def test_jobs_of_one_form_read_back_are_counted_once_for_the_form_and_near_what_each_adds() -> None:
+    """Jobs that share a spec (one name, one shape) and are read back from the store share one interned spec and
+    its stored fields: each kept entry is counted at ``SPEC_ENTRY`` and the form once, and forgetting the entries
+    gives back within a third of what they were counted for."""
+    n = 2000
+    m = JobStateMachine()
+    index = 1
+    _apply(m, c.SetClusterFormat(T0 - 60_000, 3), index)
+    spec = JobSpec(name="nightly-report", schedule=At(T0), type="noop")
+    for i in range(n):
+        index += 1
+        _apply(m, c.CreateJob(T0 - 60_000, f"j-{i:07d}", spec), index)
+    specs = m.tx.kept_specs
+    specs.clear()
+    tracemalloc.start()
+    try:
+        read = [m.tx.spec(f"j-{i:07d}") for i in range(n)]
+        assert all(r is read[0] for r in read) and read[0] == spec  # one interned spec for every job
+        assert len(specs) == n
+        form = spec_weight(spec) - SPEC_ENTRY
+        assert specs.total == n * SPEC_ENTRY + form == m.tx.budget.total - m.tx.kept_runs.total
+        del read
+        counted = specs.total - form  # the form stays interned in the decoder: forgetting frees the entries
+        freed = _freed_by_forgetting(specs)
+        assert 0.67 * freed <= counted <= 1.5 * freed, (counted / n, freed / n)
+    finally:
+        tracemalloc.stop()
+    assert specs.total == 0 and m.tx.budget.total == m.tx.kept_runs.total
+
+
+def _invariant(specs: KeptSpecs, budget: Budget, runs: Kept) -> None:  # type: ignore[type-arg]
+    """What ``specs`` is counted for is its entries' weights and each form its shared entries hold, once."""
+    shared = {id(v[1]): v[1] for k, v in specs.items() if specs.weight(k) == SPEC_ENTRY}
+    forms = sum(max(0, spec_weight(s) - SPEC_ENTRY) for s in shared.values())
+    assert specs.total == sum(specs.weight(k) for k in specs) + forms
+    assert budget.total == specs.total + runs.total
+
+
+def test_a_forms_weight_is_counted_once_and_goes_with_the_last_entry_that_holds_it() -> None:
+    budget = Budget(1 << 20)
+    specs, runs = KeptSpecs(budget), Kept(budget)  # type: ignore[var-annotated]
+    a = JobSpec(name="a", schedule=At(T0), type="noop")
+    b = JobSpec(name="b" * 500, schedule=At(T0), type="noop")
+    part_a, part_b = layout.spec_part(a), layout.spec_part(b)
+    specs.put_shared("j1", part_a, a)
+    specs.put_shared("j2", part_a, a)
+    specs.put_shared("j3", part_b, b)
+    specs.put("j4", (part_a, a), spec_weight(a))  # a spec kept on its own terms: counted in full, no form
+    runs.put("r1", ("run",), 700)
+    _invariant(specs, budget, runs)
+    assert specs.total == 3 * SPEC_ENTRY + (spec_weight(a) - SPEC_ENTRY) + (spec_weight(b) - SPEC_ENTRY) + spec_weight(a)
+    specs.forget("j1")
+    _invariant(specs, budget, runs)
+    specs.put_shared("j2", part_b, b)  # j2 now holds b: a's last shared holder is gone, and a's form with it
+    _invariant(specs, budget, runs)
+    assert specs.total == 2 * SPEC_ENTRY + (spec_weight(b) - SPEC_ENTRY) + spec_weight(a)
+    specs.forget("j4")
+    specs.forget("j2")
+    specs.forget("j3")
+    _invariant(specs, budget, runs)
+    assert specs.total == 0 and budget.total == 700
+
+
+def test_shedding_frees_the_forms_of_the_entries_it_forgets_and_stays_within_the_budget() -> None:
+    budget = Budget(400_000)
+    specs, runs = KeptSpecs(budget), Kept(budget)  # type: ignore[var-annotated]
+    forms = [JobSpec(name=f"form-{k}", schedule=At(T0), type="noop", payload=b"p" * (k * 97)) for k in range(40)]
+    for i in range(3000):
+        spec = forms[(i * 7) % len(forms)]
+        specs.put_shared(f"j{i}", layout.spec_part(spec), spec)
+        if i % 3 == 0:
+            runs.put(f"r{i}", ("run", i), 900)
+        assert budget.total <= budget.limit
+        if i % 250 == 0:
+            _invariant(specs, budget, runs)
+    _invariant(specs, budget, runs)
+    assert 0 < len(specs) < 3000 and len(runs) > 0
+    specs.clear()
+    assert specs.total == 0 and budget.total == runs.total
 
 
 class _Both:
