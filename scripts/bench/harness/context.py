@@ -20,7 +20,7 @@ from typing import Any
 from bench.harness.common import now_ms, split
 from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
-from bench.harness.processes import cpu_s
+from bench.harness.processes import cpu_s, written_mb
 from bench.harness.watch import Watcher
 from bench.profile import Profile
 from raftsched.cluster.app.local_cluster import LocalCluster
@@ -142,6 +142,10 @@ class Bench:
         if self.pool is not None:
             snap["clients"] = sum(cpu_s(pid) or 0.0 for pid in self.pool.pids())
         return snap
+
+    def written_snapshot(self) -> dict[str, float | None]:
+        """Megabytes each node has caused to be written to storage so far (``cpu_delta`` takes the difference)."""
+        return {nid: written_mb(n.pid) for nid, n in self.cluster.nodes.items()} if self.cluster else {}
 
     @staticmethod
     def cpu_delta(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:

@@ -29,6 +29,21 @@ def cpu_s(pid: int | None) -> float | None:
         return None
 
 
+def written_mb(pid: int | None) -> float | None:
+    """Megabytes a process has caused to be written to storage so far (``write_bytes`` of /proc/<pid>/io: the
+    pages it dirtied, its state file's included, as the kernel counts them)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/io", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
 def stop_popen(procs: Sequence[subprocess.Popen], grace_s: float = 15.0) -> None:
     """SIGTERM (graceful), then SIGKILL whatever has not exited after ``grace_s``; by pid, ours only."""
     for proc in procs:

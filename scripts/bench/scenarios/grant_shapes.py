@@ -14,8 +14,9 @@ A window is a count of grants (90 % of a backlog over its four windows, so
 neither runs dry), its rate the one between its first and last 5 %; its
 leases are then completed (timed apart) and the next window starts once
 every node has applied them, so no window carries another's work. Each
-window records every node's CPU seconds for its grants and for its
-completions. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
+window records every node's CPU seconds and the megabytes it caused to be
+written to storage (its state file's pages: a shaped window's grants land
+one to a page), for its grants and for its completions. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
 are each the mean of their windows; ``lease_grants_shaped_ratio`` is shaped
 over plain (the target: at least 0.85, i.e. within 15 %). Skipped with a note
 on a version without priorities (a job's priority does not come back).
@@ -135,16 +136,16 @@ def _window(b: Bench, queues: list[str], count: int) -> tuple[float | None, dict
     until = time.time() + 120.0  # a safeguard: a window ends when its grants are done
     task = {"kind": "lease_acquire", "addresses": b.addresses(), "until": until, "queues": queues,
             "max_runs": GRANT_BATCH, "count_each": each, "hand_back": True}  # fmt: skip
-    cpu0 = b.cpu_snapshot()
+    cpu0, mb0 = b.cpu_snapshot(), b.written_snapshot()
     res = b.pool.run([dict(task) for _ in range(p.procs)], "AcquireLease", timeout=until - time.time() + 60)
-    cpu1 = b.cpu_snapshot()
+    cpu1, mb1 = b.cpu_snapshot(), b.written_snapshot()
     held = [h for r in res for h in r["held"]]
     t0 = time.time()
     done = b.pool.run([{"kind": "lease_complete", "addresses": b.addresses(), "held": part}
                        for part in split(held, p.procs)], "CompleteRuns", timeout=300)  # fmt: skip
     complete_s = time.time() - t0
     caught_up = b.wait_caught_up(timeout=120.0, slack=0)
-    cpu2 = b.cpu_snapshot()
+    cpu2, mb2 = b.cpu_snapshot(), b.written_snapshot()
     times = sorted(t for r in res for t in r["granted"])
     return grant_rate(times), {
         "count": len(times),
@@ -153,6 +154,8 @@ def _window(b: Bench, queues: list[str], count: int) -> tuple[float | None, dict
         "caught_up": caught_up,
         "cpu_s": b.cpu_delta(cpu0, cpu1),
         "complete_cpu_s": b.cpu_delta(cpu1, cpu2),
+        "written_mb": b.cpu_delta(mb0, mb1),
+        "complete_written_mb": b.cpu_delta(mb1, mb2),
         "latency_ms": st.summarize([x for r in res for x in r["lat"]]),
         "errors": merge_errors(res + done),
     }
