@@ -20,7 +20,7 @@ from typing import Any
 from bench.harness.common import now_ms, split
 from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
-from bench.harness.processes import cpu_s, written_mb
+from bench.harness.processes import cpu_s, device_of, device_written_mb
 from bench.harness.watch import Watcher
 from bench.profile import Profile
 from raftsched.cluster.app.local_cluster import LocalCluster
@@ -144,8 +144,9 @@ class Bench:
         return snap
 
     def written_snapshot(self) -> dict[str, float | None]:
-        """Megabytes each node has caused to be written to storage so far (``cpu_delta`` takes the difference)."""
-        return {nid: written_mb(n.pid) for nid, n in self.cluster.nodes.items()} if self.cluster else {}
+        """Megabytes the disk holding the cluster's files has written so far (``cpu_delta`` takes the difference):
+        the nodes' writes as they reach it, with anything else on the machine that writes to it meanwhile."""
+        return {"disk": device_written_mb(device_of(self.root))}
 
     @staticmethod
     def cpu_delta(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:

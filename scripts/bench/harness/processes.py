@@ -29,17 +29,29 @@ def cpu_s(pid: int | None) -> float | None:
         return None
 
 
-def written_mb(pid: int | None) -> float | None:
-    """Megabytes a process has caused to be written to storage so far (``write_bytes`` of /proc/<pid>/io: the
-    pages it dirtied, its state file's included, as the kernel counts them)."""
-    if pid is None:
+def device_of(path: str) -> str | None:
+    """The name of the block device (as /proc/diskstats names it) holding ``path``; None on a file system
+    without one (tmpfs, overlay) or a path that does not exist."""
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return None
+    link = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    return os.path.basename(os.path.realpath(link)) if os.path.exists(link) else None
+
+
+def device_written_mb(device: str | None) -> float | None:
+    """Megabytes the block device ``device`` has written so far, whoever wrote them (its sectors written in
+    /proc/diskstats: what reached the disk, not what processes asked for)."""
+    if device is None:
         return None
     try:
-        with open(f"/proc/{pid}/io", encoding="utf-8") as f:
+        with open("/proc/diskstats", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("write_bytes:"):
-                    return int(line.split()[1]) / 1e6
-    except (OSError, IndexError, ValueError):
+                fields = line.split()
+                if len(fields) > 9 and fields[2] == device:
+                    return int(fields[9]) * 512 / 1e6
+    except (OSError, ValueError):
         return None
     return None
 

@@ -14,9 +14,11 @@ A window is a count of grants (90 % of a backlog over its four windows, so
 neither runs dry), its rate the one between its first and last 5 %; its
 leases are then completed (timed apart) and the next window starts once
 every node has applied them, so no window carries another's work. Each
-window records every node's CPU seconds and the megabytes it caused to be
-written to storage (its state file's pages: a shaped window's grants land
-one to a page), for its grants and for its completions. ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
+window records every node's CPU seconds and the megabytes the disk under the
+cluster's files wrote (``/proc/diskstats``), for its grants and for its
+completions. (A process's own ``write_bytes`` is no measure of that here: the
+kernel counts a whole page-cache folio each time a write dirties part of one,
+and read ten times what reached the disk in one completion window.) ``lease_grants_plain_per_s`` and ``lease_grants_shaped_per_s``
 are each the mean of their windows; ``lease_grants_shaped_ratio`` is shaped
 over plain (the target: at least 0.85, i.e. within 15 %). Skipped with a note
 on a version without priorities (a job's priority does not come back).
@@ -154,8 +156,8 @@ def _window(b: Bench, queues: list[str], count: int) -> tuple[float | None, dict
         "caught_up": caught_up,
         "cpu_s": b.cpu_delta(cpu0, cpu1),
         "complete_cpu_s": b.cpu_delta(cpu1, cpu2),
-        "written_mb": b.cpu_delta(mb0, mb1),
-        "complete_written_mb": b.cpu_delta(mb1, mb2),
+        "disk_written_mb": b.cpu_delta(mb0, mb1)["disk"],
+        "complete_disk_written_mb": b.cpu_delta(mb1, mb2)["disk"],
         "latency_ms": st.summarize([x for r in res for x in r["lat"]]),
         "errors": merge_errors(res + done),
     }
