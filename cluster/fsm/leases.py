@@ -50,6 +50,7 @@ from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt, heartbeat
 from raftsched.cluster.domain.words import iso, span
 from raftsched.cluster.fsm import runs
+from raftsched.cluster.fsm.memory import drop
 from raftsched.cluster.fsm.tx import Tx
 
 # ------------------------------------------------------------ checks
@@ -86,7 +87,7 @@ def _holder_check(tx: Tx, lease_id: str, token: int, executor_id: str | None) ->
 
 def _set_deadline(tx: Tx, run: Run, expires_ms: int) -> None:
     deadlines = tx.mem.lease_deadlines
-    deadlines.discard((run.lease_expires_ms, run.lease_id))
+    drop(deadlines, (run.lease_expires_ms, run.lease_id))
     run.lease_expires_ms = expires_ms
     deadlines.add((expires_ms, run.lease_id))
 

@@ -32,6 +32,16 @@ _RUN_STATUSES = tuple(RunStatus)
 _JOB_STATUSES = tuple(JobStatus)
 
 
+def drop(keys: SortedList, key: Any) -> None:
+    """Remove ``key`` from ``keys`` if it is there. The head is looked at first: a grant takes its runs from the
+    heads of their indexes, oldest first, and a completion most often ends the oldest lease; deleting the head
+    costs half of ``discard``'s two searches (which it falls back on)."""
+    if keys and keys[0] == key:
+        del keys[0]
+    else:
+        keys.discard(key)
+
+
 class Memory:
     """The machine's in-memory state (see the module docstring)."""
 

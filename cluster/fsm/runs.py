@@ -43,6 +43,7 @@ from raftsched.cluster.domain.results import FailedPrecondition, NotFound, Ok, R
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, add_step, skipped_detail
 from raftsched.cluster.domain.schedule.firing import Skip
 from raftsched.cluster.fsm import due, job_info, keys, notify, retention
+from raftsched.cluster.fsm.memory import drop
 from raftsched.cluster.fsm.store import Table
 from raftsched.cluster.fsm.tx import Tx
 
@@ -255,7 +256,7 @@ def release(tx: Tx, run: Run) -> None:
     """Forget the run's lease (the run record keeps its id and token for history)."""
     mem = tx.mem
     mem.leases.pop(run.lease_id, None)
-    mem.lease_deadlines.discard((run.lease_expires_ms, run.lease_id))
+    drop(mem.lease_deadlines, (run.lease_expires_ms, run.lease_id))
     if mem.lease_conc:
         key = mem.lease_conc.pop(run.lease_id, None)
         if key is not None:
@@ -334,13 +335,13 @@ def _unindex_prio(tx: Tx, run: Run, p: int, key: tuple[int, str]) -> None:
     at = (run.queue, p)
     found = mem.prio_pending.get(at)
     if found is not None:
-        found.discard(key)
+        drop(found, key)
         if not found:
             del mem.prio_pending[at]
     typed_at = (run.queue, _run_type(tx, run, tx.spec(run.job_id)), p)
     typed = mem.prio_by_type.get(typed_at)
     if typed is not None:
-        typed.discard(key)
+        drop(typed, key)
         if not typed:
             del mem.prio_by_type[typed_at]
 
@@ -352,7 +353,7 @@ def unindex_pending(tx: Tx, run: Run) -> None:
     if mem.pending_ttl:
         deadline = mem.pending_ttl.pop(run.run_id, None)
         if deadline is not None:
-            mem.pending_deadlines.discard((deadline, run.run_id))
+            drop(mem.pending_deadlines, (deadline, run.run_id))
     if mem.keyed_pending:
         mem.keyed_pending.pop(run.run_id, None)
     if mem.run_prio:
@@ -362,11 +363,11 @@ def unindex_pending(tx: Tx, run: Run) -> None:
             return
     queue = mem.pending.get(run.queue)
     if queue is not None:
-        queue.discard(key)
+        drop(queue, key)
     typed_key = (run.queue, _run_type(tx, run, tx.spec(run.job_id)))
     typed = mem.pending_by_type.get(typed_key)
     if typed is not None:
-        typed.discard(key)
+        drop(typed, key)
         if not typed:
             del mem.pending_by_type[typed_key]
 
