@@ -89,18 +89,22 @@ def pick_range() -> tuple[int, int]:
         if not 1024 <= first < end <= 65536:
             raise ValueError(f"{PORT_RANGE_ENV}={given!r}: expected 1024 <= FIRST < END <= 65536")
         return first, end
-    lo, _hi = _ephemeral_range()
-    return max(1024, lo - _PICK_SPAN), lo
+    return _default_range()
 
 
 def share_of_range(index: int, shares: int) -> str:
     """The ``index``-th of ``shares`` equal parts of the default pick range, as ``$RAFTSCHED_PORT_RANGE``
     takes it (each of several parallel test workers gets its own)."""
-    lo, _hi = _ephemeral_range()
-    first = max(1024, lo - _PICK_SPAN)
-    size = (lo - first) // max(1, shares)
+    first, end = _default_range()
+    size = (end - first) // max(1, shares)
     start = first + size * (index % max(1, shares))
     return f"{start}-{start + size}"
+
+
+def _default_range() -> tuple[int, int]:
+    """The ``_PICK_SPAN`` ports just below the kernel's ephemeral range, ``[first, end)``."""
+    lo, _hi = _ephemeral_range()
+    return max(1024, lo - _PICK_SPAN), lo
 
 
 def _ephemeral_range() -> tuple[int, int]:
