@@ -129,7 +129,7 @@ def check_history(history: History, expected: Expected) -> None:
 
 
 def violations(history: History, expected: Expected) -> list[str]:
-    found = _coverage(history, expected) + _replicas_agree(history.runs) + _lost_writes(history.jobs, expected.acknowledged)
+    found = _coverage(history, expected) + replica_disagreements(history.runs) + _lost_writes(history.jobs, expected.acknowledged)
     for node, runs in sorted(history.runs.items()):
         by_job: dict[str, list[RunRecord]] = defaultdict(list)
         for run in runs:
@@ -155,7 +155,8 @@ def _coverage(history: History, expected: Expected) -> list[str]:
     return found
 
 
-def _replicas_agree(runs: dict[str, list[RunRecord]]) -> list[str]:
+def replica_disagreements(runs: dict[str, list[RunRecord]]) -> list[str]:
+    """Where the nodes' readings of the runs differ (a run missing on one, or recorded otherwise)."""
     if len(runs) < 2:
         return []
     nodes = sorted(runs)

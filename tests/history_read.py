@@ -4,7 +4,8 @@
   ``ListJobs`` is a linearizable read on the node asked), for the runs of the
   checked jobs and, given a name prefix, the ids of the jobs it knows
   (``read_nodes``: the same of nodes given by address, with TLS and a token).
-- ``check_cluster`` reads them and runs ``check_history`` over every node of the cluster.
+- ``check_cluster`` reads them and runs ``check_history`` over every node of the cluster, once the nodes'
+  readings agree or stay the same (``settled``).
 - ``LeaseWatch`` follows one node's ``WatchRuns`` of a queue in a thread and
   records each lease from its grant to the change that ended it (retry or
   finish), numbered in that node's apply order: the observer's timeline that
@@ -26,7 +27,10 @@ from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.rpc import convert as cv
 from raftsched.rpc.client.channel import ChannelSecurity
 from raftsched.rpc.client.client import Client
-from tests.history import Expected, History, LeaseRecord, RunRecord, check_history
+from tests.history import Expected, History, LeaseRecord, RunRecord, check_history, replica_disagreements
+
+#: how long ``settled`` reads again while the nodes' readings disagree and still change
+SETTLE_S = 60.0
 
 
 def run_record(run: pb.Run) -> RunRecord:
@@ -81,8 +85,24 @@ def check_cluster(
     """Read the history of ``expected``'s jobs (and of ``job_ids``) off every node and check it; returns what was read."""
     expected = dataclasses.replace(expected, nodes=set(expected.nodes) | set(cluster.nodes))
     ids = [j.job_id for j in expected.interval] + [j.job_id for j in expected.one_off] + list(job_ids)
-    history = read_history(cluster, ids, job_prefix, leases)
+    history = settled(lambda: read_history(cluster, ids, job_prefix, leases))
     check_history(history, expected)
+    return history
+
+
+def settled(read: Callable[[], History], settle_s: float = SETTLE_S, pause_s: float = 1.0) -> History:
+    """``read()``, and again while the nodes' readings disagree and differ from the reading before, for at most
+    ``settle_s``: the nodes are read one after another, so a command committed between two of them (a lease
+    expiring 30 s after a grant whose answer died with a killed leader) shows as a disagreement that is none. A
+    disagreement two readings in a row show alike is the nodes' state at rest: it is returned, and checked."""
+    history = read()
+    deadline = time.monotonic() + settle_s
+    while replica_disagreements(history.runs) and time.monotonic() < deadline:
+        time.sleep(pause_s)
+        again = read()
+        if again.runs == history.runs and again.jobs == history.jobs:
+            break
+        history = again
     return history
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import pytest
 
@@ -15,8 +16,10 @@ from tests.history import (
     OneOffJob,
     RunRecord,
     check_history,
+    replica_disagreements,
     violations,
 )
+from tests.history_read import settled
 
 pytestmark = pytest.mark.unit
 
@@ -193,3 +196,50 @@ def test_every_violation_is_reported_at_once() -> None:
     kinds = {v.split(":")[0] for v in err.violations}
     assert {"double fire", "gap", "lost acknowledged write"} <= kinds, err.violations
     assert str(err).startswith(f"history check failed: {len(err.violations)} violation(s) in 3 node(s)")
+
+
+# ------------------------------------------------------------ readings taken while a command commits
+
+
+def _reading(*statuses: str) -> History:
+    """One reading of the three nodes: the run ``once`` in each node's status, in the order of ``NODES``."""
+    return History(runs={n: [RunRecord("once@5000", "once", 5000, s, attempt=1)] for n, s in zip(NODES, statuses)})
+
+
+def _reader(readings: list[History]) -> tuple[list[int], Callable[[], History]]:
+    calls = [0]
+
+    def read() -> History:
+        calls[0] += 1
+        return readings[min(calls[0], len(readings)) - 1]
+
+    return calls, read
+
+
+def test_a_reading_that_agrees_is_taken_at_once() -> None:
+    calls, read = _reader([_reading("PENDING", "PENDING", "PENDING")])
+    assert settled(read, settle_s=5, pause_s=0) == _reading("PENDING", "PENDING", "PENDING") and calls[0] == 1
+
+
+def test_a_commit_between_two_nodes_readings_is_read_again_until_they_agree() -> None:
+    # n1 was read before the lease expired, n2 and n3 after: the next reading finds every node past it
+    calls, read = _reader([_reading("LEASED", "PENDING", "PENDING"), _reading("PENDING", "PENDING", "PENDING")])
+    history = settled(read, settle_s=5, pause_s=0)
+    assert history == _reading("PENDING", "PENDING", "PENDING") and calls[0] == 2
+    assert not violations(history, Expected(nodes=set(NODES)))
+
+
+def test_a_disagreement_that_stays_is_checked_and_reported() -> None:
+    calls, read = _reader([_reading("LEASED", "PENDING", "PENDING")])  # the same every time: the nodes at rest
+    history = settled(read, settle_s=5, pause_s=0)
+    assert calls[0] == 2  # read again once: unchanged, so it is the state
+    with pytest.raises(HistoryViolation, match="replicas disagree on run once@5000: n1 has"):
+        check_history(history, Expected(nodes=set(NODES)))
+
+
+def test_readings_that_keep_changing_are_checked_as_the_last_one_when_time_is_up() -> None:
+    changing = [_reading("LEASED", "PENDING", s) for s in ("PENDING", "SUCCEEDED", "PENDING", "SUCCEEDED") * 50]
+    calls, read = _reader(changing)
+    history = settled(read, settle_s=0.05, pause_s=0.01)
+    assert 2 <= calls[0] < len(changing) and history == changing[calls[0] - 1]
+    assert replica_disagreements(history.runs)
