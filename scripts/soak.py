@@ -48,7 +48,7 @@ from raftsched.rpc.client.client import Client  # noqa: E402
 from tests.elections import EventClock, attempt_leases, now_ms, wait_agreed  # noqa: E402
 from tests.helpers import at_spec, every_spec, start_executor  # noqa: E402
 from tests.history import Expected, IntervalJob, OneOffJob, violations  # noqa: E402
-from tests.history_read import read_history  # noqa: E402
+from tests.history_read import read_history, settled  # noqa: E402
 
 QUEUE = "soak"
 ELECTION_S = 5.0  # guarantee 7: a new leader within 5 s, every time
@@ -287,7 +287,7 @@ def _check(c: LocalCluster, client: Client, firsts: dict[str, int], every: dict[
         one_off=[OneOffJob(j, at_ms=at) for j, at in acked.items()],
         nodes=list(c.nodes),
     )
-    history = read_history(c, [*firsts, *acked], job_prefix="soak-", leases=attempt_leases(runs))
+    history = settled(lambda: read_history(c, [*firsts, *acked], job_prefix="soak-", leases=attempt_leases(runs)))
     return violations(history, expected)
 
 
