@@ -159,19 +159,18 @@ class Kept(dict[K, V]):
 
     def shed_to(self, target: int) -> None:
         """Forget the oldest entries, down to ``target``."""
-        weights = self._weights
-        excess = self.total - target
+        for key in self._oldest(self.total - target):
+            self.forget(key)
+
+    def _oldest(self, excess: int) -> list[K]:
+        """The oldest keys whose entries, forgotten, free at least ``excess`` (all of them if they do not)."""
         gone: list[K] = []
-        for key, weight in weights.items():
+        for key, weight in self._weights.items():
             if excess <= 0:
                 break
             gone.append(key)
             excess -= weight
-        for key in gone:
-            dict.__delitem__(self, key)
-            weight = weights.pop(key)
-            self.total -= weight
-            self._budget.total -= weight
+        return gone
 
     def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise TypeError("a Kept map changes only through put, forget and clear (they keep its weights)")
@@ -227,9 +226,9 @@ class KeptSpecs(Kept[str, tuple[tuple[Any, ...], JobSpec]]):
         self._forms.clear()
         self._shared.clear()
 
-    def shed_to(self, target: int) -> None:
+    def _oldest(self, excess: int) -> list[str]:
+        """``Kept._oldest``, counting a form's weight as freed with the last of its chosen holders."""
         weights, forms, shared = self._weights, self._forms, self._shared
-        excess = self.total - target
         gone: list[str] = []
         left: dict[int, int] = {}  # a form -> its holders after the entries chosen so far go
         for key, weight in weights.items():
@@ -242,12 +241,7 @@ class KeptSpecs(Kept[str, tuple[tuple[Any, ...], JobSpec]]):
                 holders = left[ident] = left.get(ident, forms[ident][0]) - 1
                 if not holders:
                     excess -= forms[ident][1]  # the last entry of its form: the form goes with it
-        for key in gone:
-            self._drop_form_of(key)
-            dict.__delitem__(self, key)
-            weight = weights.pop(key)
-            self.total -= weight
-            self._budget.total -= weight
+        return gone
 
     def _drop_form_of(self, key: str) -> None:
         """The entry under ``key`` goes (or is replaced): if it holds a shared form, the form loses a holder."""
