@@ -469,6 +469,17 @@ class LmdbJournal(Journal):
     def __len__(self) -> int:
         return self._next - self._first
 
+    # the reads ``raftsched.raft.log_overlap`` makes of every AppendEntries (no entry is read to know the bounds)
+
+    def first_index(self) -> int:
+        return self._first
+
+    def last_index(self) -> int:
+        return self._next - 1
+
+    def term_at(self, index: int) -> int:
+        return self._get(index)[2]
+
     def __getitem__(self, item: Any) -> Any:
         n = len(self)
         if isinstance(item, slice):

@@ -67,7 +67,12 @@ each on a pysyncobj upgrade:
   ``UNWRITTEN_MAX`` bytes of entries waiting they are dropped unread, and
   the leader, finding the log shorter than it thought, sends the rest
   later. Entries the log's map has no room for (``LogFullError``) end that
-  AppendEntries there, unanswered, rather than the whole tick.
+  AppendEntries there, unanswered, rather than the whole tick. An
+  AppendEntries from a leader this node follows is first trimmed of the
+  entries the log already holds (``raftsched.raft.log_overlap``): pysyncobj
+  would delete every entry past ``prevLogIdx``, matching ones too, where
+  Raft deletes only from a conflict; when all of them match and the log goes
+  further, it is acknowledged here, up to the last entry the leader sent.
 * ``TcpServer.__onNewConnection``: pysyncobj's closes the listening socket
   for good on any error while accepting (a peer that reset its connect
   before it was accepted, a process out of file descriptors), after which
@@ -102,6 +107,7 @@ from pysyncobj.journal import Journal
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
+from raftsched.raft import log_overlap
 from raftsched.raft.cipher import cipher_factory
 from raftsched.raft.connection import RaftConnection
 from raftsched.raft.lmdb_journal import LmdbJournal, LogFullError
@@ -339,10 +345,17 @@ def _on_message(self: Any, node: Any, message: Any) -> None:
     journal = _journal(self)
     if journal is not None and not journal.durable and journal.unwritten_bytes > UNWRITTEN_MAX:
         return  # no more held in memory while the log cannot be written (see the module docstring)
+    syncobj = self._syncObj
+    vouched = None
+    if message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm:
+        vouched = log_overlap.trim(message, journal if journal is not None else log_overlap.SyncObjLog(syncobj))
     try:
         _ORIGINAL_ON_MESSAGE(self, node, message)
     except LogFullError:  # the log's map has no room for the leader's entries: said by the journal (its problem)
         log.debug("the Raft log has no room for the entries from %s; they are sent again later", node)
+        return
+    if vouched is not None:  # every entry was already here and the log goes further: acknowledged up to them
+        syncobj._SyncObj__sendNextNodeIdx(node, nextNodeIdx=vouched + 1, success=True)
 
 
 def _on_new_connection(self: Any, descr: int, event: int) -> None:
