@@ -24,15 +24,23 @@ them again left the follower short for good.
   and ``trim`` returns that index for the caller to acknowledge
   (``raftsched.raft.pysyncobj_patches``).
 
+An entry too large for one message comes in pieces (``transmission``:
+``start``, ``process``..., ``finish``) that pysyncobj joins and reads with the
+last one. ``Pieces`` joins them too, so the last piece is trimmed like any
+message: when its entry is already here and the log goes further, pysyncobj
+is given no ``prevLogIdx`` (it then ignores the piece; its buffer starts
+again with the next ``start``) and the caller acknowledges it.
+
 A message pysyncobj will refuse (stale term, an earlier index this log does
 not hold, a term that does not match at ``prevLogIdx``) or one that does not
-overlap the log is left as it is, and so is a large entry sent in pieces
-(``transmission``).
+overlap the log is left as it is.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
+
+import pysyncobj.pickle as pysyncobj_pickle  # what pysyncobj reads a joined entry with
 
 
 class Log(Protocol):
@@ -45,18 +53,22 @@ class Log(Protocol):
     def term_at(self, index: int) -> int: ...
 
 
-def trim(message: dict[str, Any], log: Log) -> int | None:
+def trim(message: dict[str, Any], log: Log, joined: Any = None) -> int | None:
     """Rewrite the AppendEntries ``message`` (from a leader whose term this node accepts) so that pysyncobj neither
     deletes nor appends again an entry this log holds with the same term (see the module docstring). Returns the
     last index the leader vouched for when the caller must acknowledge the message itself (every entry matched and
-    the log goes further: pysyncobj is given no ``prevLogIdx`` and answers nothing), else None."""
-    if "prevLogIdx" not in message or "transmission" in message:
+    the log goes further: pysyncobj is given no ``prevLogIdx`` and answers nothing), else None. ``joined``: the
+    entry a last piece completes (``Pieces``); any other piece is left as it is."""
+    if "prevLogIdx" not in message:
+        return None
+    piece = "transmission" in message
+    if piece and joined is None:
         return None
     prev = message["prevLogIdx"]
     last = log.last_index()
     if prev >= last or prev < log.first_index() or log.term_at(prev) != message["prevLogTerm"]:
         return None  # no overlap, or pysyncobj refuses it (and the leader sends from elsewhere)
-    entries = list(message.get("entries") or ())
+    entries = [joined] if piece else list(message.get("entries") or ())
     held = 0
     for entry in entries:
         index, term = entry[1], entry[2]
@@ -69,7 +81,7 @@ def trim(message: dict[str, Any], log: Log) -> int | None:
             message["entries"] = entries[held:]
         return None
     vouched = entries[-1][1] if entries else prev
-    if vouched == last:  # the log ends where the leader's message does: nothing to delete, nothing to append
+    if vouched == last and not piece:  # the log ends where the message does: nothing to delete or append
         message["prevLogIdx"], message["prevLogTerm"], message["entries"] = last, log.term_at(last), []
         return None
     del message["prevLogIdx"]
@@ -77,6 +89,29 @@ def trim(message: dict[str, Any], log: Log) -> int | None:
     message["entries"] = []
     message["commit_index"] = min(message["commit_index"], vouched)
     return vouched
+
+
+class Pieces:
+    """The pieces of a large entry, joined as pysyncobj joins them (``syncobj.py``: ``__recvTransmission``); fed
+    every piece pysyncobj reads (an AppendEntries it accepts), in order."""
+
+    def __init__(self) -> None:
+        self._data = b""
+
+    def feed(self, message: dict[str, Any]) -> Any:
+        """The entry the piece ``message`` completes (its last), else None."""
+        kind, data = message.get("transmission"), message.get("data", b"")
+        if kind == "start":
+            self._data = data
+            return None
+        self._data += data
+        if kind != "finish":
+            return None
+        joined, self._data = self._data, b""
+        try:
+            return pysyncobj_pickle.loads(joined)
+        except Exception:  # pysyncobj fails on it too, and says so; nothing is trimmed
+            return None
 
 
 class SyncObjLog:

@@ -347,8 +347,12 @@ def _on_message(self: Any, node: Any, message: Any) -> None:
         return  # no more held in memory while the log cannot be written (see the module docstring)
     syncobj = self._syncObj
     vouched = None
-    if message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm:
-        vouched = log_overlap.trim(message, journal if journal is not None else log_overlap.SyncObjLog(syncobj))
+    if message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm and "prevLogIdx" in message:
+        joined = None
+        if "transmission" in message:
+            pieces = self.__dict__.setdefault("_raftsched_pieces", log_overlap.Pieces())
+            joined = pieces.feed(message)
+        vouched = log_overlap.trim(message, journal if journal is not None else log_overlap.SyncObjLog(syncobj), joined)
     try:
         _ORIGINAL_ON_MESSAGE(self, node, message)
     except LogFullError:  # the log's map has no room for the leader's entries: said by the journal (its problem)

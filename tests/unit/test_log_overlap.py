@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -207,3 +208,42 @@ def test_a_conflict_still_deletes_from_where_it_is(follower: tuple[SyncObj, Any,
     n = len(sent)
     receive(_message(2, 1, [(3, 1)], 9, 1))  # the old leader, late: refused whole, by term
     assert _log(obj)[-1] == (9, 2) and len(sent) == n
+
+
+def _pieces(prev: int, prev_term: int, entry: tuple[bytes, int, int], commit: int, term: int) -> list[dict[str, Any]]:
+    """A large entry as a leader sends it: pickled, cut in three, each piece an AppendEntries of its own."""
+    data = pysyncobj_pickle.dumps(entry)
+    cut = len(data) // 3
+    parts = [("start", data[:cut]), ("process", data[cut : 2 * cut]), ("finish", data[2 * cut :])]
+    return [{"type": "append_entries", "transmission": kind, "data": part, "term": term, "commit_index": commit,
+             "prevLogIdx": prev, "prevLogTerm": prev_term} for kind, part in parts]  # fmt: skip
+
+
+def test_a_large_entry_sent_again_in_pieces_deletes_nothing(follower: tuple[SyncObj, Any, list[dict[str, Any]]]) -> None:
+    obj, receive, sent = follower
+    big = b"\x00" + b"x" * 300_000  # no membership change, larger than any one message
+    receive(_message(1, 0, [(2, 1), (3, 1)], 1, 1))
+    for piece in _pieces(3, 1, (big, 4, 1), 1, 1):
+        receive(piece)
+    receive(_message(4, 1, [(5, 1), (6, 1)], 1, 1))
+    full = _log(obj)
+    assert full[-3:] == [(4, 1), (5, 1), (6, 1)] and sent[-1]["next_node_idx"] == 7
+    assert obj._SyncObj__raftLog[3][0] == big
+
+    for piece in _pieces(3, 1, (big, 4, 1), 6, 1):  # sent again (pysyncobj alone: the log ends at 4)
+        receive(piece)
+    assert _log(obj) == full
+    assert sent[-1] == {"type": "next_node_idx", "next_node_idx": 5, "reset": False, "success": True}
+    assert obj._SyncObj__raftCommitIndex == 4
+
+
+def test_a_large_entry_that_conflicts_still_deletes_from_where_it_is(
+    follower: tuple[SyncObj, Any, list[dict[str, Any]]],
+) -> None:
+    obj, receive, sent = follower
+    receive(_message(1, 0, [(i, 1) for i in range(2, 7)], 3, 1))
+    big = b"\x00" + b"y" * 300_000
+    for piece in _pieces(3, 1, (big, 4, 2), 3, 2):  # a leader of term 2 that never had 4-6 of term 1
+        receive(piece)
+    assert _log(obj)[-2:] == [(3, 1), (4, 2)] and obj._SyncObj__raftLog[3][0] == big
+    assert sent[-1] == {"type": "next_node_idx", "next_node_idx": 5, "reset": False, "success": True}
