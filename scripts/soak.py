@@ -17,8 +17,9 @@ and a SIGCONT. Measured on this process's clocks:
 
 At the end every node is read and ``tests.history`` checks the whole history: no double fire, no gap, no
 instant skipped, every acknowledged write on every node, at most one lease holder at a time (from the runs'
-attempt records), the same runs everywhere. A summary is printed; the exit status is 1 on any violation
-(stuck elections and slow rejoins included), 0 otherwise. Every process started here is stopped by pid.
+attempt records), the same runs everywhere; and no node's log may say it deleted Raft log entries it had
+applied. A summary is printed; the exit status is 1 on any violation (stuck elections and slow rejoins
+included), 0 otherwise. Every process started here is stopped by pid.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from raftsched.rpc.client.client import Client  # noqa: E402
 from tests.elections import EventClock, attempt_leases, now_ms, wait_agreed  # noqa: E402
 from tests.helpers import at_spec, every_spec, start_executor  # noqa: E402
 from tests.history import Expected, IntervalJob, OneOffJob, violations  # noqa: E402
-from tests.history_read import read_history, settled  # noqa: E402
+from tests.history_read import applied_entries_deleted, read_history, settled  # noqa: E402
 
 QUEUE = "soak"
 ELECTION_S = 5.0  # guarantee 7: a new leader within 5 s, every time
@@ -288,7 +289,7 @@ def _check(c: LocalCluster, client: Client, firsts: dict[str, int], every: dict[
         nodes=list(c.nodes),
     )
     history = settled(lambda: read_history(c, [*firsts, *acked], job_prefix="soak-", leases=attempt_leases(runs)))
-    return violations(history, expected)
+    return violations(history, expected) + [f"deleted applied Raft log entries: {line}" for line in applied_entries_deleted(c)]
 
 
 def run(args: argparse.Namespace, root: str, say: Any) -> int:

@@ -6,6 +6,9 @@
   (``read_nodes``: the same of nodes given by address, with TLS and a token).
 - ``check_cluster`` reads them and runs ``check_history`` over every node of the cluster, once the nodes'
   readings agree or stay the same (``settled``).
+- ``applied_entries_deleted``: the lines of the nodes' logs where pysyncobj says a follower deleted log
+  entries it had applied (``check_cluster`` fails on any: ``raftsched.raft.log_overlap`` deletes only from
+  a conflict, and an applied entry is committed, so a conflict with one is a broken guarantee).
 - ``LeaseWatch`` follows one node's ``WatchRuns`` of a queue in a thread and
   records each lease from its grant to the change that ended it (retry or
   finish), numbered in that node's apply order: the observer's timeline that
@@ -31,6 +34,8 @@ from tests.history import Expected, History, LeaseRecord, RunRecord, check_histo
 
 #: how long ``settled`` reads again while the nodes' readings disagree and still change
 SETTLE_S = 60.0
+#: what pysyncobj logs when a follower deletes entries it has applied
+APPLIED_DELETED = "truncating already-applied log entries"
 
 
 def run_record(run: pb.Run) -> RunRecord:
@@ -87,7 +92,21 @@ def check_cluster(
     ids = [j.job_id for j in expected.interval] + [j.job_id for j in expected.one_off] + list(job_ids)
     history = settled(lambda: read_history(cluster, ids, job_prefix, leases))
     check_history(history, expected)
+    deleted = applied_entries_deleted(cluster)
+    assert not deleted, "a node deleted Raft log entries it had applied:\n" + "\n".join(deleted[:10])
     return history
+
+
+def applied_entries_deleted(cluster: LocalCluster) -> list[str]:
+    """Each line of a node's log that says it deleted entries it had applied (see the module docstring)."""
+    found = []
+    for node_id, node in sorted(cluster.nodes.items()):
+        try:
+            with open(node.log_path, encoding="utf-8", errors="replace") as log:
+                found += [f"{node_id}: {line.strip()}" for line in log if APPLIED_DELETED in line]
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def settled(read: Callable[[], History], settle_s: float = SETTLE_S, pause_s: float = 1.0) -> History:

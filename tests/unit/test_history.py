@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import pytest
@@ -19,7 +21,7 @@ from tests.history import (
     replica_disagreements,
     violations,
 )
-from tests.history_read import settled
+from tests.history_read import applied_entries_deleted, settled
 
 pytestmark = pytest.mark.unit
 
@@ -243,3 +245,22 @@ def test_readings_that_keep_changing_are_checked_as_the_last_one_when_time_is_up
     history = settled(read, settle_s=0.05, pause_s=0.01)
     assert 2 <= calls[0] < len(changing) and history == changing[calls[0] - 1]
     assert replica_disagreements(history.runs)
+
+
+def test_a_node_log_saying_it_deleted_applied_entries_is_found(tmp_path: Path) -> None:
+    """What pysyncobj logs when a follower deletes entries it applied is found in that node's log, and only there."""
+    logs = {}
+    for node in NODES:
+        logs[node] = tmp_path / f"{node}.log"
+        logs[node].write_text("2026 INFO raftsched.node: started\n")
+    with logs["n2"].open("a") as log:
+        log.write(
+            "2026 CRITICAL pysyncobj.syncobj: truncating already-applied log entries from index 3520 "
+            "(last applied: 3522) - state machine may have diverged from other cluster members\n"
+        )
+    nodes = {node: SimpleNamespace(log_path=str(path)) for node, path in logs.items()}
+    nodes["n4"] = SimpleNamespace(log_path=str(tmp_path / "never-started.log"))
+    found = applied_entries_deleted(SimpleNamespace(nodes=nodes))  # type: ignore[arg-type]
+    assert len(found) == 1 and found[0].startswith("n2: ") and "from index 3520" in found[0]
+    logs["n2"].write_text("2026 INFO raftsched.node: started\n")
+    assert applied_entries_deleted(SimpleNamespace(nodes=nodes)) == []  # type: ignore[arg-type]
