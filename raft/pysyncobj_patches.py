@@ -347,7 +347,7 @@ def _on_message(self: Any, node: Any, message: Any) -> None:
         return  # no more held in memory while the log cannot be written (see the module docstring)
     syncobj = self._syncObj
     vouched = None
-    if message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm and "prevLogIdx" in message:
+    if "prevLogIdx" in message and message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm:
         joined = None
         if "transmission" in message:
             pieces = self.__dict__.setdefault("_raftsched_pieces", log_overlap.Pieces())
