@@ -48,7 +48,7 @@ from raftsched.rpc import convert as cv  # noqa: E402
 from raftsched.rpc.client.client import Client  # noqa: E402
 from tests.elections import EventClock, attempt_leases, now_ms, wait_agreed  # noqa: E402
 from tests.helpers import at_spec, every_spec, start_executor  # noqa: E402
-from tests.history import Expected, IntervalJob, OneOffJob, violations  # noqa: E402
+from tests.history import Expected, IntervalJob, LeaseRecord, OneOffJob, violations  # noqa: E402
 from tests.history_read import applied_entries_deleted, read_history, settled  # noqa: E402
 
 QUEUE = "soak"
@@ -279,7 +279,6 @@ def _jobs(client: Client) -> tuple[dict[str, int], dict[str, int], list[str]]:
 
 
 def _check(c: LocalCluster, client: Client, firsts: dict[str, int], every: dict[str, int], acked: dict[str, int], later: list[str], last_fault_ms: int) -> list[str]:  # fmt: skip
-    runs = [r for j in firsts for r in client.list_runs(job_id=j)]
     expected = Expected(
         acknowledged=[*acked, *later],
         interval=[
@@ -288,7 +287,11 @@ def _check(c: LocalCluster, client: Client, firsts: dict[str, int], every: dict[
         one_off=[OneOffJob(j, at_ms=at) for j, at in acked.items()],
         nodes=list(c.nodes),
     )
-    history = settled(lambda: read_history(c, [*firsts, *acked], job_prefix="soak-", leases=attempt_leases(runs)))
+
+    def leases() -> list[LeaseRecord]:  # read after the runs: a retry the executors take meanwhile is among them
+        return attempt_leases(r for j in firsts for r in client.list_runs(job_id=j))
+
+    history = settled(lambda: read_history(c, [*firsts, *acked], job_prefix="soak-", leases=leases))
     return violations(history, expected) + [f"deleted applied Raft log entries: {line}" for line in applied_entries_deleted(c)]
 
 

@@ -54,12 +54,20 @@ def run_record(run: pb.Run) -> RunRecord:
     )
 
 
-def read_history(
-    cluster: LocalCluster, job_ids: Iterable[str], job_prefix: str | None = None, leases: Sequence[LeaseRecord] = ()
-) -> History:
-    """The runs of ``job_ids`` on every node, and (with ``job_prefix``) the ids of the jobs each node knows."""
+#: the lease records a history is checked with: as read before, or a function that reads them
+Leases = Sequence[LeaseRecord] | Callable[[], Sequence[LeaseRecord]]
+
+
+def read_history(cluster: LocalCluster, job_ids: Iterable[str], job_prefix: str | None = None, leases: Leases = ()) -> History:
+    """The runs of ``job_ids`` on every node, and (with ``job_prefix``) the ids of the jobs each node knows.
+    ``leases`` given as a function is called once the nodes' runs are read: every attempt they show is then among
+    the leases, even one an executor took while they were read (a retry of a run whose lease expired meanwhile,
+    which lease records read before would not hold)."""
     addresses = {node.node_id: node.grpc for node in cluster.nodes.values()}
-    return read_nodes(addresses, job_ids, job_prefix, leases, cluster.client_security())
+    history = read_nodes(addresses, job_ids, job_prefix, () if callable(leases) else leases, cluster.client_security())
+    if callable(leases):
+        history.leases = list(leases())
+    return history
 
 
 def read_nodes(
@@ -84,7 +92,7 @@ def check_cluster(
     cluster: LocalCluster,
     expected: Expected,
     job_prefix: str | None = None,
-    leases: Sequence[LeaseRecord] = (),
+    leases: Leases = (),
     job_ids: Iterable[str] = (),
 ) -> History:
     """Read the history of ``expected``'s jobs (and of ``job_ids``) off every node and check it; returns what was read."""

@@ -264,3 +264,27 @@ def test_a_node_log_saying_it_deleted_applied_entries_is_found(tmp_path: Path) -
     assert len(found) == 1 and found[0].startswith("n2: ") and "from index 3520" in found[0]
     logs["n2"].write_text("2026 INFO raftsched.node: started\n")
     assert applied_entries_deleted(SimpleNamespace(nodes=nodes)) == []  # type: ignore[arg-type]
+
+
+def test_leases_given_as_a_function_are_read_after_the_nodes_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry an executor takes while the nodes are read shows in their runs: the lease records must be read
+    after them, or that attempt looks unobserved."""
+    import tests.history_read as history_read
+
+    order: list[str] = []
+    lease = LeaseRecord("r1", 1, 1001, "e1", T0, None)
+
+    def nodes(addresses: object, job_ids: object, job_prefix: object, leases: object, security: object) -> History:
+        order.append("runs")
+        return History(runs={"n1": []}, leases=list(leases))  # type: ignore[call-overload]
+
+    def leases() -> list[LeaseRecord]:
+        order.append("leases")
+        return [lease]
+
+    monkeypatch.setattr(history_read, "read_nodes", nodes)
+    cluster = SimpleNamespace(nodes={}, client_security=lambda: None)
+    history = history_read.read_history(cluster, ["j1"], leases=leases)  # type: ignore[arg-type]
+    assert order == ["runs", "leases"] and history.leases == [lease]
+    given = history_read.read_history(cluster, ["j1"], leases=[lease])  # type: ignore[arg-type]
+    assert order == ["runs", "leases", "runs"] and given.leases == [lease]
