@@ -350,7 +350,9 @@ def _on_message(self: Any, node: Any, message: Any) -> None:
     if "prevLogIdx" in message and message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm:
         joined = None
         if "transmission" in message:
-            pieces = self.__dict__.setdefault("_raftsched_pieces", log_overlap.Pieces())
+            pieces = getattr(self, "_raftsched_pieces", None)
+            if pieces is None:
+                pieces = self._raftsched_pieces = log_overlap.Pieces()
             joined = pieces.feed(message)
         vouched = log_overlap.trim(message, journal if journal is not None else log_overlap.SyncObjLog(syncobj), joined)
     try:
