@@ -1,7 +1,9 @@
 """What apply keeps between commands, bounded by one budget of memory (``CACHE_BYTES``).
 
-The one cache of the state machine (``tx``): the stored tuples of the runs
-last read or written and the specs of the jobs last read or written (a
+The one cache of the state machine (``tx``): the stored bytes of the runs
+last read or written (decoded again on each read: kept as tuples they took
+up to twice the memory, and the collector walked every one of their
+objects) and the specs of the jobs last read or written (a
 ``Kept`` map each, sharing one ``Budget``), so that
 a run fired, leased and completed by consecutive commands is read from the
 store once, and the spec its grant and retention rules read is not decoded
@@ -50,10 +52,11 @@ V = TypeVar("V")
 CACHE_BYTES = 224 << 20
 #: a shedding forgets at least ``1/SHED_PARTS`` of the budget
 SHED_PARTS = 16
-#: what a kept run's tuples take beyond its stored bytes (measured, the memory freed by forgetting 20,000 kept runs
-#: of one-off jobs: 556 bytes each fired, 831 leased, 909 completed, against 237, 329 and ~360 stored; an ended
-#: run is no longer kept once written, a run waiting for its retry is)
-RUN_OVERHEAD = 550
+#: what a kept run takes beyond its stored bytes: the bytes object, its key and its slots in the maps (measured on
+#: an LMDB store, the memory freed by forgetting 2,000 kept runs of one-off jobs: 354 bytes each fired, 570
+#: leased, 808 waiting for a retry, against 237, 329 and 567 stored; an ended run is no longer kept once written,
+#: a run waiting for its retry is)
+RUN_OVERHEAD = 200
 #: what a kept spec takes beyond its name and payload: the spec, its stored fields, their numbers and strings
 #: (measured, the memory freed by forgetting 20,000 kept specs of one-off jobs: ~1,140 bytes each)
 SPEC_OVERHEAD = 1150
@@ -66,7 +69,7 @@ SPEC_ENTRY = 200
 
 
 def run_weight(stored_bytes: int) -> int:
-    """The bytes of memory a kept run tuple is counted for, from the bytes it is stored as (0: a missing row)."""
+    """The bytes of memory a kept run is counted for, from the bytes it is stored as (0: a missing row)."""
     return RUN_OVERHEAD + stored_bytes
 
 
@@ -103,7 +106,7 @@ class Budget:
 
 
 class Kept(dict[K, V]):
-    """One kind of kept value (runs' tuples, jobs' specs), within a ``Budget`` it may share (an int: its own)."""
+    """One kind of kept value (runs' stored bytes, jobs' specs), within a ``Budget`` it may share (an int: its own)."""
 
     __slots__ = ("_weights", "_budget", "total")
 

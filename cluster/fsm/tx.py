@@ -25,7 +25,7 @@ structure rather than a convention:
   records and rows are stored together or not at all.
 
 What is kept between commands is in one cache with one budget (``cache``):
-the stored tuples of runs (``kept_runs``) and the specs of jobs
+the stored bytes of runs (``kept_runs``) and the specs of jobs
 (``kept_specs``). Every write of those tables goes through here, and a
 cleared store forgets them (``forget``), so a kept value is always what the
 store holds. (The decoder's interning and ``memory``'s membership bytes are
@@ -74,10 +74,10 @@ class Tx:
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
         self._store: TableStore = store if store is not None else MemoryStore()
         self._decoder = layout.Decoder()
-        #: what is kept between commands, in one budget: run_id -> the stored run tuple (None: no row); job_id ->
+        #: what is kept between commands, in one budget: run_id -> the run's stored bytes (None: no row); job_id ->
         #: (the job's stored ``JOB_SPEC`` fields, its spec)
         self.budget = Budget(cache_bytes)
-        self.kept_runs: Kept[str, Any] = Kept(self.budget)
+        self.kept_runs: Kept[str, bytes | None] = Kept(self.budget)
         self.kept_specs = KeptSpecs(self.budget)
         self.mem = Memory()
         #: what the commands applied since the last ``drain`` changed
@@ -291,16 +291,15 @@ class Tx:
 
     def _stored_run(self, run_id: str) -> Any:
         kept = self.kept_runs
-        stored = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
-        if stored is not _NOT_KEPT:
-            return stored
+        raw = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
+        if raw is not _NOT_KEPT:
+            return None if raw is None else marshal.loads(raw)
         raw = self._store.get(Table.RUNS, run_id.encode())
         if raw is None:
             kept.put(run_id, None, run_weight(0))
             return None
-        stored = marshal.loads(raw)
-        kept.put(run_id, stored, run_weight(len(raw)))
-        return stored
+        kept.put(run_id, raw, run_weight(len(raw)))
+        return marshal.loads(raw)
 
     def _write_runs(self) -> None:
         store, kept = self._store, self.kept_runs
@@ -315,7 +314,7 @@ class Tx:
                 raw = marshal.dumps(now, layout.MARSHAL_VERSION)
                 store.put(Table.RUNS, run_id.encode(), raw)
                 if run.status in _READ_AGAIN:
-                    kept.put(run_id, now, run_weight(len(raw)))
+                    kept.put(run_id, raw, run_weight(len(raw)))
                 else:  # ended: read again rarely (retention drops it long after), so it makes room for live runs
                     kept.forget(run_id)
             # unchanged: what is kept (if it still is) equals it

@@ -1,7 +1,7 @@
 """What apply keeps between commands to go faster never changes a result or a stored byte.
 
 The transaction (``raftsched.cluster.fsm.tx``) keeps job specs with the stored fields they
-came from and run tuples in one cache with one budget (``raftsched.cluster.fsm.cache``),
+came from and runs' stored bytes in one cache with one budget (``raftsched.cluster.fsm.cache``),
 writes a fired run without reading what its id held, and the machine encodes its
 membership only when it changed (``Memory._membership_raw``). Each shortcut is
 checked here against the slow way; the hypothesis model test runs a twin that keeps
@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import marshal
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.cache import SPEC_ENTRY, Budget, Kept, KeptSpecs, spec_weight
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import Table, state_hash
+from raftsched.storage.lmdb_state import LmdbTableStore
 
 pytestmark = pytest.mark.unit
 
@@ -147,13 +149,15 @@ def _freed_by_forgetting(kept: Kept) -> int:  # type: ignore[type-arg]
 
 
 @pytest.mark.parametrize("phase", ["fired", "leased", "retrying"])
-def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -> None:
+def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str, tmp_path: Path) -> None:
     """The budgets bound memory only if a kept record is counted for what it takes (a spec was once counted
-    at half of it): forgetting them must give back within a third of what they were counted for."""
+    at half of it): forgetting them must give back within a third of what they were counted for. On an LMDB
+    store, as a node keeps them (a ``MemoryStore`` holds the very bytes a kept run holds)."""
     n = 2000
+    store = LmdbTableStore(str(tmp_path / "state.mdb"), 1 << 30)
     tracemalloc.start()
     try:
-        m = JobStateMachine()
+        m = JobStateMachine(store)
         index = 1
         _apply(m, c.SetClusterFormat(T0 - 60_000, 3), index)
         for i in range(n):
@@ -186,6 +190,7 @@ def test_kept_specs_and_runs_are_counted_near_the_memory_they_take(phase: str) -
             assert 0.67 * freed <= counted <= 1.5 * freed, (phase, counted / n, freed / n)
     finally:
         tracemalloc.stop()
+        store.close()
 
 
 def test_jobs_of_one_form_read_back_are_counted_once_for_the_form_and_near_what_each_adds() -> None:
@@ -290,6 +295,12 @@ def _twins() -> tuple[JobStateMachine, JobStateMachine, _Both]:
     return m, twin, both
 
 
+def _kept_status(raw: bytes | None) -> str:
+    """The status value of a kept run (kept as the bytes it is stored as)."""
+    assert raw is not None
+    return str(marshal.loads(raw)[0])
+
+
 def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
     """A run is kept while it is live (PENDING, LEASED: the next command on it reads it); once it ends it makes
     room (under a backlog larger than the budget, ended runs pushed out the live runs about to be leased), and
@@ -300,9 +311,9 @@ def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
     both(c.Fire(T0, tuple((f"j{k}", T0) for k in range(6)), lookahead_ms=100))
     runs = m.tx.kept_runs
     fired = set(runs)
-    assert len(fired) == 6 and all(runs[r][0] == RunStatus.PENDING.value for r in fired)
+    assert len(fired) == 6 and all(_kept_status(runs[r]) == RunStatus.PENDING.value for r in fired)
     grants = both(c.AcquireLeases(T0, "e1", ("default",), 6)).value  # type: ignore[attr-defined]
-    assert {g.run.run_id for g in grants} == fired and all(runs[r][0] == RunStatus.LEASED.value for r in fired)
+    assert {g.run.run_id for g in grants} == fired and all(_kept_status(runs[r]) == RunStatus.LEASED.value for r in fired)
     ended = [  # succeeded, failed for good (one attempt: dead letter), cancelled
         both(c.CompleteRun(T0 + 1, grants[0].run.lease_id, grants[0].run.fencing_token, True, executor_id="e1")),
         both(c.CompleteRun(T0 + 1, grants[1].run.lease_id, grants[1].run.fencing_token, False, executor_id="e1")),
@@ -311,13 +322,13 @@ def test_an_ended_run_is_not_kept_and_a_live_one_is() -> None:
     both(c.CompleteRun(T0 + 2, grants[2].run.lease_id, grants[2].run.fencing_token, True, executor_id="e1"))
     gone = {g.run.run_id for g in grants[:3]}
     assert set(runs) == fired - gone, ended
-    assert all(runs[r][0] == RunStatus.LEASED.value for r in fired - gone)
+    assert all(_kept_status(runs[r]) == RunStatus.LEASED.value for r in fired - gone)
     statuses = {r.run_id: r.status for r in m.iter_runs()}
     assert statuses == {r.run_id: r.status for r in twin.iter_runs()}
     assert {statuses[r] for r in gone} == {RunStatus.SUCCEEDED, RunStatus.DEAD_LETTER, RunStatus.CANCELLED}
     retried = both(c.RetryRun(T0 + 3, grants[1].run.run_id))  # live again: read from the store, kept
     assert retried.value.status is RunStatus.PENDING, retried  # type: ignore[attr-defined]
-    assert grants[1].run.run_id in runs and runs[grants[1].run.run_id][0] == RunStatus.PENDING.value
+    assert grants[1].run.run_id in runs and _kept_status(runs[grants[1].run.run_id]) == RunStatus.PENDING.value
     assert state_hash(m.store) == state_hash(twin.store)
 
 
