@@ -109,12 +109,12 @@ def _attempt_failed(tx: Tx, run: Run, error: str, draw: float, non_retryable: bo
     if used >= retry.max_attempts or job is None or job.status is JobStatus.DELETED:
         runs.finish(tx, run, RunStatus.DEAD_LETTER, f"attempt {used} of {retry.max_attempts} failed: {error}")
         return
-    runs.unindex_live(tx, run)  # stays active: only its live indexes change, to PENDING's
+    runs.unindex_live(tx, run, job.spec)  # stays active: only its live indexes change, to PENDING's
     runs.set_status(tx, run, RunStatus.PENDING)
     wait = retry_after_ms if retry_after_ms > 0 else backoff_ms(retry, used, draw)
     run.not_before_ms = tx.mem.now_ms + wait
     run.lease_expires_ms = 0
-    runs.index_live(tx, run)
+    runs.index_live(tx, run, job.spec)
     why = f"a wait of {span(wait)}, as the executor asked" if retry_after_ms > 0 else f"a backoff of {span(wait)}"
     runs.step(
         tx, run, "retry_scheduled",
@@ -219,7 +219,7 @@ def acquire(tx: Tx, cmd: c.AcquireLeases) -> Result:
         run = runs.indexed_run(tx, run_id)
         spec = tx.spec(run.job_id)
         assert spec is not None, run
-        runs.unindex_live(tx, run)  # stays active: PENDING's live indexes, then LEASED's
+        runs.unindex_live(tx, run, spec)  # stays active: PENDING's live indexes, then LEASED's
         token = index * TOKENS_PER_ENTRY + k
         runs.set_status(tx, run, RunStatus.LEASED)
         run.attempt += 1
@@ -228,7 +228,7 @@ def acquire(tx: Tx, cmd: c.AcquireLeases) -> Result:
         run.fencing_token = token
         run.lease_expires_ms = now + spec.lease_ttl_ms
         run.started_ms = now
-        runs.index_live(tx, run)
+        runs.index_live(tx, run, spec)
         if history:
             begin_attempt(run, now)  # the attempt is the grant's step (``raftsched.cluster.node.explain``)
         tx.events.append(("leased", run))

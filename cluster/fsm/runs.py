@@ -230,24 +230,25 @@ def record_skip(tx: Tx, job: Job, skip: Skip) -> None:
 # ------------------------------------------------------------ live indexes (in memory)
 
 
-def index_live(tx: Tx, run: Run) -> None:
-    """The in-memory indexes of an active run's status."""
+def index_live(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
+    """The in-memory indexes of an active run's status (``job_spec``: its job's spec, when the caller holds it:
+    not looked up again)."""
     if run.status is RunStatus.PENDING:
-        index_pending(tx, run)
+        index_pending(tx, run, job_spec)
     elif run.status is RunStatus.LEASED:
         mem = tx.mem
         mem.leases[run.lease_id] = run.run_id
         mem.lease_deadlines.add((run.lease_expires_ms, run.lease_id))
-        spec = shaping_spec(tx, run)
+        spec = shaping_spec(tx, run, job_spec)
         if spec is not None and spec.concurrency_key:
             key = spec.concurrency_key
             mem.conc_leased[key] = mem.conc_leased.get(key, 0) + 1
             mem.lease_conc[run.lease_id] = key
 
 
-def unindex_live(tx: Tx, run: Run) -> None:
+def unindex_live(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
     if run.status is RunStatus.PENDING:
-        unindex_pending(tx, run)
+        unindex_pending(tx, run, job_spec)
     elif run.status is RunStatus.LEASED:
         release(tx, run)
 
@@ -276,10 +277,12 @@ def _run_type(tx: Tx, run: Run, spec: JobSpec | None) -> str:
     return spec.type if spec is not None else ""
 
 
-def index_pending(tx: Tx, run: Run) -> None:
+def index_pending(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
     key = (run.not_before_ms, run.run_id)
     mem = tx.mem
-    spec = shaping_spec(tx, run)
+    if job_spec is None:
+        job_spec = tx.spec(run.job_id)
+    spec = shaping_spec(tx, run, job_spec)
     if spec is not None and spec.concurrency_key:
         mem.keyed_pending[run.run_id] = (spec.concurrency_key, spec.concurrency_limit)
     if spec is not None and spec.priority:
@@ -291,19 +294,20 @@ def index_pending(tx: Tx, run: Run) -> None:
     queue.add(key)
     if spec is not None and spec.pending_ttl_ms:
         _index_ttl(tx, run, spec)
-    typed_key = (run.queue, _run_type(tx, run, tx.spec(run.job_id)))
+    typed_key = (run.queue, _run_type(tx, run, job_spec))
     typed = mem.pending_by_type.get(typed_key)
     if typed is None:
         typed = mem.pending_by_type[typed_key] = SortedList()
     typed.add(key)
 
 
-def shaping_spec(tx: Tx, run: Run) -> JobSpec | None:
-    """The spec whose priority, concurrency key and pending_ttl apply to ``run``: its job's, but for a
-    notification (a run of the job's, delivered on its own terms: none of them apply)."""
+def shaping_spec(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> JobSpec | None:
+    """The spec whose priority, concurrency key and pending_ttl apply to ``run``: its job's (``job_spec``, if the
+    caller holds it), but for a notification (a run of the job's, delivered on its own terms: none of them
+    apply)."""
     if run.extra and run_extra(run, RunExtra.TYPE) == NOTIFY_TYPE:
         return None
-    return tx.spec(run.job_id)
+    return job_spec if job_spec is not None else tx.spec(run.job_id)
 
 
 def _index_ttl(tx: Tx, run: Run, spec: JobSpec) -> None:
@@ -330,7 +334,7 @@ def _index_prio(tx: Tx, run: Run, spec: JobSpec, key: tuple[int, str]) -> None:
         _index_ttl(tx, run, spec)
 
 
-def _unindex_prio(tx: Tx, run: Run, p: int, key: tuple[int, str]) -> None:
+def _unindex_prio(tx: Tx, run: Run, p: int, key: tuple[int, str], job_spec: JobSpec | None) -> None:
     mem = tx.mem
     at = (run.queue, p)
     found = mem.prio_pending.get(at)
@@ -338,7 +342,7 @@ def _unindex_prio(tx: Tx, run: Run, p: int, key: tuple[int, str]) -> None:
         drop(found, key)
         if not found:
             del mem.prio_pending[at]
-    typed_at = (run.queue, _run_type(tx, run, tx.spec(run.job_id)), p)
+    typed_at = (run.queue, _run_type(tx, run, job_spec), p)
     typed = mem.prio_by_type.get(typed_at)
     if typed is not None:
         drop(typed, key)
@@ -346,10 +350,13 @@ def _unindex_prio(tx: Tx, run: Run, p: int, key: tuple[int, str]) -> None:
             del mem.prio_by_type[typed_at]
 
 
-def unindex_pending(tx: Tx, run: Run) -> None:
-    """Undo ``index_pending`` (call it while the run's job still has the type it was indexed under)."""
+def unindex_pending(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
+    """Undo ``index_pending`` (call it while the run's job still has the type it was indexed under; ``job_spec``:
+    the job's spec, when the caller holds it)."""
     key = (run.not_before_ms, run.run_id)
     mem = tx.mem
+    if job_spec is None:
+        job_spec = tx.spec(run.job_id)
     if mem.pending_ttl:
         deadline = mem.pending_ttl.pop(run.run_id, None)
         if deadline is not None:
@@ -359,12 +366,12 @@ def unindex_pending(tx: Tx, run: Run) -> None:
     if mem.run_prio:
         p = mem.run_prio.pop(run.run_id, 0)
         if p:
-            _unindex_prio(tx, run, p, key)
+            _unindex_prio(tx, run, p, key, job_spec)
             return
     queue = mem.pending.get(run.queue)
     if queue is not None:
         drop(queue, key)
-    typed_key = (run.queue, _run_type(tx, run, tx.spec(run.job_id)))
+    typed_key = (run.queue, _run_type(tx, run, job_spec))
     typed = mem.pending_by_type.get(typed_key)
     if typed is not None:
         drop(typed, key)
