@@ -62,9 +62,9 @@ RUN_OVERHEAD = 200
 SPEC_OVERHEAD = 1150
 
 
-#: what a kept spec of a shared form takes on its own: its job id, its slots in the maps and a pair of references
-#: (measured, the memory freed by forgetting 2,000 such entries: ~170 bytes each); the spec and its stored fields
-#: are the form's, counted once for all the jobs that share it (``KeptSpecs``)
+#: what a kept spec of a shared form takes on its own: its job id and its slots in the maps (measured, the memory
+#: freed by forgetting 2,000 such entries: ~170 bytes each); the spec, its stored fields and the pair of them an
+#: entry holds are the form's, counted once for all the jobs that share it (``KeptSpecs``)
 SPEC_ENTRY = 200
 
 
@@ -195,8 +195,9 @@ class KeptSpecs(Kept[str, tuple[tuple[Any, ...], JobSpec]]):
 
     def __init__(self, budget: Budget | int) -> None:
         super().__init__(budget)
-        #: id of a shared spec -> [kept entries that hold it, its form's weight]
-        self._forms: dict[int, list[int]] = {}
+        #: id of a shared spec -> [kept entries that hold it, its form's weight, the (stored fields, spec) pair
+        #: every entry of the form holds: one object for all of them, not one per job for the collector to walk]
+        self._forms: dict[int, list[Any]] = {}
         #: key of an entry put by ``put_shared`` -> the id of its spec
         self._shared: dict[str, int] = {}
 
@@ -207,12 +208,13 @@ class KeptSpecs(Kept[str, tuple[tuple[Any, ...], JobSpec]]):
         ident = id(spec)
         form = self._forms.get(ident)
         if form is None:
-            form = self._forms[ident] = [0, max(0, spec_weight(spec) - SPEC_ENTRY)]
+            form = self._forms[ident] = [0, max(0, spec_weight(spec) - SPEC_ENTRY), (part, spec)]
             self.total += form[1]
             self._budget.total += form[1]
         form[0] += 1
         self._shared[key] = ident
-        self._keep(key, (part, spec), SPEC_ENTRY)
+        pair = form[2]
+        self._keep(key, pair if pair[0] is part else (part, spec), SPEC_ENTRY)
         if key not in self:  # not kept after all (a budget of 0)
             self._drop_form_of(key)
 

@@ -212,6 +212,8 @@ def test_jobs_of_one_form_read_back_are_counted_once_for_the_form_and_near_what_
         read = [m.tx.spec(f"j-{i:07d}") for i in range(n)]
         assert all(r is read[0] for r in read) and read[0] == spec  # one interned spec for every job
         assert len(specs) == n
+        pair = specs["j-0000000"]  # and one (stored fields, spec) pair: no object per job for the collector to walk
+        assert pair[1] is read[0] and all(specs[f"j-{i:07d}"] is pair for i in range(n))
         form = spec_weight(spec) - SPEC_ENTRY
         assert specs.total == n * SPEC_ENTRY + form == m.tx.budget.total - m.tx.kept_runs.total
         del read
