@@ -58,11 +58,12 @@ def retain(tx: Tx, run: Run) -> None:
     spec = tx.spec(run.job_id)
     ttl = spec.history_ttl_ms if spec is not None else 0
     tx.put(Table.EXPIRY, keys.timed_key(run.finished_ms + ttl, run.run_id), b"")
-    count = _count(tx, Table.FINISHED, run.job_id) + 1
-    _set_count(tx, Table.FINISHED, run.job_id, count)
-    if spec is None:
-        return
-    if kept_apart(run):
+    stored = _count(tx, Table.FINISHED, run.job_id)
+    count = stored + 1
+    if spec is None or kept_apart(run):
+        _set_count(tx, Table.FINISHED, run.job_id, count)
+        if spec is None:
+            return
         tx.put(Table.FAILED_RUNS, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
         failed = _count(tx, Table.FAILED, run.job_id) + 1
         _set_count(tx, Table.FAILED, run.job_id, failed)
@@ -71,7 +72,10 @@ def retain(tx: Tx, run: Run) -> None:
         return
     others = count - _count(tx, Table.FAILED, run.job_id)
     if others > spec.history_limit:
-        _drop_oldest_finished(tx, run.job_id, others - spec.history_limit)
+        # a job at its limit: one in, one out, and its count written only if it changed (as a rule it does not)
+        count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit)
+    if count != stored:
+        _set_count(tx, Table.FINISHED, run.job_id, count)
 
 
 def unretain(tx: Tx, run: Run) -> None:
@@ -101,8 +105,9 @@ def _drop_oldest_failed(tx: Tx, job_id: str, how_many: int) -> None:
 _PAGE = 256
 
 
-def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> None:
-    """The oldest finished runs of the job that are not kept apart as failures (``FAILED_RUNS``).
+def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> int:
+    """Drop the oldest finished runs of the job that are not kept apart as failures (``FAILED_RUNS``); how many it
+    dropped. The job's count of finished runs is the caller's to write.
 
     The oldest of a job's runs are finished as a rule (active runs are its newest; failures kept apart are
     few), so the first page asks for barely more keys than it needs — a job at its limit drops one run per
@@ -126,16 +131,20 @@ def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> None:
         after = page[-1]
         size = min(_PAGE, size * 4)
     for run in victims:
-        _drop_run(tx, run)
+        _drop_run(tx, run, counted=False)
+    return len(victims)
 
 
-def _drop_run(tx: Tx, run: Run) -> None:
+def _drop_run(tx: Tx, run: Run, counted: bool = True) -> None:
+    """Forget a finished run. ``counted=False``: one the caller found outside ``FAILED_RUNS``, whose job's count
+    of finished runs the caller writes."""
     tx.drop_run(run.run_id)
     tx.mem.run_counts[run.status] -= 1
     tx.delete(Table.JOB_RUNS, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id))
     tx.delete(Table.EXPIRY, keys.timed_key(run.finished_ms + _ttl(tx, run.job_id), run.run_id))
-    _set_count(tx, Table.FINISHED, run.job_id, _count(tx, Table.FINISHED, run.job_id) - 1)
-    _unindex_failed(tx, run)
+    if counted:
+        _set_count(tx, Table.FINISHED, run.job_id, _count(tx, Table.FINISHED, run.job_id) - 1)
+        _unindex_failed(tx, run)
     tx.events.append(("pruned", run))
 
 

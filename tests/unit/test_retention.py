@@ -143,3 +143,32 @@ def test_the_oldest_finished_runs_are_found_past_many_older_runs_that_stay() -> 
     assert sorted(by_status[RunStatus.DEAD_LETTER]) == list(range(1, 21))
     assert by_status[RunStatus.LEASED] == [21] and len(still_leased) == 1
     assert sorted(by_status[RunStatus.SUCCEEDED]) == [29, 30]
+
+
+def test_the_kept_counts_stay_those_of_the_runs_kept_as_the_limits_drop_runs() -> None:
+    """A job at both its limits, successes and failures mixed: after every completion its count of finished runs
+    (``FINISHED``) and of failures kept apart (``FAILED``) are those of the rows its runs hold — one run in, one
+    out, the count written only when it changes."""
+    from raftsched.cluster.domain.model import RetryPolicy
+    from raftsched.cluster.fsm import keys
+
+    h = H()
+    h.apply(c.SetClusterFormat(T0, 3))
+    h.apply(c.CreateJob(T0, "job", spec(history_limit=3, failed_history_limit=2, retry=RetryPolicy(max_attempts=1))))
+    store = h.m.store
+    prefix = keys.job_prefix("job")
+
+    def rows(table: str) -> int:
+        return sum(1 for _ in iter_table(store, table, prefix, keys.prefix_end(prefix)))
+
+    for k in range(1, 25):
+        h.apply(c.Fire(T0 + k * SEC, (("job", T0 + k * SEC),), 0, 5000))
+        for g in h.apply(c.AcquireLeases(T0 + k * SEC, "e", ("default",), 10)):
+            ok = k % 3 != 0
+            h.apply(c.CompleteRun(T0 + k * SEC, g.run.lease_id, g.run.fencing_token, ok, error="" if ok else "boom"))
+        finished, failed = rows(Table.JOB_RUNS), rows(Table.FAILED_RUNS)
+        assert layout.decode_int(store.get(Table.FINISHED, b"job")) == finished
+        assert layout.decode_int(store.get(Table.FAILED, b"job")) == failed
+        assert finished - failed == min(3, k - k // 3) and failed == min(2, k // 3)
+    kept = sorted((r.scheduled_ms - T0) // SEC for r in h.m.runs.values())
+    assert kept == [20, 21, 22, 23, 24]  # the newest two failures (21, 24) and three successes (20, 22, 23)
