@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple, Union
+from typing import Any, Callable, NamedTuple, Union
 
 # --------------------------------------------------------------- schedules
 
@@ -300,6 +300,9 @@ class Job:
         #: its ``JobInfo`` where a reader or handler read it (not part of the job's record: ``raftsched.cluster.fsm.job_info``)
         self.info = NO_INFO
 
+    def __copy__(self) -> Job:
+        return _copy_job(self)
+
     def __repr__(self) -> str:
         return f"Job({self.job_id!r}, {self.status.value}, next={self.next_fire_ms})"
 
@@ -388,8 +391,28 @@ class Run:
     def attempts(self) -> tuple[Attempt, ...]:
         return tuple(Attempt(*a) for a in self.attempts_raw)
 
+    def __copy__(self) -> Run:
+        return _copy_run(self)
+
     def __repr__(self) -> str:
         return f"Run({self.run_id!r}, {self.status.value}, at={self.scheduled_ms})"
+
+
+def _slot_copier(cls: type) -> Callable[[Any], Any]:
+    """A copier for instances of ``cls``, a class of slots only: a new instance holding each slot's value, made by
+    straight-line code built from ``__slots__`` (so no slot is ever left out). ``copy.copy`` without it goes
+    through ``__reduce_ex__`` and a dict of the slots, about eight times as long (6.3 us a run against 0.7), and
+    readers copy a run or a job out of the state for every answer that carries one (a leader: two a run)."""
+    lines = [f"    new.{name} = self.{name}" for name in getattr(cls, "__slots__")]
+    source = "def copier(self):\n    new = _new(_cls)\n" + "\n".join(lines) + "\n    return new\n"
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    exec(source, scope)  # noqa: S102 - code built from the class's own slot names, nothing else
+    copier: Callable[[Any], Any] = scope["copier"]
+    return copier
+
+
+_copy_job = _slot_copier(Job)
+_copy_run = _slot_copier(Run)
 
 
 class RunExtra:

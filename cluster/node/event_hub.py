@@ -29,7 +29,7 @@ been handed everything up to the last applied entry.
 from __future__ import annotations
 
 import collections
-import operator
+import copy
 import queue
 import threading
 from typing import Callable, NamedTuple
@@ -41,10 +41,6 @@ from raftsched.cluster.domain.model import Run
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
 
-#: a run's fields, copied for a reader: they hold immutable values (a field holding a list or a dict would need a
-#: deeper copy)
-_FIELDS = Run.__slots__
-_fields_of = operator.attrgetter(*_FIELDS)
 _new = tuple.__new__
 
 Point = tuple[int, int]
@@ -63,11 +59,9 @@ class RunChange(NamedTuple):
 
     @property
     def run(self) -> Run:
-        """The run as it was after the change (a new, detached record)."""
-        run = object.__new__(Run)
-        for name, value in zip(_FIELDS, _fields_of(self.state)):
-            object.__setattr__(run, name, value)
-        return run
+        """The run as it was after the change (a new, detached record: a run's fields hold immutable values, so a
+        shallow copy is one)."""
+        return copy.copy(self.state)
 
 
 class Subscription:
