@@ -20,7 +20,7 @@ from typing import Any
 from bench.harness.common import now_ms, split
 from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
-from bench.harness.processes import cpu_s, device_of, device_written_mb
+from bench.harness.processes import cpu_s, device_of, device_written_mb, user_sys_s
 from bench.harness.watch import Watcher
 from bench.profile import Profile
 from raftsched.cluster.app.local_cluster import LocalCluster
@@ -142,6 +142,14 @@ class Bench:
         if self.pool is not None:
             snap["clients"] = sum(cpu_s(pid) or 0.0 for pid in self.pool.pids())
         return snap
+
+    def sys_snapshot(self) -> dict[str, float | None]:
+        """System (kernel) CPU seconds so far of each node: the part of ``cpu_snapshot`` spent in the kernel."""
+        out: dict[str, float | None] = {}
+        for nid, n in self.cluster.nodes.items() if self.cluster else ():
+            both = user_sys_s(n.pid)
+            out[nid] = None if both is None else both[1]
+        return out
 
     def written_snapshot(self) -> dict[str, float | None]:
         """Megabytes the disk holding the cluster's files has written so far (``cpu_delta`` takes the difference):

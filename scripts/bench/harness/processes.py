@@ -19,12 +19,20 @@ from bench.harness.common import REPO_ROOT
 
 def cpu_s(pid: int | None) -> float | None:
     """utime + stime of a process in seconds (/proc/<pid>/stat fields 14 and 15)."""
+    both = user_sys_s(pid)
+    return None if both is None else both[0] + both[1]
+
+
+def user_sys_s(pid: int | None) -> tuple[float, float] | None:
+    """(utime, stime) of a process in seconds: its own code, and the kernel's work for it (system calls, page
+    faults; with LMDB's write map, the writing back of the pages a commit dirtied)."""
     if pid is None:
         return None
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
     except (OSError, IndexError, ValueError):
         return None
 

@@ -138,16 +138,16 @@ def _window(b: Bench, queues: list[str], count: int) -> tuple[float | None, dict
     until = time.time() + 120.0  # a safeguard: a window ends when its grants are done
     task = {"kind": "lease_acquire", "addresses": b.addresses(), "until": until, "queues": queues,
             "max_runs": GRANT_BATCH, "count_each": each, "hand_back": True}  # fmt: skip
-    cpu0, mb0 = b.cpu_snapshot(), b.written_snapshot()
+    cpu0, mb0, sys0 = b.cpu_snapshot(), b.written_snapshot(), b.sys_snapshot()
     res = b.pool.run([dict(task) for _ in range(p.procs)], "AcquireLease", timeout=until - time.time() + 60)
-    cpu1, mb1 = b.cpu_snapshot(), b.written_snapshot()
+    cpu1, mb1, sys1 = b.cpu_snapshot(), b.written_snapshot(), b.sys_snapshot()
     held = [h for r in res for h in r["held"]]
     t0 = time.time()
     done = b.pool.run([{"kind": "lease_complete", "addresses": b.addresses(), "held": part}
                        for part in split(held, p.procs)], "CompleteRuns", timeout=300)  # fmt: skip
     complete_s = time.time() - t0
     caught_up = b.wait_caught_up(timeout=120.0, slack=0)
-    cpu2, mb2 = b.cpu_snapshot(), b.written_snapshot()
+    cpu2, mb2, sys2 = b.cpu_snapshot(), b.written_snapshot(), b.sys_snapshot()
     times = sorted(t for r in res for t in r["granted"])
     return grant_rate(times), {
         "count": len(times),
@@ -156,6 +156,8 @@ def _window(b: Bench, queues: list[str], count: int) -> tuple[float | None, dict
         "caught_up": caught_up,
         "cpu_s": b.cpu_delta(cpu0, cpu1),
         "complete_cpu_s": b.cpu_delta(cpu1, cpu2),
+        "sys_s": b.cpu_delta(sys0, sys1),
+        "complete_sys_s": b.cpu_delta(sys1, sys2),
         "disk_written_mb": b.cpu_delta(mb0, mb1)["disk"],
         "complete_disk_written_mb": b.cpu_delta(mb1, mb2)["disk"],
         "latency_ms": st.summarize([x for r in res for x in r["lat"]]),
