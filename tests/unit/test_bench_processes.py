@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness.processes import cpu_s, device_of, device_written_mb
+from bench.harness.processes import cpu_s, device_of, device_written_mb, user_sys_s
 
 pytestmark = pytest.mark.unit
 
@@ -40,3 +40,23 @@ def test_a_folder_without_a_device_a_missing_path_and_a_missing_process_read_non
     gone = 2**22 + 12345  # above the default pid_max: no such process
     assert cpu_s(gone) is None
     assert (cpu_s(os.getpid()) or 0.0) > 0.0
+
+
+def test_a_process_time_in_the_kernel_is_read_apart_from_its_own(tmp_path: Path) -> None:
+    """``user_sys_s`` splits what ``cpu_s`` sums: time spent writing a file (the kernel copying each MiB into the
+    page cache) shows in the kernel's part."""
+    assert user_sys_s(None) is None
+    before = user_sys_s(os.getpid())
+    assert before is not None
+    block = b"x" * (1 << 20)
+    fd = os.open(tmp_path / "blob", os.O_WRONLY | os.O_CREAT)
+    try:
+        began = time.process_time()
+        while time.process_time() - began < 0.3:
+            os.pwrite(fd, block, 0)
+    finally:
+        os.close(fd)
+    after = user_sys_s(os.getpid())
+    assert after is not None and after[1] > before[1] and after[0] >= before[0]
+    total = cpu_s(os.getpid())
+    assert total is not None and abs(total - sum(user_sys_s(os.getpid()) or (0.0, 0.0))) < 0.05

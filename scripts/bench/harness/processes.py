@@ -24,8 +24,8 @@ def cpu_s(pid: int | None) -> float | None:
 
 
 def user_sys_s(pid: int | None) -> tuple[float, float] | None:
-    """(utime, stime) of a process in seconds: its own code, and the kernel's work for it (system calls, page
-    faults; with LMDB's write map, the writing back of the pages a commit dirtied)."""
+    """(utime, stime) of a process in seconds: its own code, and the kernel's work for it (system calls such as
+    an LMDB commit's writes of its pages and the writeback a node starts, page faults)."""
     if pid is None:
         return None
     try:
