@@ -70,10 +70,11 @@ def retain(tx: Tx, run: Run) -> None:
         if failed > spec.failed_history_limit:
             _drop_oldest_failed(tx, run.job_id, failed - spec.failed_history_limit)
         return
-    others = count - _count(tx, Table.FAILED, run.job_id)
-    if others > spec.history_limit:
-        # a job at its limit: one in, one out, and its count written only if it changed (as a rule it does not)
-        count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit)
+    if count > spec.history_limit:  # (else its runs other than failures kept apart are within it: none is read)
+        others = count - _count(tx, Table.FAILED, run.job_id)
+        if others > spec.history_limit:
+            # a job at its limit: one in, one out, and its count written only if it changed (as a rule it does not)
+            count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit)
     if count != stored:
         _set_count(tx, Table.FINISHED, run.job_id, count)
 
