@@ -81,7 +81,15 @@ def test_bounds_jitter_and_a_skip_window_shape_the_runs(sdk: Client) -> None:
     skips = [r for r in runs if r.status == "SKIPPED"]
     assert sum(r.skipped_count for r in skips) == 2 and all("skip window" in r.error for r in skips)
     assert sdk.get_job(job.id).skipped_count == 2
-    assert len(fired) == 6 - 2  # every 1 s from creation: six instants in the 6 s from start to end, two in the window
+    # every 1 s from its anchor (the cluster's clock when it was created: a job's created_at), from start to end:
+    # six instants, or seven when the anchor falls on a whole second (the cluster's clock is the latest command's,
+    # and a Fire proposed at a whole-second instant may be it); the two in the window are skipped
+    assert job.created_at is not None
+    grid = [job.created_at + dt.timedelta(seconds=k) for k in range(1, 12)]
+    instants = [t for t in grid if start <= t <= end]
+    window = [t for t in instants if skipped_from <= t < skipped_from + dt.timedelta(seconds=2)]
+    assert len(instants) in (6, 7) and len(window) == 2
+    assert sorted(r.scheduled_time for r in fired) == [t for t in instants if t not in window]
 
 
 def test_label_selectors_pick_jobs_and_runs(sdk: Client) -> None:
