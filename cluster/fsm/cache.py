@@ -185,7 +185,8 @@ class KeptSpecs(Kept[str, tuple[tuple[Any, ...], JobSpec]]):
     """The jobs' kept specs, each as (its stored fields, its spec), counted for the memory they take.
 
     Most jobs share a spec with many others (one shape, one name): the decoder hands each of them the same
-    interned spec and stored fields (``layout.Decoder``), so what each such job adds is an entry
+    interned spec and stored fields (``layout.Decoder``: read back, or written from the second job of a form on),
+    so what each such job adds is an entry
     (``SPEC_ENTRY``). ``put_shared`` counts such an entry at that, and its form's weight (``spec_weight``, less
     an entry) once, for as long as any kept entry holds the form; a spec of its own (``put``) is counted in
     full, as a form of one entry would be. Counted that way, 200,000 jobs of 20,000 forms take ~60 MiB of the

@@ -189,6 +189,11 @@ class Decoder:
     _SPEC_BYTES = 24 << 20
     _EXTRAS = 16384
     _SHARED_PAYLOAD = 4096
+    #: how many written specs ``intern_written`` remembers (then it starts over), as bits of their hashes in a
+    #: table of ``_WRITTEN_BITS`` (128 KiB: a spec taken for seen by a shared bit is interned at its first write,
+    #: which costs its table entry and nothing else)
+    _WRITTEN = 65536
+    _WRITTEN_BITS = 1 << 20
 
     def __init__(self) -> None:
         self._retries: dict[tuple[Any, ...], RetryPolicy] = {}
@@ -196,6 +201,9 @@ class Decoder:
         self._specs: dict[tuple[Any, ...], tuple[tuple[Any, ...], JobSpec]] = {}
         self._spec_bytes = 0
         self._extras: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        #: bits of the hashes of the stored fields of specs written once (``intern_written``)
+        self._written = bytearray(self._WRITTEN_BITS >> 3)
+        self._written_count = 0
 
     def retry(self, t: tuple[Any, ...]) -> RetryPolicy:
         key = tuple(t)
@@ -232,6 +240,38 @@ class Decoder:
             self._specs[part] = (part, spec)
             self._spec_bytes += weight
         return part, spec, shared
+
+    def intern_written(self, part: tuple[Any, ...], spec: JobSpec) -> tuple[tuple[Any, ...], JobSpec] | None:
+        """The interned form of a spec a command wrote (its stored fields ``part``, as ``spec_part`` made them), as
+        ``spec_form`` gives it when the job is read back; None for a spec seen for the first time (or not shared: a
+        large payload, fields that cannot be a key). A form is interned from its second job written: so jobs
+        created alike are kept as their form's entries from the start, as jobs read back are, while a spec of its
+        own (most of them) is not kept alive by the table once the cache forgets it (only a bit of its hash is
+        remembered: ``_WRITTEN_BITS``)."""
+        if len(part[SPEC_PAYLOAD]) > self._SHARED_PAYLOAD:
+            return None
+        try:
+            form = self._specs.get(part)
+        except TypeError:  # not hashable: spec_form could not intern it either
+            return None
+        if form is not None:
+            return form
+        at = hash(part) & (self._WRITTEN_BITS - 1)
+        byte, bit = at >> 3, 1 << (at & 7)
+        if not self._written[byte] & bit:
+            if self._written_count >= self._WRITTEN:
+                self._written = bytearray(self._WRITTEN_BITS >> 3)
+                self._written_count = 0
+            self._written[byte] |= bit
+            self._written_count += 1
+            return None
+        weight = spec_weight(spec)
+        if len(self._specs) >= self._SPECS or self._spec_bytes + weight > self._SPEC_BYTES:
+            self._specs.clear()
+            self._spec_bytes = 0
+        form = self._specs[part] = (part, spec)
+        self._spec_bytes += weight
+        return form
 
     def tail(self, t: tuple[Any, ...]) -> tuple[Any, ...]:
         """A stored spec's format 5 fields as the values of ``JobSpec``'s fields after ``failed_history_limit``, in

@@ -247,7 +247,12 @@ class Tx:
             part = kept[0]
         else:
             part = layout.spec_part(spec)
-            self.kept_specs.put(job.job_id, (part, spec), spec_weight(spec))
+            form = self._decoder.intern_written(part, spec)
+            if form is None:
+                self.kept_specs.put(job.job_id, (part, spec), spec_weight(spec))
+            else:  # one form of many jobs: counted once, as when the job is read back (``_job_from``)
+                part = form[0]
+                self.kept_specs.put_shared(job.job_id, part, form[1])
         return layout.job_head(job) + part
 
     def _write_jobs(self) -> None:

@@ -225,6 +225,47 @@ def test_jobs_of_one_form_read_back_are_counted_once_for_the_form_and_near_what_
     assert specs.total == 0 and m.tx.budget.total == m.tx.kept_runs.total
 
 
+def test_jobs_created_alike_are_kept_as_one_form_from_the_second_and_read_back_as_it() -> None:
+    """A command that writes a job of a form already written (a template's jobs, created one by one or in a batch)
+    keeps it as that form's entry, as a job read back is: counted at ``SPEC_ENTRY``, one spec for all of them. The
+    first job of a form is kept as a spec of its own (a spec written once, as most are, is not kept alive by the
+    decoder once the cache forgets it: ``test_kept_specs_and_runs_are_counted_near_the_memory_they_take``)."""
+    n = 500
+    m = JobStateMachine()
+    index = 1
+    _apply(m, c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT), index)
+    for i in range(n):
+        index += 1
+        spec = JobSpec(name="nightly-report", schedule=At(T0), type="noop", labels=(("team", "billing"),))
+        _apply(m, c.CreateJob(T0 - 60_000, f"j-{i:07d}", spec), index)  # an equal spec, a new object each time
+    index += 1
+    other = JobSpec(name="one-of-a-kind", schedule=At(T0), type="noop")
+    _apply(m, c.CreateJob(T0 - 60_000, "j-other", other), index)
+    specs = m.tx.kept_specs
+    assert len(specs) == n + 1
+    first, second = specs["j-0000000"], specs["j-0000001"]
+    assert specs.weight("j-0000000") == spec_weight(first[1])  # the first of its form: a spec of its own
+    assert specs.weight("j-other") == spec_weight(other)
+    assert all(specs[f"j-{i:07d}"] is second for i in range(2, n))  # the rest: the form's one pair
+    assert all(specs.weight(f"j-{i:07d}") == SPEC_ENTRY for i in range(1, n))
+    assert second[1] == first[1] == spec and second[1] is not first[1]
+    form = spec_weight(spec) - SPEC_ENTRY
+    assert specs.total == (n - 1) * SPEC_ENTRY + form + spec_weight(first[1]) + spec_weight(other)
+    _invariant(specs, m.tx.budget, m.tx.kept_runs)
+    # read back from the store (the cache forgotten): the same interned pair as the written ones
+    specs.clear()
+    read = [m.tx.spec(f"j-{i:07d}") for i in range(n)]
+    assert all(r is second[1] for r in read)
+    assert m.tx.spec("j-other") == other
+    # and the stored bytes are those of each job's own spec: interning changes only what is kept in memory
+    index += 1
+    jobs = _apply(m, c.Fire(T0, tuple((f"j-{i:07d}", T0) for i in range(n)), lookahead_ms=100), index)
+    assert len(jobs.value.created) == n  # type: ignore[attr-defined]
+    for i in (0, 1, n - 1):
+        raw = m.tx.store.get(Table.JOBS, f"j-{i:07d}".encode())
+        assert raw is not None and layout.Decoder().spec(marshal.loads(raw)) == spec
+
+
 def _invariant(specs: KeptSpecs, budget: Budget, runs: Kept) -> None:  # type: ignore[type-arg]
     """What ``specs`` is counted for is its entries' weights and each form its shared entries hold, once."""
     shared = {id(v[1]): v[1] for k, v in specs.items() if specs.weight(k) == SPEC_ENTRY}
