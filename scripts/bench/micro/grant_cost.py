@@ -11,13 +11,25 @@ of priority 0 without a key. ``shaped``: priorities spread over 0-9 and
 concurrency keys over 1,000 (``k0`` .. ``k999``), each with a limit no grant
 reaches, so every run is granted and every grant pays the checks. Prints
 microseconds per granted run for each, best of ``--rounds``, and the ratio
-shaped/plain (the target: at most 1.15).
+shaped/plain (the target: at most 1.15). Both backlogs get random-looking ids, so the
+two are as scattered over the store's keys: this measures the priority and key checks alone.
+
+    python scripts/bench/micro/grant_cost.py --windows [--jobs 100000] [--store memory|lmdb]
+
+What the cluster's ``grant_shapes`` scenario does, on one replica: both backlogs
+in one machine, the jobs of each kind alike (one name, as the scenario creates
+them), with ids a node makes (``j-<ms><random>``: in creation order, so a plain
+backlog is granted in storage order and a shaped one, by priority, is not), then
+eight windows of grants in the scenario's order (``WINDOW_ORDER``), each window's
+leases completed after it. Prints each kind's CPU microseconds per grant (the
+mean of its windows) and plain/shaped: the scenario's ratio, without gRPC or Raft.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import random
 import shutil
 import tempfile
 import time
@@ -84,12 +96,99 @@ def grant_us(store: str, jobs: int, shaped: bool) -> float:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: the cluster scenario's queues and windows (``bench.scenarios.grant_shapes``)
+PLAIN_QUEUES = ("bench-grant-plain-0", "bench-grant-plain-1")
+SHAPED_QUEUES = ("bench-grant-shaped-0", "bench-grant-shaped-1")
+WINDOW_ORDER = ("plain", "shaped", "shaped", "plain", "shaped", "plain", "plain", "shaped")
+#: leases per AcquireLeases and AcquireLeases per entry in a window, CompleteRuns per entry after it
+WINDOW_GRANT, WINDOW_GRANTS_PER_ENTRY, WINDOW_COMPLETES = 50, 2, 20
+
+
+def _window_spec(shaped: bool, queue: str, rnd: random.Random) -> JobSpec:
+    spec = JobSpec(name="bench-shaped" if shaped else "bench-plain", schedule=At(T0), type="bench", queue=queue)
+    spec = spec._replace(lease_ttl_ms=600_000)
+    if shaped:
+        key = f"k{rnd.randrange(KEYS)}"
+        spec = spec._replace(priority=rnd.randrange(10), concurrency_key=key, concurrency_limit=1_000_000)
+    return spec
+
+
+def windows_us(store: str, jobs: int, seed: int = 7) -> dict[str, float]:
+    """CPU microseconds per grant of each kind (the mean of its windows), in one fresh machine holding both."""
+    folder = tempfile.mkdtemp(prefix="raftsched-grant-")
+    machine, close = _machine(store, folder)
+    rnd = random.Random(seed)
+    index = 0
+
+    def entry(cmds: list[Any]) -> list[Any]:
+        nonlocal index
+        index += 1
+        results = [machine.apply(c.encode(cmd), index, pos) for pos, cmd in enumerate(cmds)]
+        machine.commit()
+        machine.drain_events()
+        return results
+
+    try:
+        entry([c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT)])
+        ids: list[str] = []
+        ms = T0 - 3_600_000
+        for i in range(jobs):
+            ms += 1 if i % 3 == 0 else 0
+            for shaped in (False, True):
+                job = f"j-{ms:012x}{rnd.getrandbits(32):08x}"  # as a node names a new job: in creation order
+                queue = (SHAPED_QUEUES if shaped else PLAIN_QUEUES)[i % 2]
+                ids.append(job)
+                entry([c.CreateJob(ms, job, _window_spec(shaped, queue, rnd))])
+        items = sorted((job, T0) for job in ids)
+        for k in range(0, len(items), FIRE_BATCH):
+            entry([c.Fire(T0, tuple(items[k : k + FIRE_BATCH]), 100)])
+        per = max(1, int(0.9 * jobs / 4))  # 90 % of a backlog over its four windows: neither runs dry
+        now = T0 + 1000
+        cpu: dict[str, list[float]] = {"plain": [], "shaped": []}
+        for kind in WINDOW_ORDER:
+            queues = PLAIN_QUEUES if kind == "plain" else SHAPED_QUEUES
+            held: list[tuple[str, int, str]] = []
+            began = time.process_time()
+            calls = 0
+            while len(held) < per:
+                left = per - len(held)  # a window grants its share exactly: the backlog's other windows keep theirs
+                asks = [min(WINDOW_GRANT, left - k * WINDOW_GRANT) for k in range(WINDOW_GRANTS_PER_ENTRY)]
+                cmds = [c.AcquireLeases(now, f"ex-{(calls + k) % 6}", queues, n) for k, n in enumerate(asks) if n > 0]
+                calls += len(cmds)
+                granted = [g for r in entry(cmds) for g in r.value]
+                if not granted:
+                    raise SystemExit(f"the {kind} backlog ran dry after {len(held)} grants")
+                held.extend((g.run.lease_id, g.run.fencing_token, g.run.executor_id) for g in granted)
+            cpu[kind].append((time.process_time() - began) / len(held) * 1e6)
+            for k in range(0, len(held), WINDOW_COMPLETES):
+                done = entry(
+                    [
+                        c.CompleteRun(now, lease, token, True, executor_id=ex)
+                        for lease, token, ex in held[k : k + WINDOW_COMPLETES]
+                    ]
+                )
+                assert all(r.value.status.value == "SUCCEEDED" for r in done), done
+            now += 1000
+        return {kind: sum(v) / len(v) for kind, v in cpu.items()}
+    finally:
+        close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--store", choices=["memory", "lmdb"], default="lmdb")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--windows", action="store_true", help="both backlogs in one machine, as grant_shapes has them")
     args = ap.parse_args(argv)
+    if args.windows:
+        us = windows_us(args.store, args.jobs)
+        print(f"grant windows, {args.jobs} runs of each kind in one machine, {args.store} store (CPU, mean of 4 windows each):")
+        print(f"  plain  {us['plain']:7.2f} us/grant")
+        print(f"  shaped {us['shaped']:7.2f} us/grant")
+        print(f"  ratio plain/shaped {us['plain'] / us['shaped']:.3f} (grant_shapes' target: at least 0.85)")
+        return 0
     best = {"plain": float("inf"), "shaped": float("inf")}
     for _ in range(args.rounds):  # alternated, so both see the same machine conditions
         for kind in best:

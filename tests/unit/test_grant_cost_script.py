@@ -1,0 +1,43 @@
+"""scripts/bench/micro/grant_cost.py measures what priorities and concurrency keys cost a grant on one replica
+(importable: ``scripts/`` is on pytest's ``pythonpath``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import grant_cost
+
+pytestmark = pytest.mark.unit
+
+
+def test_it_reports_plain_and_shaped_grants_of_two_machines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert grant_cost.main(["--jobs", "60", "--store", "memory", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    plain = re.search(r"plain .* ([\d.]+) us/run", out)
+    shaped = re.search(r"shaped .* ([\d.]+) us/run", out)
+    assert plain is not None and shaped is not None and float(plain.group(1)) > 0 and float(shaped.group(1)) > 0, out
+
+
+@pytest.mark.parametrize("store", ["memory", "lmdb"])
+def test_its_windows_grant_and_complete_both_backlogs_in_one_machine(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every window grants its share (a backlog that runs dry stops it) and every lease is completed SUCCEEDED
+    (the script checks both), and the figures are read back."""
+    assert grant_cost.main(["--windows", "--jobs", "80", "--store", store]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"plain +([\d.]+) us/grant\n +shaped +([\d.]+) us/grant\n +ratio plain/shaped ([\d.]+)", out)
+    assert m is not None, out
+    plain, shaped, ratio = map(float, m.groups())
+    assert plain > 0 and shaped > 0 and ratio == pytest.approx(plain / shaped, abs=0.001)
+
+
+def test_the_window_jobs_are_named_as_a_node_names_them_and_alike_within_a_kind() -> None:
+    import random
+
+    rnd = random.Random(1)
+    a = grant_cost._window_spec(True, grant_cost.SHAPED_QUEUES[0], rnd)
+    b = grant_cost._window_spec(True, grant_cost.SHAPED_QUEUES[0], rnd)
+    assert a.name == b.name == "bench-shaped" and 0 <= a.priority <= 9 and a.concurrency_key.startswith("k")
+    plain = grant_cost._window_spec(False, grant_cost.PLAIN_QUEUES[1], rnd)
+    assert plain.priority == 0 and not plain.concurrency_key and plain.queue == grant_cost.PLAIN_QUEUES[1]
