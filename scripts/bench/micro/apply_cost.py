@@ -77,23 +77,31 @@ def _machine(store: str, folder: str) -> tuple[Any, Callable[[], None]]:
     return JobStateMachine(lmdb_store), lmdb_store.close
 
 
-def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, float, float]:
-    """Microseconds per run to fire, to grant and to complete, in one fresh machine."""
-    folder = tempfile.mkdtemp(prefix="raftsched-apply-")
-    machine, close = _machine(store, folder)
+def entry_applier(machine: Any) -> Callable[[list[Any]], list[Any]]:
+    """A function applying its commands to ``machine`` as the next Raft entry, as the Raft adapter does (each
+    command at its position, then the entry's commit and the drain of its events), and returning their results."""
     index = 0
+    commit = getattr(machine, "commit", None)  # the LMDB-era machine commits once per entry
+    drain = getattr(machine, "drain_events", None)  # the event hub takes them after every entry
 
     def apply_entry(cmds: list[Any]) -> list[Any]:
         nonlocal index
         index += 1
         results = [machine.apply(c.encode(cmd), index, pos) for pos, cmd in enumerate(cmds)]
-        commit = getattr(machine, "commit", None)  # the LMDB-era machine commits once per entry
         if commit is not None:
             commit()
-        drain = getattr(machine, "drain_events", None)  # the event hub takes them after every entry
         if drain is not None:
             drain()
         return results
+
+    return apply_entry
+
+
+def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, float, float]:
+    """Microseconds per run to fire, to grant and to complete, in one fresh machine."""
+    folder = tempfile.mkdtemp(prefix="raftsched-apply-")
+    machine, close = _machine(store, folder)
+    apply_entry = entry_applier(machine)
 
     def apply(cmd: Any) -> Any:
         return apply_entry([cmd])[0]

@@ -35,7 +35,7 @@ import tempfile
 import time
 from typing import Any
 
-from apply_cost import _machine  # the machine on either store, as apply_cost.py makes it (a sibling script)
+from apply_cost import _machine, entry_applier  # the machine on either store, as apply_cost.py makes it (a sibling script)
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import SCHEDULES_FORMAT, At, JobSpec
 
@@ -118,15 +118,7 @@ def windows_us(store: str, jobs: int, seed: int = 7) -> dict[str, float]:
     folder = tempfile.mkdtemp(prefix="raftsched-grant-")
     machine, close = _machine(store, folder)
     rnd = random.Random(seed)
-    index = 0
-
-    def entry(cmds: list[Any]) -> list[Any]:
-        nonlocal index
-        index += 1
-        results = [machine.apply(c.encode(cmd), index, pos) for pos, cmd in enumerate(cmds)]
-        machine.commit()
-        machine.drain_events()
-        return results
+    entry = entry_applier(machine)
 
     try:
         entry([c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT)])

@@ -21,9 +21,8 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any
 
-from apply_cost import _machine  # the machine on either store, as apply_cost.py makes it (a sibling script)
+from apply_cost import _machine, entry_applier  # the machine on either store, as apply_cost.py makes it (a sibling script)
 from raftsched.cluster.app.node_main import GC_THRESHOLDS
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import Every, JobSpec
@@ -38,15 +37,7 @@ def measure(jobs: int, limit: int, store: str) -> tuple[float, float]:
     """Microseconds per completion under the limit (the first ``EDGE`` instants) and over it (the last ``EDGE``)."""
     folder = tempfile.mkdtemp(prefix="raftsched-retention-")
     machine, close = _machine(store, folder)
-    index = 0
-
-    def entry(cmds: list[Any]) -> list[Any]:
-        nonlocal index
-        index += 1
-        answers = [machine.apply(c.encode(cmd), index, pos) for pos, cmd in enumerate(cmds)]
-        machine.commit()
-        machine.drain_events()
-        return answers
+    entry = entry_applier(machine)
 
     ids = [f"j-{i:05d}" for i in range(jobs)]
     took: list[float] = []
