@@ -71,11 +71,14 @@ Answer = tuple[str, list[tuple[str, str]], bytes]
 
 
 class _Connection:
-    """One open connection: its task, and since when (loop time) it waits for request bytes (None: answering)."""
+    """One open connection: its socket, its task, and since when (loop time) it waits for request bytes (None:
+    answering)."""
 
-    __slots__ = ("task", "waiting_since")
+    __slots__ = ("sock", "task", "waiting_since")
 
-    def __init__(self, since: float) -> None:
+    def __init__(self, sock: socket.socket, since: float) -> None:
+        #: the accepted socket: its task closes it, or the server's end does if the task never ran
+        self.sock = sock
         self.task: asyncio.Task[None] | None = None
         self.waiting_since: float | None = since
 
@@ -220,6 +223,11 @@ class HttpServer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(accepting, *tasks, return_exceptions=True)
+        # a connection still here was accepted in the loop's turn that stopped the server: its task was cancelled
+        # before it ever ran (so its own ``finally`` never closed it), and the set would keep its socket open
+        for conn in self._connections:
+            conn.sock.close()
+        self._connections.clear()
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
@@ -244,7 +252,7 @@ class HttpServer:
             sock.close()
             return
         loop = asyncio.get_running_loop()
-        conn = _Connection(loop.time())
+        conn = _Connection(sock, loop.time())
         self._connections.add(conn)
         conn.task = loop.create_task(self._serve(conn, sock, peer))
 

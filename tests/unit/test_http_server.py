@@ -224,6 +224,33 @@ def test_tls_serves_and_a_client_that_never_shakes_hands_is_dropped(tmp_path: Pa
         s.stop()
 
 
+def test_a_connection_accepted_in_the_turn_the_server_stops_is_closed_too() -> None:
+    """The race behind a rare failure of the test below: the loop accepts a connection in the same turn as the
+    stop arrives, and the stop is handled first. The connection's task is cancelled before it ever ran, so its own
+    ``finally`` never closes the socket: the server's end must (it was left open, and counted as open, for as long
+    as the server object lived). Made deterministic by doing both in one callback on the loop, stop first."""
+    s = HttpServer("127.0.0.1:0", app())
+    s.start()
+    client, served = socket.socketpair()
+    held = [served]  # handed over inside the callback: the test keeps no reference of its own to the socket
+    del served
+
+    def stop_then_accept() -> None:
+        assert s._stopping is not None
+        s._stopping.set()
+        s._admit(held.pop(), ("127.0.0.1", 0))
+
+    assert s._loop is not None
+    s._loop.call_soon_threadsafe(stop_then_accept)
+    s._thread.join(5)
+    s.stop()
+    try:
+        assert closed_within(client, 2.0) is not None
+        assert s.open_connections == 0
+    finally:
+        client.close()
+
+
 def test_stop_closes_connections_and_frees_the_port() -> None:
     s = HttpServer("127.0.0.1:0", app())
     s.start()
