@@ -233,13 +233,18 @@ class Decoder:
             _CONC[conc], _MISFIRE[misfire], catchup, hlimit, httl, flimit,
         ) + (self.tail(more[1]) if len(more) > 1 else _DEFAULT_TAIL))  # fmt: skip
         if shared:
-            weight = spec_weight(spec)
-            if len(self._specs) >= self._SPECS or self._spec_bytes + weight > self._SPEC_BYTES:
-                self._specs.clear()
-                self._spec_bytes = 0
-            self._specs[part] = (part, spec)
-            self._spec_bytes += weight
+            self._intern(part, spec)
         return part, spec, shared
+
+    def _intern(self, part: tuple[Any, ...], spec: JobSpec) -> tuple[tuple[Any, ...], JobSpec]:
+        """``(part, spec)`` as the form of the stored fields ``part`` (the table starts over when full)."""
+        weight = spec_weight(spec)
+        if len(self._specs) >= self._SPECS or self._spec_bytes + weight > self._SPEC_BYTES:
+            self._specs.clear()
+            self._spec_bytes = 0
+        form = self._specs[part] = (part, spec)
+        self._spec_bytes += weight
+        return form
 
     def intern_written(self, part: tuple[Any, ...], spec: JobSpec) -> tuple[tuple[Any, ...], JobSpec] | None:
         """The interned form of a spec a command wrote (its stored fields ``part``, as ``spec_part`` made them), as
@@ -265,13 +270,7 @@ class Decoder:
             self._written[byte] |= bit
             self._written_count += 1
             return None
-        weight = spec_weight(spec)
-        if len(self._specs) >= self._SPECS or self._spec_bytes + weight > self._SPEC_BYTES:
-            self._specs.clear()
-            self._spec_bytes = 0
-        form = self._specs[part] = (part, spec)
-        self._spec_bytes += weight
-        return form
+        return self._intern(part, spec)
 
     def tail(self, t: tuple[Any, ...]) -> tuple[Any, ...]:
         """A stored spec's format 5 fields as the values of ``JobSpec``'s fields after ``failed_history_limit``, in
