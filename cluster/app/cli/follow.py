@@ -5,7 +5,10 @@ attempt runs, GetRunOutput answers with what its executor has shipped so far
 (``live``, about once a second); each poll passes the offset reached, so only
 new bytes travel, and the stored log continues from the same offset when the
 attempt ends. A new attempt (a retry, on this executor or another: a new
-fencing token) is announced on stderr and its output printed from its start.
+fencing token) is announced on stderr and its output printed from its start;
+how each earlier attempt ended is printed from the run's attempts even when
+the polls never saw the run between two attempts (a retry leased again within
+one poll interval).
 ``-o json`` (and the other machine formats) prints the final answer only.
 """
 
@@ -45,11 +48,16 @@ def follow_logs(a: argparse.Namespace, client: Client) -> None:
     seen_state: tuple[int, int, str] | None = None
     shown: tuple[int, int] | None = None  # (attempt, fencing token) whose output stdout carries
     offset, line_open, notes = 0, False, set()
+    ended: set[int] = set()  # attempts whose end stderr has shown
     while True:
         run = client.get_run(a.run_id)
         state = (run.status, run.attempt, run.executor_id)
         if state != seen_state:
             seen_state = state
+            for line in _missed_ends(run, ended):
+                print(escape(line), file=sys.stderr, flush=True)
+            if run.status != pb.RUN_STATUS_LEASED:
+                ended.add(run.attempt)
             where = f" on {run.executor_id}" if run.executor_id and run.status == pb.RUN_STATUS_LEASED else ""
             note = f": {run.error}" if run.error and run.status != pb.RUN_STATUS_LEASED else ""
             line = f"[run {run.run_id}: {run_status(run)}, attempt {run.attempt}{where}{note}]"
@@ -77,6 +85,20 @@ def follow_logs(a: argparse.Namespace, client: Client) -> None:
             return
         if not more:
             time.sleep(max(0.05, a.interval))
+
+
+def _missed_ends(run: pb.Run, ended: set[int]) -> list[str]:
+    """How each earlier attempt ended, for those whose end no status line has shown: the run was
+    leased again between two polls, so the only trace of why is in its attempts."""
+    lines = []
+    for at in run.attempts:
+        if at.attempt >= run.attempt or at.attempt in ended or not at.outcome:
+            continue
+        ended.add(at.attempt)
+        how = pb.AttemptOutcome.Name(at.outcome).removeprefix("ATTEMPT_OUTCOME_")
+        on = f" on {at.executor_id}" if at.executor_id else ""
+        lines.append(f"[run {run.run_id}: attempt {at.attempt}{on} ended {how}" + (f": {at.error}]" if at.error else "]"))
+    return lines
 
 
 def _new_attempt(
