@@ -41,3 +41,23 @@ def test_the_window_jobs_are_named_as_a_node_names_them_and_alike_within_a_kind(
     assert a.name == b.name == "bench-shaped" and 0 <= a.priority <= 9 and a.concurrency_key.startswith("k")
     plain = grant_cost._window_spec(False, grant_cost.PLAIN_QUEUES[1], rnd)
     assert plain.priority == 0 and not plain.concurrency_key and plain.queue == grant_cost.PLAIN_QUEUES[1]
+
+
+def test_ordered_ids_sort_as_a_grant_takes_the_runs_and_plain_ids_as_they_were_created() -> None:
+    import random
+
+    rnd = random.Random(3)
+    specs = [grant_cost._window_spec(True, grant_cost.SHAPED_QUEUES[0], rnd) for _ in range(200)]
+    made = [(grant_cost.window_job_id(1000 + i, spec, True, rnd), spec.priority, i) for i, spec in enumerate(specs)]
+    assert [(-p, i) for _, p, i in sorted(made)] == sorted((-p, i) for _, p, i in made)  # priority first, then age
+    plain = [grant_cost.window_job_id(1000 + i, specs[i], False, rnd) for i in range(200)]
+    assert plain == sorted(plain)
+
+
+def test_ordered_windows_report_and_need_windows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert grant_cost.main(["--windows", "--ordered", "--jobs", "80", "--store", "lmdb"]) == 0
+    out = capsys.readouterr().out
+    assert "shaped ids in grant order" in out and re.search(r"ratio plain/shaped [\d.]+", out), out
+    with pytest.raises(SystemExit) as exit_:
+        grant_cost.main(["--ordered"])
+    assert exit_.value.code == 2 and "--ordered goes with --windows" in capsys.readouterr().err

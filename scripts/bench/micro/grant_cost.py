@@ -23,6 +23,12 @@ backlog is granted in storage order and a shaped one, by priority, is not), then
 eight windows of grants in the scenario's order (``WINDOW_ORDER``), each window's
 leases completed after it. Prints each kind's CPU microseconds per grant (the
 mean of its windows) and plain/shaped: the scenario's ratio, without gRPC or Raft.
+
+    python scripts/bench/micro/grant_cost.py --windows --ordered [--jobs 100000] [--store memory|lmdb]
+
+The same, with each shaped job's id starting with its priority's rank: shaped
+runs are then stored in the order they are granted, as plain ones are, and
+the ratio shows what is left of the difference once storage order is not.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 
 from apply_cost import _machine, entry_applier  # the machine on either store, as apply_cost.py makes it (a sibling script)
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import SCHEDULES_FORMAT, At, JobSpec
+from raftsched.cluster.domain.model import MAX_PRIORITY, SCHEDULES_FORMAT, At, JobSpec
 
 T0 = 1_767_225_600_000
 FIRE_BATCH = 256
@@ -113,8 +119,17 @@ def _window_spec(shaped: bool, queue: str, rnd: random.Random) -> JobSpec:
     return spec
 
 
-def windows_us(store: str, jobs: int, seed: int = 7) -> dict[str, float]:
-    """CPU microseconds per grant of each kind (the mean of its windows), in one fresh machine holding both."""
+def window_job_id(ms: int, spec: JobSpec, ordered: bool, rnd: random.Random) -> str:
+    """A job's id as a node names a new one (in creation order); ``ordered``: its priority's rank first, so that
+    the runs of higher priorities sort first (in the order a grant takes them)."""
+    first = f"{MAX_PRIORITY - spec.priority}" if ordered else ""
+    return f"j-{first}{ms:012x}{rnd.getrandbits(32):08x}"
+
+
+def windows_us(store: str, jobs: int, seed: int = 7, ordered: bool = False) -> dict[str, float]:
+    """CPU microseconds per grant of each kind (the mean of its windows), in one fresh machine holding both.
+    ``ordered``: a shaped job's id starts with its priority's rank, so shaped runs are stored in the order
+    they are granted, as plain ones are."""
     folder = tempfile.mkdtemp(prefix="raftsched-grant-")
     machine, close = _machine(store, folder)
     rnd = random.Random(seed)
@@ -127,10 +142,10 @@ def windows_us(store: str, jobs: int, seed: int = 7) -> dict[str, float]:
         for i in range(jobs):
             ms += 1 if i % 3 == 0 else 0
             for shaped in (False, True):
-                job = f"j-{ms:012x}{rnd.getrandbits(32):08x}"  # as a node names a new job: in creation order
-                queue = (SHAPED_QUEUES if shaped else PLAIN_QUEUES)[i % 2]
+                spec = _window_spec(shaped, (SHAPED_QUEUES if shaped else PLAIN_QUEUES)[i % 2], rnd)
+                job = window_job_id(ms, spec, shaped and ordered, rnd)
                 ids.append(job)
-                entry([c.CreateJob(ms, job, _window_spec(shaped, queue, rnd))])
+                entry([c.CreateJob(ms, job, spec)])
         items = sorted((job, T0) for job in ids)
         for k in range(0, len(items), FIRE_BATCH):
             entry([c.Fire(T0, tuple(items[k : k + FIRE_BATCH]), 100)])
@@ -173,10 +188,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", choices=["memory", "lmdb"], default="lmdb")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--windows", action="store_true", help="both backlogs in one machine, as grant_shapes has them")
+    ap.add_argument(
+        "--ordered", action="store_true", help="with --windows: shaped jobs' ids sort in grant order (priority first)"
+    )
     args = ap.parse_args(argv)
+    if args.ordered and not args.windows:
+        ap.error("--ordered goes with --windows")
     if args.windows:
-        us = windows_us(args.store, args.jobs)
-        print(f"grant windows, {args.jobs} runs of each kind in one machine, {args.store} store (CPU, mean of 4 windows each):")
+        us = windows_us(args.store, args.jobs, ordered=args.ordered)
+        order = ", shaped ids in grant order" if args.ordered else ""
+        print(
+            f"grant windows, {args.jobs} runs of each kind in one machine, {args.store} store{order} "
+            "(CPU, mean of 4 windows each):"
+        )
         print(f"  plain  {us['plain']:7.2f} us/grant")
         print(f"  shaped {us['shaped']:7.2f} us/grant")
         print(f"  ratio plain/shaped {us['plain'] / us['shaped']:.3f} (grant_shapes' target: at least 0.85)")
