@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -150,6 +151,33 @@ def connects(channel: grpc.Channel, timeout_s: float = CONNECT_TIMEOUT_MS / 1000
     finally:
         channel.unsubscribe(seen)
     return states[:1] == [grpc.ChannelConnectivity.READY]
+
+
+#: how long ``close_channel`` waits for grpc's connectivity poller to stop (it looks again every 0.2 s)
+POLLER_STOP_S = 1.0
+
+
+def close_channel(channel: grpc.Channel, wait_s: float = POLLER_STOP_S) -> None:
+    """Close ``channel`` once grpc's connectivity poller of it has stopped (at most ``wait_s`` later).
+
+    ``connects`` subscribes to the channel's connectivity; grpc polls it on a thread of its own that stops
+    within 0.2 s of the last unsubscribe, but a subscribe made while that thread still ran (two ``connects``
+    close together) leaves it one more look, and a channel closed before that look makes the thread die with
+    ``ValueError: Cannot invoke RPC: Channel closed!`` printed on the application's stderr (grpc/grpc#18995).
+    The poller's state is grpc's own (``_connectivity_state``, behind an intercepted channel's
+    ``_channel``); a grpc without it is closed at once, as before."""
+    state = getattr(channel, "_connectivity_state", None)
+    if state is None:
+        state = getattr(getattr(channel, "_channel", None), "_connectivity_state", None)
+    lock = getattr(state, "lock", None)
+    if lock is not None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            with lock:
+                if not getattr(state, "polling", False):
+                    break
+            time.sleep(0.01)
+    channel.close()
 
 
 class _Details(NamedTuple):

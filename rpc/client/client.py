@@ -36,7 +36,7 @@ import grpc
 
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
-from raftsched.rpc.client.channel import ChannelSecurity, connects, open_channel
+from raftsched.rpc.client.channel import ChannelSecurity, close_channel, connects, open_channel
 from raftsched.rpc.client.errors import ClusterUnreachable, unreachable
 
 log = logging.getLogger("raftsched.client")
@@ -145,7 +145,7 @@ class Client:
 
     def close(self) -> None:
         for ch in self._channels:
-            ch.close()
+            close_channel(ch)
 
     def __enter__(self) -> "Client":
         return self
