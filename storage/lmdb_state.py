@@ -340,15 +340,14 @@ class LmdbTableStore:
     def _scan_in(self, txn: Any, table: str, start: bytes, stop: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         out: list[tuple[bytes, bytes]] = []
         with txn.cursor(db=self._dbs[table]) as cur:
-            found = cur.set_range(start) if start else cur.first()
-            while found:
-                key = cur.key()
-                if stop is not None and key >= stop:
+            if not (cur.set_range(start) if start else cur.first()):
+                return out
+            for row in cur.iternext():  # from the row found on: one call per row
+                if stop is not None and row[0] >= stop:
                     break
-                out.append((key, cur.value()))
+                out.append(row)
                 if len(out) >= limit:
                     break
-                found = cur.next()
         return out
 
     def scan_back(

@@ -124,9 +124,6 @@ class Kept(dict[K, V]):
 
     def put(self, key: K, value: V, weight: int) -> None:
         """Keep ``value`` under ``key`` (instead of what was), as the newest entry."""
-        self._keep(key, value, weight)
-
-    def _keep(self, key: K, value: V, weight: int) -> None:
         budget = self._budget
         before = self._weights.pop(key, None)
         if before is not None:
@@ -141,6 +138,9 @@ class Kept(dict[K, V]):
         self._weights[key] = weight
         self.total += weight
         budget.total += weight
+
+    #: ``put`` as this class defines it, for a subclass that defines its own ``put`` (one call on the hottest path)
+    _keep = put
 
     def forget(self, key: K) -> None:
         """Forget ``key`` (nothing if it is not kept)."""

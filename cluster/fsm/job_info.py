@@ -15,6 +15,7 @@ an older node would not, and every replica must hold the same state.
 from __future__ import annotations
 
 import marshal
+from typing import Any
 
 from raftsched.cluster.domain.model import (
     NO_INFO,
@@ -36,6 +37,9 @@ from raftsched.cluster.fsm.tx import Tx
 FAILURES = frozenset({RunStatus.FAILED, RunStatus.DEAD_LETTER, RunStatus.EXPIRED})
 #: the longest error a summary keeps (the run keeps it whole)
 MAX_ERROR_CHARS = 1024
+#: how many fields a ``JobInfo`` has, and one made from all of them in order (``_make`` without its checks)
+_FIELDS = len(JobInfo._fields)
+_new_info = tuple.__new__
 
 
 def kept(tx: Tx) -> bool:
@@ -86,10 +90,17 @@ def ran(tx: Tx, run: Run) -> JobInfo | None:
     status = run.status
     if not kept(tx) or run.skipped_count or (run.extra and run_extra(run, RunExtra.TYPE) == NOTIFY_TYPE):
         return None  # a notification's own end is not its job's
-    if status is RunStatus.SUCCEEDED:
-        info = read(tx, run.job_id)
-        info = info._replace(success_count=info.success_count + 1, consecutive_failures=0, last_success_ms=tx.mem.now_ms)
-    elif status in FAILURES:
+    if status is RunStatus.SUCCEEDED:  # the most common end, on every replica: counted on the stored fields
+        key = keys.id_key(run.job_id)
+        raw = tx.get(Table.JOB_INFO, key)
+        t: tuple[Any, ...] = NO_INFO if raw is None else marshal.loads(raw)
+        if len(t) != _FIELDS:
+            t = tuple(JobInfo(*t))
+        # success_count + 1, consecutive_failures 0, last_success_ms now (as ``_replace`` of those fields would)
+        fields = (t[0] + 1, t[1], t[2], 0, tx.mem.now_ms) + t[5:]
+        tx.put(Table.JOB_INFO, key, marshal.dumps(fields, MARSHAL_VERSION))
+        return _new_info(JobInfo, fields)
+    if status in FAILURES:
         info = read(tx, run.job_id)
         info = info._replace(
             failure_count=info.failure_count + 1,

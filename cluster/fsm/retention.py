@@ -71,10 +71,11 @@ def retain(tx: Tx, run: Run) -> None:
             _drop_oldest_failed(tx, run.job_id, failed - spec.failed_history_limit)
         return
     if count > spec.history_limit:  # (else its runs other than failures kept apart are within it: none is read)
-        others = count - _count(tx, Table.FAILED, run.job_id)
+        apart = _count(tx, Table.FAILED, run.job_id)
+        others = count - apart
         if others > spec.history_limit:
             # a job at its limit: one in, one out, and its count written only if it changed (as a rule it does not)
-            count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit)
+            count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit, apart > 0)
     if count != stored:
         _set_count(tx, Table.FINISHED, run.job_id, count)
 
@@ -97,7 +98,7 @@ def _drop_oldest_failed(tx: Tx, job_id: str, how_many: int) -> None:
     prefix = keys.job_prefix(job_id)
     rows = tx.scan(Table.FAILED_RUNS, prefix, keys.prefix_end(prefix), how_many)
     for key, _ in rows:
-        run = tx.run(keys.job_run_from(key, len(prefix))[1])
+        run = tx.run(keys.job_run_from(key, len(prefix))[1], keep=False)
         if run is not None:
             _drop_run(tx, run)
 
@@ -106,9 +107,10 @@ def _drop_oldest_failed(tx: Tx, job_id: str, how_many: int) -> None:
 _PAGE = 256
 
 
-def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> int:
+def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int, any_apart: bool = True) -> int:
     """Drop the oldest finished runs of the job that are not kept apart as failures (``FAILED_RUNS``); how many it
-    dropped. The job's count of finished runs is the caller's to write.
+    dropped. The job's count of finished runs is the caller's to write. ``any_apart=False``: the job keeps no
+    failure apart (its ``FAILED`` count is 0), so no run is looked up there.
 
     The oldest of a job's runs are finished as a rule (active runs are its newest; failures kept apart are
     few), so the first page asks for barely more keys than it needs — a job at its limit drops one run per
@@ -120,9 +122,9 @@ def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int) -> int:
     while len(victims) < how_many:
         page = tx.job_keys(Table.JOB_RUNS, job_id, after, size)
         for scheduled_ms, run_id in page:
-            if tx.get(Table.FAILED_RUNS, keys.job_run_key(job_id, scheduled_ms, run_id)) is not None:
+            if any_apart and tx.get(Table.FAILED_RUNS, keys.job_run_key(job_id, scheduled_ms, run_id)) is not None:
                 continue
-            run = tx.run(run_id)
+            run = tx.run(run_id, keep=False)
             if run is not None and run.status in TERMINAL_RUN_STATUSES:
                 victims.append(run)
                 if len(victims) >= how_many:
@@ -183,7 +185,7 @@ def prune(tx: Tx, cmd: c.PruneHistory) -> Result:
         if first is None or first[1] > now:
             break
         key, _, run_id = first
-        run = tx.run(run_id)
+        run = tx.run(run_id, keep=False)
         if run is None or run.status not in TERMINAL_RUN_STATUSES:  # a stale key (the TTL changed)
             tx.delete(Table.EXPIRY, key)
             continue

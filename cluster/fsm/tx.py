@@ -270,11 +270,13 @@ class Tx:
 
     # ------------------------------------------------------------ runs
 
-    def run(self, run_id: str) -> Run | None:
+    def run(self, run_id: str, keep: bool = True) -> Run | None:
+        """The run (held for the command, written back by ``end_command``). ``keep=False``: one about to be dropped
+        (retention), whose stored bytes are read without making room for them in the cache."""
         row = self._runs.get(run_id)
         if row is not None:
             return row[0]
-        stored = self._stored_run(run_id)
+        stored = self._stored_run(run_id, keep)
         run = None if stored is None else layout.run_from_tuple(stored)
         self._runs[run_id] = (run, stored)
         return run
@@ -294,12 +296,14 @@ class Tx:
         row = self._runs.get(run_id)
         self._runs[run_id] = (None, row[1] if row is not None else self._stored_run(run_id))
 
-    def _stored_run(self, run_id: str) -> Any:
+    def _stored_run(self, run_id: str, keep: bool = True) -> Any:
         kept = self.kept_runs
         raw = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
         if raw is not _NOT_KEPT:
             return None if raw is None else marshal.loads(raw)
         raw = self._store.get(Table.RUNS, run_id.encode())
+        if not keep:
+            return None if raw is None else marshal.loads(raw)
         if raw is None:
             kept.put(run_id, None, run_weight(0))
             return None
@@ -312,7 +316,7 @@ class Tx:
             if run is None:
                 if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
                     store.delete(Table.RUNS, run_id.encode())
-                kept.put(run_id, None, run_weight(0))
+                kept.forget(run_id)  # a dropped run is seldom asked for again: no room taken for its absence
                 continue
             now = layout.run_to_tuple(run)
             if now != stored:

@@ -394,3 +394,29 @@ def test_a_one_off_jobs_spec_goes_once_its_run_ended_and_an_interval_jobs_stays(
     assert {r.status for r in m.active_runs("at")} == {RunStatus.PENDING}
     assert [(j.job_id, j.status, j.spec) for j in m.iter_jobs()] == [(j.job_id, j.status, j.spec) for j in twin.iter_jobs()]
     assert state_hash(m.store) == state_hash(twin.store)
+
+
+def test_a_run_retention_drops_takes_no_room_in_the_cache() -> None:
+    """A job at its history limit drops its oldest finished run as each run ends: the dropped run is read to be
+    dropped, and neither its bytes nor its absence is kept (it is seldom asked for again, and under a backlog it
+    would push out live runs). A failure kept apart is still passed over, and everything each command answers and
+    stores is what a machine that keeps nothing answers and stores."""
+    m, twin, both = _twins()
+    spec = JobSpec(name="n", schedule=Every(1000), type="noop", history_limit=2, retry=RetryPolicy(max_attempts=1))
+    both(c.CreateJob(T0 - 1000, "j", spec))
+    runs = m.tx.kept_runs
+    finished: list[str] = []
+    for k in range(6):
+        now = T0 + k * 1000
+        both(c.Fire(now, (("j", now),), lookahead_ms=100))
+        grant = both(c.AcquireLeases(now, "e1", ("default",), 1)).value[0]  # type: ignore[attr-defined]
+        ok = k != 1  # the second run fails for good: kept apart, never pruned by the successes after it
+        both(c.CompleteRun(now + 1, grant.run.lease_id, grant.run.fencing_token, ok, executor_id="e1"))
+        finished.append(grant.run.run_id)
+        assert not set(finished) & set(runs), k
+    kept = {r.run_id: r.status for r in m.iter_runs()}
+    assert kept == {finished[1]: RunStatus.DEAD_LETTER, finished[4]: RunStatus.SUCCEEDED, finished[5]: RunStatus.SUCCEEDED}
+    assert kept == {r.run_id: r.status for r in twin.iter_runs()}
+    assert m.tx.run(finished[0]) is None and m.tx.run(finished[5]) is not None  # read from the store: the same answer
+    m.tx.end_command()
+    assert state_hash(m.store) == state_hash(twin.store)
