@@ -61,3 +61,21 @@ def test_ordered_windows_report_and_need_windows(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as exit_:
         grant_cost.main(["--ordered"])
     assert exit_.value.code == 2 and "--ordered goes with --windows" in capsys.readouterr().err
+
+
+def test_windows_rounds_report_each_ratio_and_the_median_round(capsys: pytest.CaptureFixture[str]) -> None:
+    assert grant_cost.main(["--windows", "--rounds", "3", "--jobs", "60", "--store", "memory"]) == 0
+    out = capsys.readouterr().out
+    each = re.search(r"round by round: plain/shaped ([\d.]+), ([\d.]+), ([\d.]+)", out)
+    m = re.search(
+        r"median of 3 rounds.*\n +plain +([\d.]+) us/grant\n +shaped +([\d.]+) us/grant\n +ratio plain/shaped ([\d.]+)", out
+    )
+    assert each is not None and m is not None, out
+    ratios = sorted(map(float, each.groups()))
+    plain, shaped, ratio = map(float, m.groups())
+    assert ratio == pytest.approx(ratios[1], abs=0.001) and ratio == pytest.approx(plain / shaped, abs=0.002), out
+
+
+def test_rounds_below_one_are_refused() -> None:
+    with pytest.raises(SystemExit):
+        grant_cost.main(["--windows", "--rounds", "0"])
