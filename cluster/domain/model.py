@@ -189,9 +189,6 @@ MAX_PRIORITY = 9
 
 #: the command format that brought ``JobSpec``'s schedule bounds and exceptions, labels and a job's summary
 SCHEDULES_FORMAT = 5
-#: the command format from which a LEASED run's record is kept apart from the other runs' while it is leased
-#: (``raftsched.cluster.fsm.tx``)
-LEASED_APART_FORMAT = 6
 
 
 class AttemptOutcome(str, Enum):

@@ -62,7 +62,7 @@ from raftsched.cluster.fsm import (
 )
 from raftsched.cluster.fsm.cache import CACHE_BYTES
 from raftsched.cluster.fsm.memory import Memory
-from raftsched.cluster.fsm.reader import RecordMap, RecordReader, RunMap
+from raftsched.cluster.fsm.reader import RecordMap, RecordReader
 from raftsched.cluster.fsm.store import StoreFailure, Table, TableStore, iter_table
 from raftsched.cluster.fsm.tx import RunEvent, Tx
 
@@ -174,7 +174,7 @@ class JobStateMachine:
         self.view = RecordReader(store)
         decoder = layout.Decoder()
         self.jobs: RecordMap[Job] = RecordMap(store, Table.JOBS, lambda raw: self.view.with_info(decoder.decode(raw)))
-        self.runs: RecordMap[Run] = RunMap(self.view)
+        self.runs: RecordMap[Run] = RecordMap(store, Table.RUNS, layout.decode_run)
         self.idempotency = IdempotencyMap(store)
         self.load()
 

@@ -3,14 +3,9 @@
 * ``RecordReader``: a job, a run, jobs and runs in id order from a key, a
   job's runs by instant, a job's active runs. Lazy iterators read a chunk of
   keys at a time.
-* ``RecordMap``: the jobs as a read-only ``Mapping`` (tests, tools);
-  ``RunMap``: the runs.
+* ``RecordMap``: the jobs or runs as a read-only ``Mapping`` (tests, tools).
 * ``job_keys``: a page of one job's rows of an index, which the transaction
   reads too (``tx``).
-
-A run's record is its row of ``Table.LEASED`` when it has one (a LEASED run
-kept apart from command format 6 on: ``raftsched.cluster.fsm.tx``), else its
-row of ``RUNS``; only a run whose ``RUNS`` record is active can have one.
 """
 
 from __future__ import annotations
@@ -18,16 +13,13 @@ from __future__ import annotations
 import marshal
 from typing import Callable, Iterator, Mapping, TypeVar
 
-from raftsched.cluster.domain.model import Job, JobInfo, Run, RunStatus
+from raftsched.cluster.domain.model import Job, JobInfo, Run
 from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.layout import Decoder, decode_run
 from raftsched.cluster.fsm.store import Table, TableStore, iter_table
 
 R = TypeVar("R")
 _CHUNK = 256
-#: the statuses a ``RUNS`` record has when a newer one may be in ``Table.LEASED``: PENDING before its lease, or
-#: LEASED (a lease taken before the cluster's command format 6, renewed since)
-_MAY_BE_APART = frozenset({RunStatus.PENDING, RunStatus.LEASED})
 
 
 class RecordReader:
@@ -49,17 +41,8 @@ class RecordReader:
         return job
 
     def run(self, run_id: str) -> Run | None:
-        key = keys.id_key(run_id)
-        raw = self.store.get(Table.RUNS, key)
-        return None if raw is None else self._current(key, decode_run(raw))
-
-    def _current(self, key: bytes, run: Run) -> Run:
-        """The run whose ``RUNS`` record is ``run``, as it is now (its ``Table.LEASED`` row if it has one)."""
-        if run.status in _MAY_BE_APART:
-            apart = self.store.get(Table.LEASED, key)
-            if apart is not None:
-                return decode_run(apart)
-        return run
+        raw = self.store.get(Table.RUNS, keys.id_key(run_id))
+        return None if raw is None else decode_run(raw)
 
     def has_job(self, job_id: str) -> bool:
         return self.store.get(Table.JOBS, keys.id_key(job_id)) is not None
@@ -72,8 +55,8 @@ class RecordReader:
 
     def iter_runs(self, after_id: str = "") -> Iterator[Run]:
         start = keys.id_key(after_id) + b"\x00" if after_id else b""
-        for key, raw in iter_table(self.store, Table.RUNS, start, chunk=_CHUNK):
-            yield self._current(key, decode_run(raw))
+        for _, raw in iter_table(self.store, Table.RUNS, start, chunk=_CHUNK):
+            yield decode_run(raw)
 
     def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None, newest_first: bool = False) -> Iterator[Run]:
         """``job_id``'s runs by (scheduled_ms, run_id), after ``after``; ``newest_first``: the other way, from
@@ -150,17 +133,3 @@ class RecordMap(Mapping[str, R]):
 
     def __bool__(self) -> bool:
         return bool(self._store.scan(self._table, limit=1))
-
-
-class RunMap(RecordMap[Run]):
-    """The stored runs as a read-only mapping, in id order, each as ``RecordReader.run`` reads it."""
-
-    def __init__(self, reader: RecordReader) -> None:
-        super().__init__(reader.store, Table.RUNS, decode_run)
-        self._reader = reader
-
-    def __getitem__(self, ident: str) -> Run:
-        run = self._reader.run(ident)
-        if run is None:
-            raise KeyError(ident)
-        return run

@@ -63,11 +63,10 @@ class Table:
     FAILED_RUNS = "failed_runs"  # job_id, scheduled_ms, run_id -> "": FAILED/DEAD_LETTER runs kept apart (format 3)
     FAILED = "failed"  # job_id -> how many of its finished runs FAILED_RUNS holds
     JOB_INFO = "job_info"  # job_id -> its summary and pause note (format 5: ``job_info``)
-    LEASED = "leased"  # run_id -> a LEASED run, kept apart from ``RUNS`` while it is leased (format 6: ``tx``)
 
     ALL = (
         META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED, REQUESTS, REQUEST_EXPIRY, FAILED_RUNS,
-        FAILED, JOB_INFO, LEASED,
+        FAILED, JOB_INFO,
     )  # fmt: skip
 
 
@@ -209,27 +208,10 @@ _LEN = struct.Struct(">I")
 
 
 def state_hash(store: TableStore) -> str:
-    """SHA-256 of every table's rows as the state has them (``state_rows``), in key order: equal for equal states,
-    whatever the store. A state of a command format before 6 hashes as it did before ``Table.LEASED`` existed."""
+    """SHA-256 of every table's bytes in key order: equal for equal states, whatever the store."""
     h = hashlib.sha256()
     for table in Table.ALL:
-        if table == Table.LEASED:
-            continue  # its rows are in RUNS' (``state_rows``)
         h.update(table.encode() + b"\x00")
-        for key, value in state_rows(store, table):
+        for key, value in iter_table(store, table):
             h.update(_LEN.pack(len(key)) + key + _LEN.pack(len(value)) + value)
     return h.hexdigest()
-
-
-def state_rows(store: TableStore, table: str) -> Iterator[tuple[bytes, bytes]]:
-    """The rows of ``table`` as the state has them, in key order. A LEASED run's record is its row of
-    ``Table.LEASED`` when it has one (from command format 6 a run's record is kept there while it is leased, and
-    ``RUNS`` keeps the one it had before: ``raftsched.cluster.fsm.tx``), so ``RUNS``' rows are each run's record
-    as it is now and ``Table.LEASED`` has none of its own. Two stores that hold the same state give the same rows,
-    however each came to it (a state restored from ``body`` holds a leased run's record in ``RUNS``)."""
-    if table == Table.LEASED:
-        return iter(())
-    rows = iter_table(store, table)
-    if table != Table.RUNS or not store.scan(Table.LEASED, limit=1):
-        return rows
-    return ((key, store.get(Table.LEASED, key) or value) for key, value in rows)

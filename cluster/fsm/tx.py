@@ -15,19 +15,6 @@ structure rather than a convention:
   command reads fresh ones. A record is compared with what was stored
   through its tuple (``layout``): one read and left as it was costs a
   tuple, not an encoding and a write.
-* Where a run's record is. From command format 6
-  (``LEASED_APART_FORMAT``), a LEASED run's record is written to
-  ``Table.LEASED`` while it is leased, and ``RUNS`` keeps the record it
-  had before (PENDING): grants take runs by priority and age, not in the
-  order of their ids, and each grant rewrote a page of the run table (one
-  page per run once priorities are in play); the leased table holds only
-  live leases, so a grant or a renewal writes a small table, taken in
-  order. When the run leaves LEASED (completed, failed, expired,
-  cancelled) its record goes back to ``RUNS`` and its row in
-  ``Table.LEASED`` is deleted. ``RUNS`` holds a record of every run
-  (counts and scans in id order read it); a run's row in ``Table.LEASED``,
-  when it has one, is the newer (``apart``: the ids of those rows, read
-  again by ``reset``; ``raftsched.cluster.fsm.reader`` reads it the same way).
 * Index rows and the small tables (``put``, ``delete``, ``get``, ``scan``;
   keys from ``keys``): into the store's open batch at once, so the
   command's own reads see them. The record tables and ``meta`` are written
@@ -52,7 +39,7 @@ from __future__ import annotations
 import marshal
 from typing import Any, Callable, Iterator
 
-from raftsched.cluster.domain.model import LEASED_APART_FORMAT, Job, JobSpec, Run, RunStatus
+from raftsched.cluster.domain.model import Job, JobSpec, Run, RunStatus
 from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, KeptSpecs, run_weight, spec_weight
 from raftsched.cluster.fsm.memory import META_KEYS, Memory
@@ -81,7 +68,7 @@ class Tx:
 
     __slots__ = (
         "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry",
-        "tokens_used", "_jobs", "_runs", "_spent", "_saved", "apart", "get", "put", "delete", "scan",
+        "tokens_used", "_jobs", "_runs", "_spent", "_saved", "get", "put", "delete", "scan",
     )  # fmt: skip
 
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
@@ -108,8 +95,6 @@ class Tx:
         self._spent: set[str] = set()
         #: ``meta``'s values as last written
         self._saved: dict[bytes, bytes] = {}
-        #: ids of the runs whose record is in ``Table.LEASED`` (see the module docstring)
-        self.apart: set[str] = set()
         store = self._store
         #: a row of an index or a small table (the store's own methods: see the rows section below)
         self.get: Callable[[str, bytes], bytes | None] = store.get
@@ -165,7 +150,6 @@ class Tx:
         get = self._store.get
         self.mem.read_meta(lambda key: get(Table.META, key))
         self._saved = {key: raw for key in META_KEYS if (raw := get(Table.META, key)) is not None}
-        self.apart = {key.decode("utf-8") for key, _ in iter_table(self._store, Table.LEASED)}
         return self.mem
 
     def forget(self) -> None:
@@ -174,7 +158,6 @@ class Tx:
         self._jobs.clear()
         self._runs.clear()
         self._spent.clear()
-        self.apart.clear()
 
     def clear(self) -> None:
         """Empty every table in the open batch (a restore starts from nothing)."""
@@ -318,7 +301,7 @@ class Tx:
         raw = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
         if raw is not _NOT_KEPT:
             return None if raw is None else marshal.loads(raw)
-        raw = self._store.get(Table.LEASED if run_id in self.apart else Table.RUNS, run_id.encode())
+        raw = self._store.get(Table.RUNS, run_id.encode())
         if not keep:
             return None if raw is None else marshal.loads(raw)
         if raw is None:
@@ -328,29 +311,17 @@ class Tx:
         return marshal.loads(raw)
 
     def _write_runs(self) -> None:
-        store, kept, apart = self._store, self.kept_runs, self.apart
-        leased_apart = self.mem.cluster_format >= LEASED_APART_FORMAT
+        store, kept = self._store, self.kept_runs
         for run_id, (run, stored) in self._runs.items():
             if run is None:
                 if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
                     store.delete(Table.RUNS, run_id.encode())
-                if run_id in apart:
-                    store.delete(Table.LEASED, run_id.encode())
-                    apart.discard(run_id)
                 kept.forget(run_id)  # a dropped run is seldom asked for again: no room taken for its absence
                 continue
             now = layout.run_to_tuple(run)
             if now != stored:
                 raw = marshal.dumps(now, layout.MARSHAL_VERSION)
-                # leased, and ``RUNS`` holds a record of it (it was read: a tuple): kept apart while leased
-                if leased_apart and run.status is RunStatus.LEASED and type(stored) is tuple:
-                    store.put(Table.LEASED, run_id.encode(), raw)
-                    apart.add(run_id)
-                else:
-                    store.put(Table.RUNS, run_id.encode(), raw)
-                    if run_id in apart:
-                        store.delete(Table.LEASED, run_id.encode())
-                        apart.discard(run_id)
+                store.put(Table.RUNS, run_id.encode(), raw)
                 if run.status in _READ_AGAIN:
                     kept.put(run_id, raw, run_weight(len(raw)))
                 else:  # ended: read again rarely (retention drops it long after), so it makes room for live runs

@@ -33,10 +33,6 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
   format 5), ``pause_job``'s note and until, ``trigger_job``'s payload;
   ``expire_pending`` (a run PENDING past its job's ``pending_ttl`` ends
   EXPIRED); with it, each job's info (``raftsched.cluster.fsm.job_info``).
-* 6 — no new command: with it, a LEASED run's record is kept apart from the
-  other runs' while it is leased (``raftsched.cluster.fsm.tx``), so that a
-  grant or a renewal writes a small table in the order leases are taken
-  instead of a page of the run table each.
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and

@@ -41,14 +41,11 @@ import json
 from typing import Any, Callable, NamedTuple, TypeVar
 
 from raftsched.cluster.domain.errors import RaftschedError
-from raftsched.cluster.domain.model import LEASED_APART_FORMAT, SCHEDULES_FORMAT
+from raftsched.cluster.domain.model import SCHEDULES_FORMAT
 from raftsched.cluster.domain.spec_codec import Plain, has_extras
 
 #: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each added)
-FORMAT_VERSION = 6
-#: the command formats that add no command and no field, only a change in what apply stores (the list in
-#: ``raftsched.cluster.domain.commands`` says which)
-STORE_ONLY_FORMATS = frozenset({LEASED_APART_FORMAT})
+FORMAT_VERSION = 5
 #: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
 #: is of that format at least, whatever its command's own (``command_format``)
 REQUEST_ID_FORMAT = 3

@@ -3,7 +3,7 @@
 
     python scripts/bench/micro/grant_cost.py [--jobs 100000] [--store memory|lmdb] [--rounds 3]
 
-Builds two machines on the newest command format with ``--jobs`` one-off jobs all
+Builds two machines on command format 5 with ``--jobs`` one-off jobs all
 due at one instant, fires them (``Fire`` commands of 256), then grants every
 run 500 at a time (``AcquireLeases``, as an executor asking in batches), each
 entry applied and committed as the Raft adapter does. ``plain``: every job
@@ -47,7 +47,7 @@ from typing import Any
 
 from apply_cost import _machine, entry_applier  # the machine on either store, as apply_cost.py makes it (a sibling script)
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import MAX_PRIORITY, At, JobSpec
+from raftsched.cluster.domain.model import MAX_PRIORITY, SCHEDULES_FORMAT, At, JobSpec
 
 T0 = 1_767_225_600_000
 FIRE_BATCH = 256
@@ -84,7 +84,7 @@ def grant_us(store: str, jobs: int, shaped: bool) -> float:
         return result
 
     try:
-        apply(c.SetClusterFormat(T0 - 60_000, c.FORMAT_VERSION))
+        apply(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
         for i in range(jobs):
             apply(c.CreateJob(T0 - 60_000, job_id(i), _spec(i, shaped)))
         items = [(job_id(i), T0) for i in range(jobs)]
@@ -140,7 +140,7 @@ def windows_us(store: str, jobs: int, seed: int = 7, ordered: bool = False) -> d
     entry = entry_applier(machine)
 
     try:
-        entry([c.SetClusterFormat(T0 - 60_000, c.FORMAT_VERSION)])
+        entry([c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT)])
         ids: list[str] = []
         ms = T0 - 3_600_000
         for i in range(jobs):

@@ -18,7 +18,7 @@ from raftsched.cluster.domain.model import Every, Job, JobSpec, MisfirePolicy, R
 from raftsched.cluster.domain.results import FireReport, Ok, Rejected, Result
 from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain
 from raftsched.cluster.fsm.machine import JobStateMachine
-from raftsched.cluster.fsm.store import MemoryStore, Table, TableStore, state_rows
+from raftsched.cluster.fsm.store import MemoryStore, Table, TableStore, iter_table
 from raftsched.storage.lmdb_state import LmdbTableStore
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -105,14 +105,13 @@ class Harness:
 
 def dump(m: JobStateMachine) -> dict[str, Any]:
     """Everything observable about a machine, indexes included, as plain values: the records, every stored
-    index (each table's rows as the state has them, ``state_rows``, but the small state's, which is below as values)
-    and the in-memory indexes."""
+    index (each table's rows but the small state's, which is below as values) and the in-memory indexes."""
     return {
         "now": m.now_ms,
         "applied": m.applied_index,
         "jobs": {k: job_to_plain(j) for k, j in m.jobs.items()},
         "runs": {k: run_to_plain(r) for k, r in m.runs.items()},
-        "tables": {t: list(state_rows(m.store, t)) for t in Table.ALL if t not in (Table.META, Table.LEASED)},
+        "tables": {t: list(iter_table(m.store, t)) for t in Table.ALL if t != Table.META},
         "pending": {q: list(v) for q, v in m.pending.items() if v},
         "pending_by_type": {q: list(v) for q, v in m.pending_by_type.items() if v},
         "idempotency": dict(m.idempotency.items()),

@@ -331,11 +331,10 @@ class _Both:
 
 
 def _twins() -> tuple[JobStateMachine, JobStateMachine, _Both]:
-    """A machine with the default cache, a twin without one, both on the newest command format, and ``_Both`` of
-    them."""
+    """A machine with the default cache, a twin without one, both on command format 5, and ``_Both`` of them."""
     m, twin = JobStateMachine(), JobStateMachine(cache_bytes=0)
     both = _Both(m, twin)
-    both(c.SetClusterFormat(T0 - 60_000, c.FORMAT_VERSION))
+    both(c.SetClusterFormat(T0 - 60_000, SCHEDULES_FORMAT))
     return m, twin, both
 
 

@@ -47,7 +47,6 @@ from hypothesis.stateful import (
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.model import (
-    LEASED_APART_FORMAT,
     TERMINAL_RUN_STATUSES,
     After,
     At,
@@ -128,13 +127,6 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
     def second_job(self, every: int, misfire: MisfirePolicy, catchup: int) -> str:
         """And one whose missed instants are skipped: coalesced, skipped, or too old."""
         return self.create_every(every, misfire, ConcurrencyPolicy.ALLOW, catchup, "")
-
-    @initialize(fmt=st.sampled_from([1, LEASED_APART_FORMAT]))
-    def first_format(self, fmt: int) -> None:
-        """Half the sequences start on the newest store layout (LEASED runs kept apart), half switch to it later or
-        never (``switch_to_format_6``)."""
-        if fmt > 1:
-            self.switch_to_format_6()
 
     # ------------------------------------------------------------ plumbing
 
@@ -257,14 +249,7 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
     def switch_to_format_3(self) -> None:
         """The cluster's command format 3: runs record their attempts and steps from here on."""
         self.apply(c.SetClusterFormat(self.now, 3))
-        self.format = max(self.format, 3)  # a format never goes back
-
-    @rule()
-    def switch_to_format_6(self) -> None:
-        """The cluster's command format 6: a LEASED run's record is kept apart while it is leased
-        (``raftsched.cluster.fsm.tx``); everything observable stays as it was."""
-        self.apply(c.SetClusterFormat(self.now, LEASED_APART_FORMAT))
-        self.format = LEASED_APART_FORMAT
+        self.format = 3
 
     @precondition(lambda self: self.m.cluster_format >= 3)
     @rule(job=jobs, again=st.booleans(), other=st.booleans())
