@@ -102,7 +102,7 @@ class GrpcLeaseApi:
         out: list[Exception | None] = [None] * len(done)
         todo = list(range(len(done)))
         for attempt in range(UNAVAILABLE_ROUNDS):
-            req = pb.CompleteRunsRequest(runs=[_complete_request(done[i], self.executor_id) for i in todo])
+            req = pb.CompleteRunsRequest(runs=[_complete_request(done[i], self.executor_id) for i in todo], status_only=True)
             try:
                 resp = self.client.lease("CompleteRuns", req)
             except grpc.RpcError as exc:

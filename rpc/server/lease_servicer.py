@@ -11,7 +11,7 @@ import grpc
 
 from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import ValidationError
-from raftsched.cluster.domain.model import RunExtra
+from raftsched.cluster.domain.model import Run, RunExtra
 from raftsched.cluster.domain.run_history import last_heartbeat
 from raftsched.cluster.node.lease_service import Completion, LeaseService
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
@@ -75,8 +75,16 @@ class LeaseServicer(pb_grpc.LeaseServiceServicer):
         lim.check_count("runs", request.runs, lim.MAX_COMPLETE_BATCH, "split the batch")  # before any item is read
         answers = self._svc.complete_many(convert_each(request.runs, lambda item: _completion(item, context)))
         resp = pb.CompleteRunsResponse()
-        fill_results(resp.results, answers, lambda run, entry: cv.run_to_pb(run, entry.run), "CompleteRuns")
+        fill_results(resp.results, answers, _status_only if request.status_only else _with_run, "CompleteRuns")
         return resp
+
+
+def _with_run(run: Run, entry: pb.CompleteRunResult) -> None:
+    cv.run_to_pb(run, entry.run)
+
+
+def _status_only(run: Run, entry: pb.CompleteRunResult) -> None:
+    """``CompleteRunsRequest.status_only``: the item's status (already 0) is the whole answer."""
 
 
 def _executor_id(

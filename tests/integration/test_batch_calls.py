@@ -110,6 +110,25 @@ def test_complete_runs_checks_each_lease_and_refuses_zombies(client: Client) -> 
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_complete_runs_status_only_answers_without_the_runs(client: Client) -> None:
+    """``status_only``: every item still counts (and a stale one is still refused), but no result carries its run."""
+    for i in range(3):
+        client.create_job(shell_spec(f"batch-status-only-{i}", "true", queue="q-batch-status-only"))
+    leases = _acquire(client, "q-batch-status-only", 3)
+    reqs = [_done(lease) for lease in leases]
+    reqs[2] = _done(leases[2], token=leases[2].fencing_token + 1)
+    resp = client.lease("CompleteRuns", pb.CompleteRunsRequest(runs=reqs, status_only=True))
+    assert [r.status.code for r in resp.results] == [OK, OK, FAILED_PRECONDITION]
+    assert not any(r.HasField("run") for r in resp.results)
+    for i in (0, 1):
+        run = client.get_run(leases[i].run.run_id)
+        assert run.status == pb.RUN_STATUS_SUCCEEDED and run.result == b"r-" + leases[i].run.run_id.encode()
+    assert client.get_run(leases[2].run.run_id).status == pb.RUN_STATUS_LEASED
+    # without it, the same call answers with the runs
+    again = client.lease("CompleteRuns", pb.CompleteRunsRequest(runs=[_done(leases[2])]))
+    assert again.results[0].status.code == OK and again.results[0].run.run_id == leases[2].run.run_id
+
+
 def _parallel(n: int, fn: object) -> list[object]:
     out: list[object] = [None] * n
     start = threading.Barrier(n)

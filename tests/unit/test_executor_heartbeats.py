@@ -139,6 +139,23 @@ def test_the_lease_api_puts_verdicts_and_details_on_the_wire() -> None:
     assert [(r.lease_id, r.details) for r in sent[0].leases] == [("L1", b""), ("L2", b'{"n": 1}')]
 
 
+def test_the_lease_api_asks_for_statuses_only_and_reads_each_item() -> None:
+    sent: list[Any] = []
+
+    class Calls:
+        def lease(self, method: str, request: Any, **kw: Any) -> Any:
+            sent.append((method, request))
+            return pb.CompleteRunsResponse(
+                results=[pb.CompleteRunResult(), pb.CompleteRunResult(status=pb.ItemStatus(code=9, message="stale"))]
+            )
+
+    task = Task("L1", 7, "J@1", "J", 1, "t", b"", 0, 0, 0)
+    api = GrpcLeaseApi(Calls(), "e1")  # type: ignore[arg-type]
+    answers = api.complete_many([Finished(task, True), Finished(task, True)])
+    assert [method for method, _ in sent] == ["CompleteRuns"] and sent[0][1].status_only
+    assert answers[0] is None and isinstance(answers[1], Exception) and "stale" in str(answers[1])
+
+
 def test_an_executor_without_an_output_store_refuses_to_start() -> None:
     ex = Executor(FakeApi(), ["q"])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="an executor needs an output store for its runs' logs"):

@@ -757,10 +757,12 @@ class CompleteRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class CompleteRunsRequest(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "status_only")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_ONLY_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[CompleteRunRequest]
-    def __init__(self, runs: _Optional[_Iterable[_Union[CompleteRunRequest, _Mapping]]] = ...) -> None: ...
+    status_only: bool
+    def __init__(self, runs: _Optional[_Iterable[_Union[CompleteRunRequest, _Mapping]]] = ..., status_only: _Optional[bool] = ...) -> None: ...
 
 class CompleteRunResult(_message.Message):
     __slots__ = ("run", "status")
