@@ -89,6 +89,17 @@ class Subscription:
         self._hub.unsubscribe(self)
 
 
+#: an entry's changes as the history holds them: the machine's (kind, run) pairs, and when they were observed
+_Held = tuple[list[tuple[str, Run]], int]
+
+
+def _changes(index: int, pairs: _Held) -> list[RunChange]:
+    """Entry ``index``'s changes, numbered by their place among them."""
+    events, now = pairs
+    # tuple.__new__: a NamedTuple's own __new__ costs more than the copy itself
+    return [_new(RunChange, (kind, run, now, index, pos)) for pos, (kind, run) in enumerate(events)]
+
+
 #: what a change costs the history besides its run's result and error (counted roughly)
 _CHANGE_COST = 256
 #: the rough weight of one step or attempt a run carries (at most 64 and 32 of them)
@@ -107,8 +118,10 @@ class EventHub:
         self._max_backlog = max_backlog
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
-        #: per applied entry that changed runs: (its index, its changes, their rough weight in bytes)
-        self._history: collections.deque[tuple[int, list[RunChange], int]] = collections.deque()
+        #: per applied entry that changed runs: (its index, its changes, their rough weight in bytes); the changes
+        #: are kept as the machine's (kind, run) pairs and when they were observed, and become ``RunChange``s only
+        #: for a reader (``_changes``): most entries leave the history unread
+        self._history: collections.deque[tuple[int, _Held, int]] = collections.deque()
         self._max_changes = max(1, history)
         self._max_bytes = history_bytes
         self._count = 0
@@ -125,7 +138,7 @@ class EventHub:
         ``resume_after``, also the held changes after that point (returned, in order).
         ``OutOfRange`` when the point is older than the history."""
         sub = Subscription(self, accept, self._max_backlog, kinds)
-        held: list[list[RunChange]] = []
+        held: list[tuple[int, _Held]] = []
         with self._lock:  # held changes and queued ones meet exactly here: none is missed or sent twice
             if resume_after is not None:
                 if resume_after[0] < self.covered_from:
@@ -133,10 +146,10 @@ class EventHub:
                         f"resume point {resume_after[0]}.{resume_after[1]} is older than this node's history of run "
                         f"changes (it holds entries from index {self.covered_from}): watch again without it"
                     )
-                held = [changes for index, changes, _ in self._history if index >= resume_after[0]]
+                held = [(index, pairs) for index, pairs, _ in self._history if index >= resume_after[0]]
             self._subs.append(sub)
         # filtered outside the lock (the Raft thread publishes under it); the changes never change
-        replay = [ch for changes in held for ch in changes if ch.point > (resume_after or (0, 0))]
+        replay = [ch for index, pairs in held for ch in _changes(index, pairs) if ch.point > (resume_after or (0, 0))]
         return sub, [ch for ch in replay if self._wants(sub, ch.kind, ch.run)]
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -166,18 +179,16 @@ class EventHub:
             self._last = (index, len(events))
             if not events:
                 return
-            now = self._now_ms()
-            # tuple.__new__: a NamedTuple's own __new__ costs more than the copy itself on this hot path
-            changes = [_new(RunChange, (kind, run, now, index, pos)) for pos, (kind, run) in enumerate(events)]
+            pairs = (events, self._now_ms())
             weight = _CHANGE_COST * len(events)
             for _, run in events:
                 weight += len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
                 for attempt in run.attempts_raw:
                     if len(attempt) > 10:
                         weight += len(attempt[10])  # heartbeat details
-            self._remember(index, changes, weight)
+            self._remember(index, pairs, weight)
             if self._subs:
-                self._deliver(changes, events)
+                self._deliver(_changes(index, pairs), events)
 
     def _deliver(self, changes: list[RunChange], events: list[tuple[str, Run]]) -> None:
         for change, (kind, run) in zip(changes, events):
@@ -189,16 +200,16 @@ class EventHub:
                         sub.overflowed = True
         self._subs = [s for s in self._subs if not s.overflowed]
 
-    def _remember(self, index: int, changes: list[RunChange], weight: int) -> None:
+    def _remember(self, index: int, pairs: _Held, weight: int) -> None:
         """Keep an entry's changes; drop the oldest entries over either bound (the history then starts
         later). The newest entry is always kept."""
         history = self._history
-        history.append((index, changes, weight))
-        self._count += len(changes)
+        history.append((index, pairs, weight))
+        self._count += len(pairs[0])
         self._bytes += weight
         while len(history) > 1 and (self._count > self._max_changes or self._bytes > self._max_bytes):
-            old_index, old_changes, old_weight = history.popleft()
-            self._count -= len(old_changes)
+            old_index, old_pairs, old_weight = history.popleft()
+            self._count -= len(old_pairs[0])
             self._bytes -= old_weight
             self.covered_from = max(self.covered_from, old_index + 1)
 
