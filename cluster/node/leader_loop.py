@@ -40,6 +40,12 @@ INFLIGHT_RETRY_S = 5.0
 MAX_BATCHES_IN_FLIGHT = 4
 #: shortest pause between two looks while work is flowing (an apply wakes the loop)
 MIN_PAUSE_S = 0.002
+#: after proposing fires, the loop looks again this long later (at most a quarter of the look-ahead, so every job
+#: still goes out well before its instant): the jobs that come due meanwhile go out together, one Fire of dozens of
+#: items instead of many of a few (each command costs every replica its decoding and its apply's fixed part, and
+#: each look the leader a read under the state's lock); a batch's commit wakes it early only while the pipeline
+#: is full
+FIRE_GATHER_S = 0.02
 #: longest sleep between looks at the due index
 MAX_IDLE_S = 0.05
 #: at most this many expired leases per ExpireLeases entry
@@ -102,6 +108,7 @@ class LeaderLoop:
         self._thread = threading.Thread(target=self._run, name="leader-loop", daemon=True)
         self.fires_proposed = 0
         self._planned_ms: int | None = None  # the next due instant the loop last planned around
+        self._pipeline_full = False  # the last look left due jobs waiting for a pipeline slot
         replica.on_applied.append(self._after_apply)
 
     @property
@@ -227,6 +234,7 @@ class LeaderLoop:
         lookahead = int(cfg.fire_lookahead_s * 1000)
         limit = look.fire_room
         if limit <= 0:  # the pipeline is full: wait for a commit to free a slot
+            self._pipeline_full = True
             return MAX_IDLE_S
         due, next_due = look.due, look.next_due
         self._planned_ms = next_due
@@ -234,13 +242,15 @@ class LeaderLoop:
         retry_before = mono - INFLIGHT_RETRY_S
         with self._inflight_lock:
             inflight = self._inflight
-            keys = [key for key in due if inflight.get(key, 0.0) < retry_before][:limit]
+            ready = [key for key in due if inflight.get(key, 0.0) < retry_before]
+            keys = ready[:limit]
             for key in keys:
                 inflight[key] = mono
+            self._pipeline_full = len(keys) >= limit  # the room is taken: more may be due than the look read
         for start in range(0, len(keys), cfg.fire_batch):
             self._propose(keys[start : start + cfg.fire_batch], now, lookahead)
-        if keys:
-            return MIN_PAUSE_S
+        if due:  # proposed, or all that is due is on its way: look again once more jobs have come due
+            return max(MIN_PAUSE_S, min(FIRE_GATHER_S, lookahead / 4000.0))
         if next_due is None:
             return MAX_IDLE_S
         return min(MAX_IDLE_S, max(0.001, (next_due - lookahead - self._clock.now_ms()) / 1000.0))
@@ -319,7 +329,9 @@ class LeaderLoop:
             with self._inflight_lock:
                 for key in keys:
                     self._inflight.pop(key, None)
-            self.wake()  # a pipeline slot is free
+                waiting = self._pipeline_full
+            if waiting or error != 0:
+                self.wake()  # a pipeline slot is free for the jobs waiting, or the batch must go again
             if error != 0:
                 log.debug("fire batch of %d not committed (reason %s); will retry", len(keys), error)
 
