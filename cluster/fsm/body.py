@@ -48,10 +48,12 @@ def encode(
     membership: Membership = NO_MEMBERSHIP,
     requests: list[RequestRow] | None = None,
     infos: list[tuple[str, tuple[Any, ...]]] | None = None,
+    placed: dict[str, bytes] | None = None,
 ) -> bytes:
-    """The body; ``requests`` (answered request ids, ``raftsched.cluster.fsm.requests``) and ``infos`` (jobs'
-    ``JobInfo`` tuples, ``raftsched.cluster.fsm.job_info``) are trailing elements only when there are any: a body
-    without reads as before in every version."""
+    """The body; ``requests`` (answered request ids, ``raftsched.cluster.fsm.requests``), ``infos`` (jobs'
+    ``JobInfo`` tuples, ``raftsched.cluster.fsm.job_info``) and ``placed`` (run_id -> the ``LIVE`` key of an active
+    run kept there: where its record is stored, so that a restore stores it alike) are trailing elements only when
+    there are any: a body without reads as before in every version."""
     body: tuple[Any, ...] = (
         FORMAT,
         now_ms,
@@ -62,10 +64,12 @@ def encode(
         members_to_plain(members or {}),
         membership_to_plain(membership),
     )
-    if requests or infos:
+    if requests or infos or placed:
         body += ([tuple(r) for r in requests or ()],)
-    if infos:
-        body += ([(job_id, tuple(t)) for job_id, t in infos],)
+    if infos or placed:
+        body += ([(job_id, tuple(t)) for job_id, t in infos or ()],)
+    if placed:
+        body += (sorted(placed.items()),)
     return marshal.dumps(body, MARSHAL_VERSION)
 
 
@@ -80,6 +84,8 @@ class Body(NamedTuple):
     requests: list[RequestRow]
     #: job_id -> its ``JobInfo`` tuple
     infos: dict[str, tuple[Any, ...]]
+    #: run_id -> the ``LIVE`` key its record is kept under
+    placed: dict[str, bytes]
 
 
 def decode(data: bytes) -> Body:
@@ -97,6 +103,7 @@ def decode(data: bytes) -> Body:
     membership = membership_from_plain(rest[1]) if len(rest) > 1 else NO_MEMBERSHIP
     requests: list[Any] = [tuple(r) for r in rest[2]] if len(rest) > 2 else []
     infos = {str(job_id): tuple(t) for job_id, t in rest[3]} if len(rest) > 3 else {}
+    placed = {str(run_id): bytes(key) for run_id, key in rest[4]} if len(rest) > 4 else {}
     dec = Decoder()
     return Body(
         now_ms,
@@ -108,4 +115,5 @@ def decode(data: bytes) -> Body:
         membership,
         requests,
         infos,
+        placed,
     )

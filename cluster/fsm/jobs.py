@@ -15,8 +15,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import Job, JobStatus, Run, RunExtra, RunStatus, manual_run_id, with_extra
+from raftsched.cluster.domain.model import (
+    LIVE_FORMAT,
+    Job,
+    JobSpec,
+    JobStatus,
+    Run,
+    RunExtra,
+    RunStatus,
+    manual_run_id,
+    with_extra,
+)
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, NotFound, Ok, ResourceExhausted, Result
 from raftsched.cluster.domain.schedule import first_fire, job_schedule, next_fire
 from raftsched.cluster.domain.schedule.firing import skip_through
@@ -48,6 +60,15 @@ def _job_for_change(tx: Tx, job_id: str) -> Job | NotFound:
 def _pending_runs(tx: Tx, job: Job) -> list[Run]:
     found = [runs.indexed_run(tx, run_id) for run_id in runs.active_ids(tx, job.job_id)]
     return [run for run in found if run.status is RunStatus.PENDING]
+
+
+def _active_runs(tx: Tx, job: Job) -> list[Run]:
+    return [runs.indexed_run(tx, run_id) for run_id in runs.active_ids(tx, job.job_id)]
+
+
+def _grant_terms(spec: JobSpec) -> tuple[Any, ...]:
+    """What a job's spec says about how its active runs are indexed for grants (``runs.index_live``)."""
+    return (spec.type, spec.priority, spec.concurrency_key, spec.concurrency_limit, spec.pending_ttl_ms)
 
 
 def _skip_paused(tx: Tx, job: Job, through_ms: int) -> None:
@@ -128,12 +149,22 @@ def update_job(tx: Tx, cmd: c.UpdateJob) -> Result:
             runs.set_job_status(tx, job, JobStatus.ACTIVE)
         elif job.status is JobStatus.ACTIVE and nxt is None:
             runs.set_job_status(tx, job, JobStatus.COMPLETED)
-    retyped = _pending_runs(tx, job) if job.spec.type != cmd.spec.type else []
-    for run in retyped:  # PENDING runs are indexed by their job's type: move them to the new one
-        runs.unindex_pending(tx, run)
-    job.spec = cmd.spec
-    for run in retyped:
-        runs.index_pending(tx, run)
+    if tx.mem.cluster_format >= LIVE_FORMAT and _grant_terms(job.spec) != _grant_terms(cmd.spec):
+        # the active runs are indexed by how their job's runs are granted: move them to the new terms, as a
+        # replica that restarts indexes them (``JobStateMachine.load``)
+        moved = _active_runs(tx, job)
+        for run in moved:
+            runs.unindex_live(tx, run)
+        job.spec = cmd.spec
+        for run in moved:
+            runs.index_live(tx, run)
+    else:
+        retyped = _pending_runs(tx, job) if job.spec.type != cmd.spec.type else []
+        for run in retyped:  # PENDING runs are indexed by their job's type: move them to the new one
+            runs.unindex_pending(tx, run)
+        job.spec = cmd.spec
+        for run in retyped:
+            runs.index_pending(tx, run)
     job.updated_ms = now
     index_due(tx, job)
     job_info.load(tx, job)

@@ -264,6 +264,7 @@ class JobStateMachine:
             mem.now_ms, mem.applied_index, self.view.iter_jobs(), self.view.iter_runs(), dict(self.idempotency.items()),
             mem.members, mem.membership(), requests.rows(self.tx),
             [(key.decode("utf-8"), tuple(job_info.decode(raw))) for key, raw in self.tx.rows(Table.JOB_INFO)],
+            mem.placed,
         )  # fmt: skip
 
     def restore(self, data: bytes) -> None:
@@ -393,6 +394,9 @@ def _restore_records(tx: Tx, state: body.Body) -> None:
     failed: dict[str, int] = {}
     for run in state.runs:
         tx.add_new_run(run)
+        live = state.placed.get(run.run_id)
+        if live is not None and run.status in ACTIVE_RUN_STATUSES:
+            tx.place(run.run_id, live)
         mem.run_counts[run.status] += 1
         key = keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id)
         tx.put(Table.JOB_RUNS, key, b"")

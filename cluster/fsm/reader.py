@@ -41,7 +41,7 @@ class RecordReader:
         return job
 
     def run(self, run_id: str) -> Run | None:
-        raw = self.store.get(Table.RUNS, keys.id_key(run_id))
+        raw = run_bytes(self.store, run_id)
         return None if raw is None else decode_run(raw)
 
     def has_job(self, job_id: str) -> bool:
@@ -55,7 +55,12 @@ class RecordReader:
 
     def iter_runs(self, after_id: str = "") -> Iterator[Run]:
         start = keys.id_key(after_id) + b"\x00" if after_id else b""
-        for _, raw in iter_table(self.store, Table.RUNS, start, chunk=_CHUNK):
+        for key, raw in iter_table(self.store, Table.RUNS, start, chunk=_CHUNK):
+            if raw[:1] == keys.LIVE_REF:
+                found = run_bytes(self.store, key.decode("utf-8"), raw)
+                if found is None:
+                    continue  # dropped since this page was read (a read outside one transaction)
+                raw = found
             yield decode_run(raw)
 
     def iter_job_runs(self, job_id: str, after: tuple[int, str] | None = None, newest_first: bool = False) -> Iterator[Run]:
@@ -91,6 +96,22 @@ class RecordReader:
         return [(key, keys.run_id_of(key)) for key, _ in rows]
 
 
+def run_bytes(store: TableStore, run_id: str, raw: bytes | None = None) -> bytes | None:
+    """The stored record of ``run_id`` (``raw``: its ``RUNS`` value, if read already), following its pointer into
+    ``LIVE`` for a run kept there while active. Outside one read transaction the run may end between the two
+    reads (its record then moves back under its id): it is read again."""
+    if raw is None:
+        raw = store.get(Table.RUNS, keys.id_key(run_id))
+    for _ in range(8):
+        if raw is None or raw[:1] != keys.LIVE_REF:
+            return raw
+        live = store.get(Table.LIVE, raw[1:])
+        if live is not None:
+            return live
+        raw = store.get(Table.RUNS, keys.id_key(run_id))
+    return None
+
+
 def job_keys(store: TableStore, table: str, job_id: str, after: tuple[int, str] | None, limit: int) -> list[tuple[int, str]]:
     prefix = keys.job_prefix(job_id)
     start = keys.job_run_key(job_id, after[0], after[1]) + b"\x00" if after is not None else prefix
@@ -110,13 +131,17 @@ def _job_keys_back(
 
 
 class RecordMap(Mapping[str, R]):
-    """The stored jobs (or runs) as a read-only mapping, in id order: every access reads the store."""
+    """The stored jobs (or runs) as a read-only mapping, in id order: every access reads the store (a run's
+    record where it is kept: ``run_bytes``)."""
 
     def __init__(self, store: TableStore, table: str, decode: Callable[[bytes], R]) -> None:
         self._store, self._table, self._decode = store, table, decode
 
     def __getitem__(self, ident: str) -> R:
-        raw = self._store.get(self._table, keys.id_key(ident))
+        if self._table == Table.RUNS:
+            raw = run_bytes(self._store, ident)
+        else:
+            raw = self._store.get(self._table, keys.id_key(ident))
         if raw is None:
             raise KeyError(ident)
         return self._decode(raw)

@@ -15,6 +15,12 @@ structure rather than a convention:
   command reads fresh ones. A record is compared with what was stored
   through its tuple (``layout``): one read and left as it was costs a
   tuple, not an encoding and a write.
+* Where a run's record is stored: under its id in ``RUNS``, but for an active
+  run of a job with a priority made from command format 6 on (``place``),
+  whose record is in ``LIVE`` in the order grants take runs, its ``RUNS``
+  row pointing there (``keys.live_ref``), until it is no longer active and
+  goes back under its id (``_write_live``). ``memory.placed`` knows which
+  (rebuilt by reading every active run at ``load``).
 * Index rows and the small tables (``put``, ``delete``, ``get``, ``scan``;
   keys from ``keys``): into the store's open batch at once, so the
   command's own reads see them. The record tables and ``meta`` are written
@@ -40,7 +46,7 @@ import marshal
 from typing import Any, Callable, Iterator
 
 from raftsched.cluster.domain.model import Job, JobSpec, Run, RunStatus
-from raftsched.cluster.fsm import layout
+from raftsched.cluster.fsm import keys, layout
 from raftsched.cluster.fsm.cache import CACHE_BYTES, Budget, Kept, KeptSpecs, run_weight, spec_weight
 from raftsched.cluster.fsm.memory import META_KEYS, Memory
 from raftsched.cluster.fsm.reader import job_keys
@@ -68,7 +74,7 @@ class Tx:
 
     __slots__ = (
         "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry",
-        "tokens_used", "_jobs", "_runs", "_spent", "_saved", "get", "put", "delete", "scan",
+        "tokens_used", "_jobs", "_runs", "_placing", "_spent", "_saved", "get", "put", "delete", "scan",
     )  # fmt: skip
 
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
@@ -91,6 +97,8 @@ class Tx:
         #: the records the command holds: id -> (record, or None if dropped or missing; its tuple as stored)
         self._jobs: dict[str, tuple[Job | None, Any]] = {}
         self._runs: dict[str, tuple[Run | None, Any]] = {}
+        #: runs this command placed in ``LIVE`` (``place``): their ``RUNS`` rows point there once it ends
+        self._placing: set[str] = set()
         #: jobs whose kept spec goes at the end of the command (``spec_spent``)
         self._spent: set[str] = set()
         #: ``meta``'s values as last written
@@ -157,6 +165,7 @@ class Tx:
         self.budget.clear()
         self._jobs.clear()
         self._runs.clear()
+        self._placing.clear()
         self._spent.clear()
 
     def clear(self) -> None:
@@ -292,6 +301,13 @@ class Tx:
         row = self._runs.get(run.run_id)
         self._runs[run.run_id] = (run, row[1] if row is not None else _UNREAD)
 
+    def place(self, run_id: str, key: bytes) -> None:
+        """Keep the run this command made (``add_new_run``) in ``LIVE`` under ``key`` while it is active:
+        ``end_command`` writes its record there and a pointer to it under its id in ``RUNS``; once it is no longer
+        active, its record goes back under its id (``_write_runs``)."""
+        self.mem.placed[run_id] = key
+        self._placing.add(run_id)
+
     def drop_run(self, run_id: str) -> None:
         row = self._runs.get(run_id)
         self._runs[run_id] = (None, row[1] if row is not None else self._stored_run(run_id))
@@ -302,6 +318,10 @@ class Tx:
         if raw is not _NOT_KEPT:
             return None if raw is None else marshal.loads(raw)
         raw = self._store.get(Table.RUNS, run_id.encode())
+        if raw is not None and raw[:1] == keys.LIVE_REF:  # kept in LIVE while active
+            live = raw[1:]
+            self.mem.placed[run_id] = live
+            raw = self._store.get(Table.LIVE, live)
         if not keep:
             return None if raw is None else marshal.loads(raw)
         if raw is None:
@@ -311,8 +331,12 @@ class Tx:
         return marshal.loads(raw)
 
     def _write_runs(self) -> None:
-        store, kept = self._store, self.kept_runs
+        store, kept, placed = self._store, self.kept_runs, self.mem.placed
         for run_id, (run, stored) in self._runs.items():
+            live = placed.get(run_id) if placed else None
+            if live is not None:
+                self._write_live(run_id, run, stored, live)
+                continue
             if run is None:
                 if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
                     store.delete(Table.RUNS, run_id.encode())
@@ -328,3 +352,31 @@ class Tx:
                     kept.forget(run_id)
             # unchanged: what is kept (if it still is) equals it
         self._runs.clear()
+        self._placing.clear()
+
+    def _write_live(self, run_id: str, run: Run | None, stored: Any, live: bytes) -> None:
+        """``_write_runs`` of a run kept in ``LIVE`` under ``live`` (or placed there by this command): its record
+        stays there while it is active, and goes back under its id in ``RUNS`` once it is not (or goes, dropped)."""
+        store, kept = self._store, self.kept_runs
+        new = run_id in self._placing
+        if run is None:
+            del self.mem.placed[run_id]
+            store.delete(Table.LIVE, live)
+            if not new:
+                store.delete(Table.RUNS, run_id.encode())
+            kept.forget(run_id)
+            return
+        now = layout.run_to_tuple(run)
+        if run.status in _READ_AGAIN:
+            if new or now != stored:
+                raw = marshal.dumps(now, layout.MARSHAL_VERSION)
+                store.put(Table.LIVE, live, raw)
+                kept.put(run_id, raw, run_weight(len(raw)))
+            if new:
+                store.put(Table.RUNS, run_id.encode(), keys.live_ref(live))
+            return
+        del self.mem.placed[run_id]  # no longer active: its record goes back under its id
+        if not new:
+            store.delete(Table.LIVE, live)
+        store.put(Table.RUNS, run_id.encode(), marshal.dumps(now, layout.MARSHAL_VERSION))
+        kept.forget(run_id)

@@ -26,10 +26,23 @@ def test_its_windows_grant_and_complete_both_backlogs_in_one_machine(store: str,
     (the script checks both), and the figures are read back."""
     assert grant_cost.main(["--windows", "--jobs", "80", "--store", store]) == 0
     out = capsys.readouterr().out
-    m = re.search(r"plain +([\d.]+) us/grant\n +shaped +([\d.]+) us/grant\n +ratio plain/shaped ([\d.]+)", out)
+    m = re.search(
+        r"plain +([\d.]+) us/grant, +([\d.]+) us/completion\n +shaped +([\d.]+) us/grant, +([\d.]+) us/completion\n"
+        r" +ratio plain/shaped ([\d.]+)",
+        out,
+    )
     assert m is not None, out
-    plain, shaped, ratio = map(float, m.groups())
-    assert plain > 0 and shaped > 0 and ratio == pytest.approx(plain / shaped, abs=0.001)
+    plain, plain_done, shaped, shaped_done, ratio = map(float, m.groups())
+    assert plain > 0 and shaped > 0 and plain_done > 0 and shaped_done > 0
+    assert ratio == pytest.approx(plain / shaped, abs=0.001)
+
+
+@pytest.mark.parametrize("fmt", [5, 6])
+def test_its_windows_run_on_the_format_asked_for(fmt: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--format 5`` keeps every run under its id, as before the grant-order layout; 6 (the default) keeps the
+    shaped runs in grant order: both grant and complete every run."""
+    assert grant_cost.main(["--windows", "--jobs", "40", "--store", "memory", "--format", str(fmt)]) == 0
+    assert re.search(r"ratio plain/shaped [\d.]+", capsys.readouterr().out)
 
 
 def test_the_window_jobs_are_named_as_a_node_names_them_and_alike_within_a_kind() -> None:
@@ -68,7 +81,8 @@ def test_windows_rounds_report_each_ratio_and_the_median_round(capsys: pytest.Ca
     out = capsys.readouterr().out
     each = re.search(r"round by round: plain/shaped ([\d.]+), ([\d.]+), ([\d.]+)", out)
     m = re.search(
-        r"median of 3 rounds.*\n +plain +([\d.]+) us/grant\n +shaped +([\d.]+) us/grant\n +ratio plain/shaped ([\d.]+)", out
+        r"median of 3 rounds.*\n +plain +([\d.]+) us/grant, .*\n +shaped +([\d.]+) us/grant, .*\n +ratio plain/shaped ([\d.]+)",
+        out,
     )
     assert each is not None and m is not None, out
     ratios = sorted(map(float, each.groups()))

@@ -33,6 +33,10 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
   format 5), ``pause_job``'s note and until, ``trigger_job``'s payload;
   ``expire_pending`` (a run PENDING past its job's ``pending_ttl`` ends
   EXPIRED); with it, each job's info (``raftsched.cluster.fsm.job_info``).
+* 6 — no new command: with it, the state keeps each active run that a
+  ``fire``, ``trigger_job``, ``backfill_job`` or notification made in the
+  order grants take runs (``raftsched.cluster.fsm.store.Table.LIVE``), so
+  an older node, which cannot read that layout, stops rather than read it.
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and
@@ -95,6 +99,7 @@ from raftsched.cluster.domain.commands.membership import (
 from raftsched.cluster.domain.commands.wire import (
     FORMAT_VERSION,
     REQUEST_ID_FORMAT,
+    STATE_ONLY_FORMATS,
     VERDICT_FORMAT,
     CommandFormatError,
     UnsupportedCommand,
@@ -109,6 +114,7 @@ from raftsched.cluster.domain.commands.wire import (
 __all__ = [
     "FORMAT_VERSION",
     "REQUEST_ID_FORMAT",
+    "STATE_ONLY_FORMATS",
     "VERDICT_FORMAT",
     "AcquireLeases",
     "AddMember",

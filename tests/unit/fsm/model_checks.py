@@ -176,12 +176,33 @@ class Invariants:
             if run.status is RunStatus.PENDING:
                 pending.setdefault(run.queue, []).append((run.not_before_ms, run_id))
         assert active_ids(m) == active
-        assert {k: list(v) for k, v in m.pending.items() if v} == {k: sorted(v) for k, v in pending.items()}
+        # PENDING runs by queue (and type), apart by their job's priority (0: ``pending``)
+        plain: dict[str, list[tuple[int, str]]] = {}
         typed: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        prio: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        prio_typed: dict[tuple[str, str, int], list[tuple[int, str]]] = {}
         for key in (key for keys in pending.values() for key in keys):
             run = m.runs[key[1]]
-            typed.setdefault((run.queue, m.jobs[run.job_id].spec.type), []).append(key)
+            spec = m.jobs[run.job_id].spec
+            if spec.priority:
+                prio.setdefault((run.queue, spec.priority), []).append(key)
+                prio_typed.setdefault((run.queue, spec.type, spec.priority), []).append(key)
+            else:
+                plain.setdefault(run.queue, []).append(key)
+                typed.setdefault((run.queue, spec.type), []).append(key)
+        assert {k: list(v) for k, v in m.pending.items() if v} == {k: sorted(v) for k, v in plain.items()}
         assert {k: list(v) for k, v in m.pending_by_type.items()} == {k: sorted(v) for k, v in typed.items()}
+        mem = m.tx.mem
+        assert {k: list(v) for k, v in mem.prio_pending.items()} == {k: sorted(v) for k, v in prio.items()}
+        assert {k: list(v) for k, v in mem.prio_by_type.items()} == {k: sorted(v) for k, v in prio_typed.items()}
+        # the records kept in grant order: each an active run's, pointed to by its row in RUNS, and known
+        live = {key[9:].decode(): key for key, _ in iter_table(m.store, Table.LIVE)}
+        assert mem.placed == live
+        for run_id, key in live.items():
+            assert m.store.get(Table.RUNS, run_id.encode()) == fsm_keys.live_ref(key)
+            assert m.runs[run_id].status in ACTIVE_RUN_STATUSES
+        pointers = [key for key, raw in iter_table(m.store, Table.RUNS) if raw[:1] == fsm_keys.LIVE_REF]
+        assert sorted(k.decode() for k in pointers) == sorted(live)
         assert job_run_index(m) == {k: sorted(v) for k, v in by_job.items()}
         finished: dict[str, int] = {}
         for run in m.runs.values():

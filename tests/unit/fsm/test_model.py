@@ -245,11 +245,31 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
             assert isinstance(result, Ok)
             assert result.value.run_id == f"{job}@manual-{self.index}" and result.value.manual
 
+    @precondition(lambda self: self.format <= 3)
     @rule()
     def switch_to_format_3(self) -> None:
         """The cluster's command format 3: runs record their attempts and steps from here on."""
         self.apply(c.SetClusterFormat(self.now, 3))
         self.format = 3
+
+    @precondition(lambda self: self.format >= 3)
+    @rule()
+    def switch_to_format_6(self) -> None:
+        """Command format 6: jobs may have priorities (a format 5 field), and the active runs of those made from
+        here on are kept in grant order (``LIVE``)."""
+        self.apply(c.SetClusterFormat(self.now, 6))
+        self.format = 6
+
+    @precondition(lambda self: self.format >= 6)
+    @rule(target=jobs, every=st.sampled_from([100, 300, 1_000]), priority=st.integers(1, 9), job_type=st.sampled_from(TYPES))
+    def create_prioritized(self, every: int, priority: int, job_type: str) -> str:
+        job_id = self.new_id()
+        self.creates[job_id] = c.CreateJob(self.now, job_id, JobSpec("p", Every(every), type=job_type, priority=priority))
+        result = self.apply(self.creates[job_id])
+        assert isinstance(result, Ok), result
+        self.created.add(job_id)
+        self.anchors[job_id] = result.value.anchor_ms
+        return job_id
 
     @precondition(lambda self: self.m.cluster_format >= 3)
     @rule(job=jobs, again=st.booleans(), other=st.booleans())
@@ -289,12 +309,15 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
         every=st.sampled_from([200, 1_000]),
         at_offset=st.none() | st.integers(-2_000, 4_000),
         job_type=st.sampled_from(TYPES),
+        priority=st.sampled_from([0, 0, 4, 9]),
     )
-    def update(self, job: str, every: int, at_offset: int | None, job_type: str) -> None:
+    def update(self, job: str, every: int, at_offset: int | None, job_type: str, priority: int) -> None:
         old = self.m.jobs[job]  # a live record: read what matters before the update changes it
         old_schedule = old.spec.schedule
         schedule: Schedule = Every(every) if at_offset is None else At(self.now + at_offset)
         spec = JobSpec(old.spec.name, schedule, type=job_type, misfire=old.spec.misfire, concurrency=old.spec.concurrency)
+        if self.format >= 6:  # a priority, changed or dropped: the job's active runs move to it
+            spec = spec._replace(priority=priority)
         deleted = old.status is JobStatus.DELETED
         result = self.apply(c.UpdateJob(self.now, job, spec))
         if deleted:
@@ -331,7 +354,7 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
         leasable = self.leasable(types)
         result = self.apply(c.AcquireLeases(self.now, executor, ("default",), max_runs, types))
         assert isinstance(result, Ok) and len(result.value) == min(max_runs, len(leasable))
-        if types:  # the oldest of its types; every other run stays where it was
+        if types or self.format >= 6:  # the first by priority, then the oldest, of its types; no other run moves
             assert [g.run.run_id for g in result.value] == [run_id for _, run_id in leasable[:max_runs]]
         for k, grant in enumerate(result.value, start=1):
             run = grant.run
@@ -344,14 +367,17 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
             self.granted.append((run.lease_id, run.fencing_token))
 
     def leasable(self, types: tuple[str, ...]) -> list[tuple[int, str]]:
-        """The reference: PENDING runs of the queue that may be leased now, of ``types`` (empty: any)."""
+        """The reference: PENDING runs of the queue that may be leased now, of ``types`` (empty: any), in the
+        order a grant takes them: by their job's priority (highest first; every job has 0 before format 6, where
+        priorities come in here), then the oldest."""
         now = max(self.m.now_ms, self.now)
         keys = []
         for run_id, run in self.m.runs.items():
             if run.status is RunStatus.PENDING and run.queue == "default" and run.not_before_ms <= now:
-                if not types or self.m.jobs[run.job_id].spec.type in types:
-                    keys.append((run.not_before_ms, run_id))
-        return sorted(keys)
+                spec = self.m.jobs[run.job_id].spec
+                if not types or spec.type in types:
+                    keys.append((-spec.priority, run.not_before_ms, run_id))
+        return [(ms, run_id) for _, ms, run_id in sorted(keys)]
 
     @precondition(lambda self: bool(self.m.leases))
     @rule(pick=st.integers(0, 10**6), succeeded=st.booleans(), draw=st.floats(0, 0.999), named=st.booleans())

@@ -1,0 +1,180 @@
+"""Runs of jobs with a priority are kept in grant order while active (command format 6), and what a job's
+priority or concurrency key does to the runs it already has is what a restarted replica rebuilds.
+
+* From format 6 a new PENDING run of a job with a priority keeps its record in ``LIVE`` (by priority, then when
+  it becomes leasable), and its row in ``RUNS`` points there; once it ends, its record goes back under its id.
+  Every read of it (the machine's, a reader's, a listing, a restart) finds it, and the twin without a cache
+  stores the same bytes.
+* An update that changes a job's priority, concurrency key or limit, or pending TTL moves its active runs to
+  the indexes of the new values, as a replica that restarts builds them: every replica grants the same runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from raftsched.cluster.domain import commands as c
+from raftsched.cluster.domain.model import MAX_PRIORITY, At, Every, JobSpec, RunStatus
+from raftsched.cluster.fsm import keys
+from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.store import Table, iter_table, state_hash
+from tests.unit.fsm.harness import (
+    SEC,
+    T0,
+    Harness,
+    dump,
+    lease,
+    store_kind,  # noqa: F401 - every test here runs on both stores
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _h(fmt: int = 6) -> Harness:
+    h = Harness()
+    h.ok(c.SetClusterFormat(T0, fmt))
+    return h
+
+
+def _live(m: JobStateMachine) -> dict[str, bytes]:
+    """run_id -> LIVE key of every record kept there."""
+    return {key[9:].decode(): key for key, _ in iter_table(m.store, Table.LIVE)}
+
+
+def _granted(h: Harness, n: int, now: int | None = None) -> list[str]:
+    return [g.run.run_id for g in h.ok(c.AcquireLeases(now or h.m.now_ms, "ex-1", ("default",), n))]
+
+
+def test_a_run_of_a_job_with_a_priority_is_kept_in_grant_order_while_active() -> None:
+    h = _h()
+    h.create("hi", Every(SEC), priority=9)
+    h.create("mid", Every(SEC), priority=4)
+    h.create("plain", Every(SEC))
+    h.fire(T0 + 2 * SEC)
+    h.m.commit()
+    live = _live(h.m)
+    assert sorted(live) == sorted(f"{j}@{T0 + k * SEC}" for j in ("hi", "mid") for k in (1, 2))
+    # by priority (highest first), then by when each becomes leasable: the order a grant takes them
+    assert [key[0] for key in sorted(live.values())] == [MAX_PRIORITY - 9] * 2 + [MAX_PRIORITY - 4] * 2
+    assert list(sorted(live, key=live.__getitem__)) == [
+        f"hi@{T0 + SEC}", f"hi@{T0 + 2 * SEC}", f"mid@{T0 + SEC}", f"mid@{T0 + 2 * SEC}",
+    ]  # fmt: skip
+    for run_id, key in live.items():
+        assert h.m.store.get(Table.RUNS, run_id.encode()) == keys.live_ref(key)  # its row points there
+    assert h.m.store.get(Table.RUNS, f"plain@{T0 + SEC}".encode())[:1] != keys.LIVE_REF  # priority 0: as before
+    # every way of reading a run finds the record
+    run_id = f"hi@{T0 + SEC}"
+    assert h.m.runs[run_id].status is RunStatus.PENDING and run_id in h.m.runs
+    assert h.m.view.run(run_id).run_id == run_id
+    assert sorted(r.run_id for r in h.m.iter_runs()) == sorted(h.m.runs)
+    assert len(h.m.runs) == 6
+    assert _granted(h, 3) == [f"hi@{T0 + SEC}", f"hi@{T0 + 2 * SEC}", f"mid@{T0 + SEC}"]
+    h.m.commit()
+    assert h.m.view.run(run_id).status is RunStatus.LEASED
+    assert h.m.store.get(Table.RUNS, run_id.encode())[:1] == keys.LIVE_REF  # leased: still kept in LIVE
+
+
+def test_an_ended_run_goes_back_under_its_id_and_a_dropped_one_leaves_nothing() -> None:
+    h = _h()
+    h.create("hi", Every(SEC), priority=9)
+    h.fire(T0 + 3 * SEC)
+    first, second, third = (f"hi@{T0 + k * SEC}" for k in (1, 2, 3))
+    run = lease(h, first)
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"ok", "", ""))
+    h.ok(c.CancelRun(h.m.now_ms, second))
+    h.m.commit()
+    assert sorted(_live(h.m)) == [third]
+    for run_id, status in ((first, RunStatus.SUCCEEDED), (second, RunStatus.CANCELLED)):
+        raw = h.m.store.get(Table.RUNS, run_id.encode())
+        assert raw is not None and raw[:1] != keys.LIVE_REF and h.m.runs[run_id].status is status
+    assert h.m.runs[first].result == b"ok"
+    h.ok(c.DeleteJob(h.m.now_ms, "hi"))
+    h.m.commit()
+    assert _live(h.m) == {} and h.m.tx.mem.placed == {}
+    assert all(h.m.runs[r].status is not RunStatus.PENDING for r in (first, second, third))
+
+
+def test_a_restart_finds_every_kept_record_and_grants_as_before() -> None:
+    h = _h()
+    h.create("hi", Every(SEC), priority=8)
+    h.create("lo", Every(SEC), priority=2)
+    h.fire(T0 + 3 * SEC)
+    assert _granted(h, 2) == [f"hi@{T0 + SEC}", f"hi@{T0 + 2 * SEC}"]
+    h.m.commit()
+    before = dump(h.m)
+    again = JobStateMachine(h.m.store)  # a restart reads what was stored
+    assert dump(again) == before and again.tx.mem.placed == h.m.tx.mem.placed
+    h.m = again
+    assert _granted(h, 2) == [f"hi@{T0 + 3 * SEC}", f"lo@{T0 + SEC}"]
+    run = h.m.runs[f"hi@{T0 + SEC}"]
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"", "", ""))
+    h.m.commit()
+    assert f"hi@{T0 + SEC}" not in _live(h.m) and h.m.runs[f"hi@{T0 + SEC}"].status is RunStatus.SUCCEEDED
+
+
+def test_before_format_6_every_run_stays_under_its_id() -> None:
+    h = _h(5)
+    h.create("hi", Every(SEC), priority=9)
+    h.fire(T0 + 2 * SEC)
+    h.m.commit()
+    assert _live(h.m) == {} and h.m.tx.mem.placed == {}
+    h.ok(c.SetClusterFormat(h.m.now_ms, 6))
+    h.fire(T0 + 3 * SEC)
+    h.m.commit()
+    assert sorted(_live(h.m)) == [f"hi@{T0 + 3 * SEC}"]  # only what is made from then on
+    assert _granted(h, 3) == [f"hi@{T0 + k * SEC}" for k in (1, 2, 3)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"priority": 9},
+        {"priority": 0},
+        {"concurrency_key": "k2", "concurrency_limit": 1},
+        {"concurrency_limit": 5},
+        {"pending_ttl_ms": 60 * SEC},
+    ],
+)
+def test_an_update_of_how_runs_are_granted_moves_the_runs_a_job_has(change: dict[str, Any]) -> None:
+    """What a replica that restarts after the update rebuilds, one that did not holds too: both grant the same."""
+    h = _h()
+    base = JobSpec("a", Every(SEC), priority=3, concurrency_key="k", concurrency_limit=2)
+    h.ok(c.CreateJob(T0, "a", base))
+    h.ok(c.CreateJob(T0, "b", JobSpec("b", Every(SEC), priority=5)))
+    h.fire(T0 + 3 * SEC)
+    assert _granted(h, 1) == [f"b@{T0 + SEC}"]
+    assert _granted(h, 2) == [f"b@{T0 + 2 * SEC}", f"b@{T0 + 3 * SEC}"]
+    assert _granted(h, 1) == [f"a@{T0 + SEC}"]  # one of the key's two leased
+    h.ok(c.UpdateJob(h.m.now_ms, "a", base._replace(**change)))
+    h.m.commit()
+    restarted = JobStateMachine(h.m.store)
+    mem, again = h.m.tx.mem, restarted.tx.mem
+    for index in ("pending", "prio_pending", "run_prio", "keyed_pending", "conc_leased", "lease_conc", "pending_ttl"):
+        got, want = getattr(mem, index), getattr(again, index)
+        assert {k: list(v) if hasattr(v, "irange") else v for k, v in got.items()} == {
+            k: list(v) if hasattr(v, "irange") else v for k, v in want.items()
+        }, index
+    other = Harness()
+    other.m, other.index = restarted, h.index
+    assert _granted(h, 5) == _granted(other, 5)
+    h.m.commit()
+    other.m.commit()
+    assert state_hash(h.m.store) == state_hash(other.m.store)
+
+
+def test_the_twin_without_a_cache_stores_the_same() -> None:
+    h, twin = _h(), Harness()
+    twin.m = JobStateMachine(cache_bytes=0)
+    twin.ok(c.SetClusterFormat(T0, 6))
+    for one in (h, twin):
+        one.ok(c.CreateJob(T0, "once", JobSpec("once", At(T0 + SEC), priority=6)))
+        one.ok(c.CreateJob(T0, "every", JobSpec("every", Every(SEC), priority=1)))
+        one.fire(T0 + 2 * SEC)
+        run = lease(one, f"once@{T0 + SEC}")
+        one.ok(c.CompleteRun(one.m.now_ms, run.lease_id, run.fencing_token, False, b"", "boom", ""))  # retried
+        lease(one, f"every@{T0 + SEC}")
+        one.m.commit()
+    assert state_hash(twin.m.store) == state_hash(h.m.store)
+    assert _live(twin.m) == _live(h.m) and len(_live(h.m)) == 3
