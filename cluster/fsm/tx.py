@@ -317,11 +317,15 @@ class Tx:
         raw = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
         if raw is not _NOT_KEPT:
             return None if raw is None else marshal.loads(raw)
-        raw = self._store.get(Table.RUNS, run_id.encode())
-        if raw is not None and raw[:1] == keys.LIVE_REF:  # kept in LIVE while active
-            live = raw[1:]
-            self.mem.placed[run_id] = live
+        placed = self.mem.placed
+        live = placed.get(run_id) if placed else None
+        if live is not None:  # kept in LIVE while active: read there, not through its row in RUNS
             raw = self._store.get(Table.LIVE, live)
+        else:
+            raw = self._store.get(Table.RUNS, run_id.encode())
+            if raw is not None and raw[:1] == keys.LIVE_REF:  # the first read since the indexes were rebuilt
+                live = placed[run_id] = raw[1:]
+                raw = self._store.get(Table.LIVE, live)
         if not keep:
             return None if raw is None else marshal.loads(raw)
         if raw is None:
