@@ -190,9 +190,9 @@ MAX_PRIORITY = 9
 #: the command format that brought ``JobSpec``'s schedule bounds and exceptions, labels and a job's summary
 SCHEDULES_FORMAT = 5
 
-#: the command format from which the state stores each new PENDING run's record in the order grants take runs
-#: (``raftsched.cluster.fsm.store.Table.LIVE``) while it is active
-LIVE_FORMAT = 6
+#: the command format from which the state keeps the record of each new run of a job with a priority in the order
+#: grants take runs (``raftsched.cluster.fsm.store.Table.RANKED``)
+RANKED_FORMAT = 6
 
 
 class AttemptOutcome(str, Enum):

@@ -51,8 +51,8 @@ def encode(
     placed: dict[str, bytes] | None = None,
 ) -> bytes:
     """The body; ``requests`` (answered request ids, ``raftsched.cluster.fsm.requests``), ``infos`` (jobs'
-    ``JobInfo`` tuples, ``raftsched.cluster.fsm.job_info``) and ``placed`` (run_id -> the ``LIVE`` key of an active
-    run kept there: where its record is stored, so that a restore stores it alike) are trailing elements only when
+    ``JobInfo`` tuples, ``raftsched.cluster.fsm.job_info``) and ``placed`` (run_id -> the ``RANKED`` key of a run kept
+    there: where its record is stored, so that a restore stores it alike) are trailing elements only when
     there are any: a body without reads as before in every version."""
     body: tuple[Any, ...] = (
         FORMAT,
@@ -84,7 +84,7 @@ class Body(NamedTuple):
     requests: list[RequestRow]
     #: job_id -> its ``JobInfo`` tuple
     infos: dict[str, tuple[Any, ...]]
-    #: run_id -> the ``LIVE`` key its record is kept under
+    #: run_id -> the ``RANKED`` key its record is kept under
     placed: dict[str, bytes]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import (
-    LIVE_FORMAT,
+    RANKED_FORMAT,
     Job,
     JobSpec,
     JobStatus,
@@ -149,7 +149,7 @@ def update_job(tx: Tx, cmd: c.UpdateJob) -> Result:
             runs.set_job_status(tx, job, JobStatus.ACTIVE)
         elif job.status is JobStatus.ACTIVE and nxt is None:
             runs.set_job_status(tx, job, JobStatus.COMPLETED)
-    if tx.mem.cluster_format >= LIVE_FORMAT and _grant_terms(job.spec) != _grant_terms(cmd.spec):
+    if tx.mem.cluster_format >= RANKED_FORMAT and _grant_terms(job.spec) != _grant_terms(cmd.spec):
         # the active runs are indexed by how their job's runs are granted: move them to the new terms, as a
         # replica that restarts indexes them (``JobStateMachine.load``)
         moved = _active_runs(tx, job)

@@ -10,10 +10,11 @@
   ``"j10"``'s as the ids sort;
 * a key of a timed index (``DUE``, ``EXPIRY``, ``PURGE``,
   ``REQUEST_EXPIRY``) is ``instant id``;
-* a key of ``LIVE`` is ``rank instant run_id``: one byte, 0 for the
-  highest priority, then the instant the run became leasable: the order
-  grants take runs, so that a grant's writes fall on pages side by side.
-  The run's row in ``RUNS`` then holds ``live_ref`` of that key: a NUL
+* a key of ``RANKED`` is ``rank instant run_id``: one byte, 0 for the
+  highest priority, then the instant the run first became leasable: the
+  order grants take runs, so that a grant's writes fall on pages side by
+  side (and a completion's, and retention's deletes, in about that order).
+  The run's row in ``RUNS`` then holds ``ranked_ref`` of that key: a NUL
   byte (no record starts with one), then the key.
 
 The values are ``layout``'s.
@@ -76,21 +77,17 @@ def timed_from(key: bytes) -> tuple[int, str]:
     return ms_from(key), key[8:].decode("utf-8")
 
 
-def live_key(rank: int, ms: int, run_id: str) -> bytes:
+#: the first byte of a ``RUNS`` value that points into ``RANKED`` (a record's ``marshal`` bytes never start with it)
+RANKED_REF = b"\x00"
+
+
+def ranked_key(rank: int, ms: int, run_id: str) -> bytes:
     return bytes((rank,)) + _MS.pack(ms + _BIAS) + run_id.encode("utf-8")
 
 
-LIVE_REF = b"\x00"
-
-
-def live_ref(key: bytes) -> bytes:
-    """What ``RUNS`` holds for a run whose record is in ``LIVE`` under ``key``."""
-    return LIVE_REF + key
-
-
-def live_key_of(raw: bytes) -> bytes | None:
-    """The ``LIVE`` key a ``RUNS`` value points to, or None for a record."""
-    return raw[1:] if raw[:1] == LIVE_REF else None
+def ranked_ref(key: bytes) -> bytes:
+    """What ``RUNS`` holds for a run whose record is in ``RANKED`` under ``key``."""
+    return RANKED_REF + key
 
 
 def idem_key(key: str) -> bytes:

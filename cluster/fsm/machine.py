@@ -264,7 +264,7 @@ class JobStateMachine:
             mem.now_ms, mem.applied_index, self.view.iter_jobs(), self.view.iter_runs(), dict(self.idempotency.items()),
             mem.members, mem.membership(), requests.rows(self.tx),
             [(key.decode("utf-8"), tuple(job_info.decode(raw))) for key, raw in self.tx.rows(Table.JOB_INFO)],
-            mem.placed,
+            {key[9:].decode("utf-8"): key for key, _ in self.tx.rows(Table.RANKED)},
         )  # fmt: skip
 
     def restore(self, data: bytes) -> None:
@@ -394,9 +394,9 @@ def _restore_records(tx: Tx, state: body.Body) -> None:
     failed: dict[str, int] = {}
     for run in state.runs:
         tx.add_new_run(run)
-        live = state.placed.get(run.run_id)
-        if live is not None and run.status in ACTIVE_RUN_STATUSES:
-            tx.place(run.run_id, live)
+        ranked = state.placed.get(run.run_id)
+        if ranked is not None:
+            tx.place(run.run_id, ranked)
         mem.run_counts[run.status] += 1
         key = keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id)
         tx.put(Table.JOB_RUNS, key, b"")

@@ -80,7 +80,8 @@ class Memory:
         #: run_id -> when a PENDING run of a job with a ``pending_ttl`` expires, and (that deadline, run_id) in order
         self.pending_ttl: dict[str, int] = {}
         self.pending_deadlines: SortedList = SortedList()
-        #: run_id -> the ``LIVE`` key of an active run whose record is kept there (command format 6; ``tx``)
+        #: run_id -> the ``RANKED`` key of an active run whose record is kept there (command format 6; ``tx``: an ended
+        #: one's is read from its row)
         self.placed: dict[str, bytes] = {}
         #: lease_id -> run_id of LEASED runs, and (lease_expires_ms, lease_id) in deadline order
         self.leases: dict[str, str] = {}

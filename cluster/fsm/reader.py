@@ -56,7 +56,7 @@ class RecordReader:
     def iter_runs(self, after_id: str = "") -> Iterator[Run]:
         start = keys.id_key(after_id) + b"\x00" if after_id else b""
         for key, raw in iter_table(self.store, Table.RUNS, start, chunk=_CHUNK):
-            if raw[:1] == keys.LIVE_REF:
+            if raw[:1] == keys.RANKED_REF:
                 found = run_bytes(self.store, key.decode("utf-8"), raw)
                 if found is None:
                     continue  # dropped since this page was read (a read outside one transaction)
@@ -98,14 +98,14 @@ class RecordReader:
 
 def run_bytes(store: TableStore, run_id: str, raw: bytes | None = None) -> bytes | None:
     """The stored record of ``run_id`` (``raw``: its ``RUNS`` value, if read already), following its pointer into
-    ``LIVE`` for a run kept there while active. Outside one read transaction the run may end between the two
+    ``RANKED`` for a run kept there while active. Outside one read transaction the run may end between the two
     reads (its record then moves back under its id): it is read again."""
     if raw is None:
         raw = store.get(Table.RUNS, keys.id_key(run_id))
     for _ in range(8):
-        if raw is None or raw[:1] != keys.LIVE_REF:
+        if raw is None or raw[:1] != keys.RANKED_REF:
             return raw
-        live = store.get(Table.LIVE, raw[1:])
+        live = store.get(Table.RANKED, raw[1:])
         if live is not None:
             return live
         raw = store.get(Table.RUNS, keys.id_key(run_id))

@@ -25,9 +25,9 @@ from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import (
-    LIVE_FORMAT,
     MAX_PRIORITY,
     NOTIFY_TYPE,
+    RANKED_FORMAT,
     SCHEDULES_FORMAT,
     After,
     At,
@@ -139,8 +139,8 @@ def new_run(
         run.extra = extra
     tx.add_new_run(run)
     spec = shaping_spec(tx, run, job.spec)
-    if spec is not None and spec.priority and tx.mem.cluster_format >= LIVE_FORMAT:
-        tx.place(run_id, live_key(run, spec.priority))
+    if spec is not None and spec.priority and tx.mem.cluster_format >= RANKED_FORMAT:
+        tx.place(run_id, ranked_key(run, spec.priority))
     tx.mem.run_counts[RunStatus.PENDING] += 1
     key = keys.job_run_key(run.job_id, scheduled_ms, run_id)  # the same key in both tables: a job's runs by instant
     tx.put(Table.JOB_RUNS, key, b"")
@@ -150,12 +150,12 @@ def new_run(
     return run
 
 
-def live_key(run: Run, priority: int) -> bytes:
-    """Where a new PENDING run of a job with a priority is kept while it is active (command format 6): by its
-    priority (highest first), then by when it becomes leasable, as grants take those runs (``leases``), so that a
-    grant rewrites records side by side, not one on every page of ``RUNS``. Runs of priority 0 (most runs) stay
-    under their ids: a grant takes them in id order among those due at one instant."""
-    return keys.live_key(MAX_PRIORITY - priority, run.not_before_ms, run.run_id)
+def ranked_key(run: Run, priority: int) -> bytes:
+    """Where a new run of a job with a priority is kept (command format 6): by its priority (highest first), then
+    by when it becomes leasable, as grants take those runs (``leases``), so that grants and completions rewrite
+    records side by side, not one on every page of ``RUNS``. Runs of priority 0 (most runs) stay under their ids:
+    a grant takes them in id order among those due at one instant."""
+    return keys.ranked_key(MAX_PRIORITY - priority, run.not_before_ms, run.run_id)
 
 
 def activate(tx: Tx, run: Run) -> None:

@@ -50,7 +50,7 @@ class Table:
 
     META = "meta"  # the machine's small state: applied index, now, counts, membership
     JOBS = "jobs"  # job_id -> job
-    RUNS = "runs"  # run_id -> run, or for a run kept in LIVE while active, b"\x00" + its key there (``keys.live_ref``)
+    RUNS = "runs"  # run_id -> run, or for a run kept in RANKED, b"\x00" + its key there (``keys.ranked_ref``)
     IDEMPOTENCY = "idem"  # idempotency key -> (key, job_id, fingerprint)
     JOB_RUNS = "job_runs"  # job_id, scheduled_ms, run_id -> "": every run of a job, by instant
     ACTIVE = "active"  # job_id, scheduled_ms, run_id -> "": PENDING and LEASED runs
@@ -63,11 +63,11 @@ class Table:
     FAILED_RUNS = "failed_runs"  # job_id, scheduled_ms, run_id -> "": FAILED/DEAD_LETTER runs kept apart (format 3)
     FAILED = "failed"  # job_id -> how many of its finished runs FAILED_RUNS holds
     JOB_INFO = "job_info"  # job_id -> its summary and pause note (format 5: ``job_info``)
-    LIVE = "live_runs"  # rank, not_before_ms, run_id -> run: active runs in the order grants take them (format 6)
+    RANKED = "ranked_runs"  # rank, not_before_ms, run_id -> run: runs of jobs with a priority, in grant order (format 6)
 
     ALL = (
         META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED, REQUESTS, REQUEST_EXPIRY, FAILED_RUNS,
-        FAILED, JOB_INFO, LIVE,
+        FAILED, JOB_INFO, RANKED,
     )  # fmt: skip
 
 

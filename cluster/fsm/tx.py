@@ -15,12 +15,13 @@ structure rather than a convention:
   command reads fresh ones. A record is compared with what was stored
   through its tuple (``layout``): one read and left as it was costs a
   tuple, not an encoding and a write.
-* Where a run's record is stored: under its id in ``RUNS``, but for an active
-  run of a job with a priority made from command format 6 on (``place``),
-  whose record is in ``LIVE`` in the order grants take runs, its ``RUNS``
-  row pointing there (``keys.live_ref``), until it is no longer active and
-  goes back under its id (``_write_live``). ``memory.placed`` knows which
-  (rebuilt by reading every active run at ``load``).
+* Where a run's record is stored: under its id in ``RUNS``, but for a run
+  of a job with a priority made from command format 6 on (``place``),
+  whose record is in ``RANKED`` in the order grants take runs for its whole
+  life, its ``RUNS`` row pointing there (``keys.ranked_ref``): grants and
+  completions taken by priority then rewrite records side by side.
+  ``memory.placed`` knows where each active one is (rebuilt by reading
+  every active run at ``load``); an ended one's place is read from its row.
 * Index rows and the small tables (``put``, ``delete``, ``get``, ``scan``;
   keys from ``keys``): into the store's open batch at once, so the
   command's own reads see them. The record tables and ``meta`` are written
@@ -61,6 +62,7 @@ RunEvent = tuple[str, Run]
 #: completes or expires it; an ended one seldom is, and under a backlog of live runs larger than the budget it
 #: would push out runs that are about to be read
 _READ_AGAIN = frozenset({RunStatus.PENDING, RunStatus.LEASED})
+_ACTIVE_VALUES = frozenset(s.value for s in _READ_AGAIN)
 
 #: the stored tuple of a run added without reading the store (``add_new_run``): it never equals a tuple, so
 #: ``end_command`` writes the run
@@ -74,7 +76,7 @@ class Tx:
 
     __slots__ = (
         "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry",
-        "tokens_used", "_jobs", "_runs", "_placing", "_spent", "_saved", "get", "put", "delete", "scan",
+        "tokens_used", "_jobs", "_runs", "_placing", "_where", "_spent", "_saved", "get", "put", "delete", "scan",
     )  # fmt: skip
 
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
@@ -97,8 +99,11 @@ class Tx:
         #: the records the command holds: id -> (record, or None if dropped or missing; its tuple as stored)
         self._jobs: dict[str, tuple[Job | None, Any]] = {}
         self._runs: dict[str, tuple[Run | None, Any]] = {}
-        #: runs this command placed in ``LIVE`` (``place``): their ``RUNS`` rows point there once it ends
+        #: runs this command placed in ``RANKED`` (``place``): their ``RUNS`` rows point there once it ends
         self._placing: set[str] = set()
+        #: run_id -> the ``RANKED`` key of an ended run kept there that this command read (an active one's is in
+        #: ``memory.placed``)
+        self._where: dict[str, bytes] = {}
         #: jobs whose kept spec goes at the end of the command (``spec_spent``)
         self._spent: set[str] = set()
         #: ``meta``'s values as last written
@@ -166,6 +171,7 @@ class Tx:
         self._jobs.clear()
         self._runs.clear()
         self._placing.clear()
+        self._where.clear()
         self._spent.clear()
 
     def clear(self) -> None:
@@ -302,9 +308,8 @@ class Tx:
         self._runs[run.run_id] = (run, row[1] if row is not None else _UNREAD)
 
     def place(self, run_id: str, key: bytes) -> None:
-        """Keep the run this command made (``add_new_run``) in ``LIVE`` under ``key`` while it is active:
-        ``end_command`` writes its record there and a pointer to it under its id in ``RUNS``; once it is no longer
-        active, its record goes back under its id (``_write_runs``)."""
+        """Keep the run this command made (``add_new_run``) in ``RANKED`` under ``key``: ``end_command`` writes its
+        record there and a pointer to it under its id in ``RUNS``, where it stays until the run is dropped."""
         self.mem.placed[run_id] = key
         self._placing.add(run_id)
 
@@ -318,14 +323,18 @@ class Tx:
         if raw is not _NOT_KEPT:
             return None if raw is None else marshal.loads(raw)
         placed = self.mem.placed
-        live = placed.get(run_id) if placed else None
-        if live is not None:  # kept in LIVE while active: read there, not through its row in RUNS
-            raw = self._store.get(Table.LIVE, live)
+        ranked = placed.get(run_id) if placed else None
+        if ranked is not None:  # an active run kept in RANKED: read there, not through its row in RUNS
+            raw = self._store.get(Table.RANKED, ranked)
         else:
             raw = self._store.get(Table.RUNS, run_id.encode())
-            if raw is not None and raw[:1] == keys.LIVE_REF:  # the first read since the indexes were rebuilt
-                live = placed[run_id] = raw[1:]
-                raw = self._store.get(Table.LIVE, live)
+            if raw is not None and raw[:1] == keys.RANKED_REF:  # kept in RANKED: known from here to the command's end
+                ranked = self._where[run_id] = raw[1:]
+                raw = self._store.get(Table.RANKED, ranked)
+                if raw is not None and marshal.loads(raw)[layout.RUN_STATUS] in _ACTIVE_VALUES:
+                    placed[run_id] = ranked  # (the first read since the indexes were rebuilt)
+                else:
+                    keep = False  # an ended run's place is known only through its row: never kept apart from it
         if not keep:
             return None if raw is None else marshal.loads(raw)
         if raw is None:
@@ -336,10 +345,13 @@ class Tx:
 
     def _write_runs(self) -> None:
         store, kept, placed = self._store, self.kept_runs, self.mem.placed
+        where = self._where
         for run_id, (run, stored) in self._runs.items():
-            live = placed.get(run_id) if placed else None
-            if live is not None:
-                self._write_live(run_id, run, stored, live)
+            ranked = placed.get(run_id) if placed else None
+            if ranked is None and where:
+                ranked = where.get(run_id)
+            if ranked is not None:
+                self._write_ranked(run_id, run, stored, ranked)
                 continue
             if run is None:
                 if stored is not None:  # _UNREAD too: a delete of a key not there does nothing
@@ -357,30 +369,30 @@ class Tx:
             # unchanged: what is kept (if it still is) equals it
         self._runs.clear()
         self._placing.clear()
+        where.clear()
 
-    def _write_live(self, run_id: str, run: Run | None, stored: Any, live: bytes) -> None:
-        """``_write_runs`` of a run kept in ``LIVE`` under ``live`` (or placed there by this command): its record
-        stays there while it is active, and goes back under its id in ``RUNS`` once it is not (or goes, dropped)."""
-        store, kept = self._store, self.kept_runs
+    def _write_ranked(self, run_id: str, run: Run | None, stored: Any, ranked: bytes) -> None:
+        """``_write_runs`` of a run kept in ``RANKED`` under ``ranked`` (or placed there by this command): its record
+        is written there, its row in ``RUNS`` points there, and both go when the run is dropped."""
+        store, kept, placed = self._store, self.kept_runs, self.mem.placed
         new = run_id in self._placing
         if run is None:
-            del self.mem.placed[run_id]
-            store.delete(Table.LIVE, live)
+            placed.pop(run_id, None)
+            store.delete(Table.RANKED, ranked)
             if not new:
                 store.delete(Table.RUNS, run_id.encode())
             kept.forget(run_id)
             return
         now = layout.run_to_tuple(run)
+        raw = marshal.dumps(now, layout.MARSHAL_VERSION) if new or now != stored else None
+        if raw is not None:
+            store.put(Table.RANKED, ranked, raw)
+        if new:
+            store.put(Table.RUNS, run_id.encode(), keys.ranked_ref(ranked))
         if run.status in _READ_AGAIN:
-            if new or now != stored:
-                raw = marshal.dumps(now, layout.MARSHAL_VERSION)
-                store.put(Table.LIVE, live, raw)
+            placed[run_id] = ranked
+            if raw is not None:
                 kept.put(run_id, raw, run_weight(len(raw)))
-            if new:
-                store.put(Table.RUNS, run_id.encode(), keys.live_ref(live))
-            return
-        del self.mem.placed[run_id]  # no longer active: its record goes back under its id
-        if not new:
-            store.delete(Table.LIVE, live)
-        store.put(Table.RUNS, run_id.encode(), marshal.dumps(now, layout.MARSHAL_VERSION))
-        kept.forget(run_id)
+        else:  # ended: its place is known through its row from now on (``_stored_run``)
+            placed.pop(run_id, None)
+            kept.forget(run_id)

@@ -33,10 +33,12 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
   format 5), ``pause_job``'s note and until, ``trigger_job``'s payload;
   ``expire_pending`` (a run PENDING past its job's ``pending_ttl`` ends
   EXPIRED); with it, each job's info (``raftsched.cluster.fsm.job_info``).
-* 6 — no new command: with it, the state keeps each active run that a
-  ``fire``, ``trigger_job``, ``backfill_job`` or notification made in the
-  order grants take runs (``raftsched.cluster.fsm.store.Table.LIVE``), so
-  an older node, which cannot read that layout, stops rather than read it.
+* 6 — no new command: with it, the state keeps the record of each run of
+  a job with a priority (fired, triggered or backfilled from then on) in
+  the order grants take runs (``raftsched.cluster.fsm.store.Table.RANKED``),
+  so an older node, which cannot read that layout, stops at the switch; and
+  an ``update_job`` that changes how a job's runs are granted re-indexes
+  the runs it has.
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and

@@ -195,14 +195,13 @@ class Invariants:
         mem = m.tx.mem
         assert {k: list(v) for k, v in mem.prio_pending.items()} == {k: sorted(v) for k, v in prio.items()}
         assert {k: list(v) for k, v in mem.prio_by_type.items()} == {k: sorted(v) for k, v in prio_typed.items()}
-        # the records kept in grant order: each an active run's, pointed to by its row in RUNS, and known
-        live = {key[9:].decode(): key for key, _ in iter_table(m.store, Table.LIVE)}
-        assert mem.placed == live
-        for run_id, key in live.items():
-            assert m.store.get(Table.RUNS, run_id.encode()) == fsm_keys.live_ref(key)
-            assert m.runs[run_id].status in ACTIVE_RUN_STATUSES
-        pointers = [key for key, raw in iter_table(m.store, Table.RUNS) if raw[:1] == fsm_keys.LIVE_REF]
-        assert sorted(k.decode() for k in pointers) == sorted(live)
+        # the records kept in grant order: each pointed to by its row in RUNS, and every active one known
+        ranked = {key[9:].decode(): key for key, _ in iter_table(m.store, Table.RANKED)}
+        assert mem.placed == {r: key for r, key in ranked.items() if m.runs[r].status in ACTIVE_RUN_STATUSES}
+        for run_id, key in ranked.items():
+            assert m.store.get(Table.RUNS, run_id.encode()) == fsm_keys.ranked_ref(key)
+        pointers = [key for key, raw in iter_table(m.store, Table.RUNS) if raw[:1] == fsm_keys.RANKED_REF]
+        assert sorted(k.decode() for k in pointers) == sorted(ranked)
         assert job_run_index(m) == {k: sorted(v) for k, v in by_job.items()}
         finished: dict[str, int] = {}
         for run in m.runs.values():

@@ -256,7 +256,7 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
     @rule()
     def switch_to_format_6(self) -> None:
         """Command format 6: jobs may have priorities (a format 5 field), and the active runs of those made from
-        here on are kept in grant order (``LIVE``)."""
+        here on are kept in grant order (``RANKED``)."""
         self.apply(c.SetClusterFormat(self.now, 6))
         self.format = 6
 

@@ -1,9 +1,9 @@
-"""Runs of jobs with a priority are kept in grant order while active (command format 6), and what a job's
-priority or concurrency key does to the runs it already has is what a restarted replica rebuilds.
+"""Runs of jobs with a priority are kept in grant order (command format 6), and what a job's priority or
+concurrency key does to the runs it already has is what a restarted replica rebuilds.
 
-* From format 6 a new PENDING run of a job with a priority keeps its record in ``LIVE`` (by priority, then when
-  it becomes leasable), and its row in ``RUNS`` points there; once it ends, its record goes back under its id.
-  Every read of it (the machine's, a reader's, a listing, a restart) finds it, and the twin without a cache
+* From format 6 a new run of a job with a priority keeps its record in ``RANKED`` (by priority, then when it
+  becomes leasable), and its row in ``RUNS`` points there, until the run is dropped. Every read of it (the
+  machine's, a reader's, a listing, a restart, a retry after it ended) finds it, and the twin without a cache
   stores the same bytes.
 * An update that changes a job's priority, concurrency key or limit, or pending TTL moves its active runs to
   the indexes of the new values, as a replica that restarts builds them: every replica grants the same runs.
@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import MAX_PRIORITY, At, Every, JobSpec, RunStatus
+from raftsched.cluster.domain.model import MAX_PRIORITY, At, Every, JobSpec, RetryPolicy, RunStatus
 from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.fsm.reader import run_bytes
 from raftsched.cluster.fsm.store import Table, iter_table, state_hash
 from tests.unit.fsm.harness import (
     SEC,
@@ -39,8 +40,8 @@ def _h(fmt: int = 6) -> Harness:
 
 
 def _live(m: JobStateMachine) -> dict[str, bytes]:
-    """run_id -> LIVE key of every record kept there."""
-    return {key[9:].decode(): key for key, _ in iter_table(m.store, Table.LIVE)}
+    """run_id -> RANKED key of every record kept there."""
+    return {key[9:].decode(): key for key, _ in iter_table(m.store, Table.RANKED)}
 
 
 def _granted(h: Harness, n: int, now: int | None = None) -> list[str]:
@@ -62,8 +63,8 @@ def test_a_run_of_a_job_with_a_priority_is_kept_in_grant_order_while_active() ->
         f"hi@{T0 + SEC}", f"hi@{T0 + 2 * SEC}", f"mid@{T0 + SEC}", f"mid@{T0 + 2 * SEC}",
     ]  # fmt: skip
     for run_id, key in live.items():
-        assert h.m.store.get(Table.RUNS, run_id.encode()) == keys.live_ref(key)  # its row points there
-    assert h.m.store.get(Table.RUNS, f"plain@{T0 + SEC}".encode())[:1] != keys.LIVE_REF  # priority 0: as before
+        assert h.m.store.get(Table.RUNS, run_id.encode()) == keys.ranked_ref(key)  # its row points there
+    assert h.m.store.get(Table.RUNS, f"plain@{T0 + SEC}".encode())[:1] != keys.RANKED_REF  # priority 0: as before
     # every way of reading a run finds the record
     run_id = f"hi@{T0 + SEC}"
     assert h.m.runs[run_id].status is RunStatus.PENDING and run_id in h.m.runs
@@ -73,27 +74,36 @@ def test_a_run_of_a_job_with_a_priority_is_kept_in_grant_order_while_active() ->
     assert _granted(h, 3) == [f"hi@{T0 + SEC}", f"hi@{T0 + 2 * SEC}", f"mid@{T0 + SEC}"]
     h.m.commit()
     assert h.m.view.run(run_id).status is RunStatus.LEASED
-    assert h.m.store.get(Table.RUNS, run_id.encode())[:1] == keys.LIVE_REF  # leased: still kept in LIVE
+    assert h.m.store.get(Table.RUNS, run_id.encode())[:1] == keys.RANKED_REF  # leased: still kept in LIVE
 
 
-def test_an_ended_run_goes_back_under_its_id_and_a_dropped_one_leaves_nothing() -> None:
+def test_an_ended_run_stays_where_it_is_kept_and_a_dropped_one_leaves_nothing() -> None:
     h = _h()
-    h.create("hi", Every(SEC), priority=9)
+    h.create("hi", Every(SEC), priority=9, retry=RetryPolicy(max_attempts=1))
     h.fire(T0 + 3 * SEC)
     first, second, third = (f"hi@{T0 + k * SEC}" for k in (1, 2, 3))
     run = lease(h, first)
     h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"ok", "", ""))
     h.ok(c.CancelRun(h.m.now_ms, second))
+    run = lease(h, third)
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, False, b"", "boom", ""))
     h.m.commit()
-    assert sorted(_live(h.m)) == [third]
-    for run_id, status in ((first, RunStatus.SUCCEEDED), (second, RunStatus.CANCELLED)):
-        raw = h.m.store.get(Table.RUNS, run_id.encode())
-        assert raw is not None and raw[:1] != keys.LIVE_REF and h.m.runs[run_id].status is status
+    assert sorted(_live(h.m)) == [first, second, third] and h.m.tx.mem.placed == {}  # none active: none known
+    for run_id, status in ((first, RunStatus.SUCCEEDED), (second, RunStatus.CANCELLED), (third, RunStatus.DEAD_LETTER)):
+        assert h.m.store.get(Table.RUNS, run_id.encode())[:1] == keys.RANKED_REF
+        assert h.m.runs[run_id].status is status and h.m.view.run(run_id).status is status
     assert h.m.runs[first].result == b"ok"
+    retried = h.ok(c.RetryRun(h.m.now_ms, third))  # an ended run read through its row, active again
+    h.m.commit()
+    assert retried.status is RunStatus.PENDING and h.m.tx.mem.placed == {third: _live(h.m)[third]}
+    run = lease(h, third)
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"again", "", ""))
+    assert h.m.runs[third].result == b"again" and h.m.tx.mem.placed == {}
     h.ok(c.DeleteJob(h.m.now_ms, "hi"))
+    h.ok(c.PruneHistory(h.m.now_ms + 400 * 24 * 3600 * SEC))
     h.m.commit()
     assert _live(h.m) == {} and h.m.tx.mem.placed == {}
-    assert all(h.m.runs[r].status is not RunStatus.PENDING for r in (first, second, third))
+    assert [key for key, raw in iter_table(h.m.store, Table.RUNS)] == []
 
 
 def test_a_restart_finds_every_kept_record_and_grants_as_before() -> None:
@@ -111,7 +121,8 @@ def test_a_restart_finds_every_kept_record_and_grants_as_before() -> None:
     run = h.m.runs[f"hi@{T0 + SEC}"]
     h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"", "", ""))
     h.m.commit()
-    assert f"hi@{T0 + SEC}" not in _live(h.m) and h.m.runs[f"hi@{T0 + SEC}"].status is RunStatus.SUCCEEDED
+    assert f"hi@{T0 + SEC}" in _live(h.m) and h.m.runs[f"hi@{T0 + SEC}"].status is RunStatus.SUCCEEDED
+    assert f"hi@{T0 + SEC}" not in h.m.tx.mem.placed
 
 
 def test_before_format_6_every_run_stays_under_its_id() -> None:
@@ -178,3 +189,23 @@ def test_the_twin_without_a_cache_stores_the_same() -> None:
         one.m.commit()
     assert state_hash(twin.m.store) == state_hash(h.m.store)
     assert _live(twin.m) == _live(h.m) and len(_live(h.m)) == 3
+
+
+def test_a_reader_outside_one_transaction_finds_no_run_dropped_between_its_reads() -> None:
+    """The pointer read, then the run is dropped (retention) before the second read: the reader reads its row
+    again and finds nothing, rather than a record that is no longer there."""
+    h = _h()
+    h.create("hi", Every(SEC), priority=9)
+    h.fire(T0 + SEC)
+    h.m.commit()
+    run_id = f"hi@{T0 + SEC}"
+    store = h.m.store
+    pointer = store.get(Table.RUNS, run_id.encode())
+    assert pointer is not None and pointer[:1] == keys.RANKED_REF
+    h.ok(c.CancelRun(h.m.now_ms, run_id))
+    h.m.commit()
+    h.ok(c.DeleteJob(h.m.now_ms, "hi"))
+    h.ok(c.PruneHistory(h.m.now_ms + 400 * 24 * 3600 * SEC))
+    h.m.commit()
+    assert run_bytes(store, run_id, pointer) is None  # as if the pointer had been read before the run was dropped
+    assert h.m.view.run(run_id) is None and run_bytes(store, "hi@1") is None
