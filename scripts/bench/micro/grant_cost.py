@@ -33,6 +33,12 @@ the ratio shows what is left of the difference once storage order is not.
 ``--rounds N`` runs either ``--windows`` form N times, each in a fresh
 machine, and prints every round's ratio and the median round's figures: on a
 busy two-core machine one run's ratio moved by 0.1 from one run to the next.
+``--windows`` also prints each kind's CPU per completion (a layout that made
+grants cheaper by making completions dearer would show there).
+
+``--format N``: the command format the machines use (default: the newest); 5
+stores every run under its id, as every version before format 6 did (6
+stores the runs of jobs with a priority in the order grants take them).
 """
 
 from __future__ import annotations
