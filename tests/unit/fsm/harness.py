@@ -103,6 +103,13 @@ class Harness:
         return [r.scheduled_ms for r in self.runs(job_id) if status is None or r.status is status]
 
 
+def on_format(fmt: int) -> Harness:
+    """A harness whose cluster switched to command format ``fmt`` (its first entry)."""
+    h = Harness()
+    h.ok(c.SetClusterFormat(T0, fmt))
+    return h
+
+
 def dump(m: JobStateMachine) -> dict[str, Any]:
     """Everything observable about a machine, indexes included, as plain values: the records, every stored
     index (each table's rows but the small state's, which is below as values) and the in-memory indexes."""

@@ -21,25 +21,16 @@ from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.reader import run_bytes
 from raftsched.cluster.fsm.store import Table, iter_table, state_hash
-from tests.unit.fsm.harness import (
-    SEC,
-    T0,
-    Harness,
-    dump,
-    lease,
-    store_kind,  # noqa: F401 - every test here runs on both stores
-)
+from tests.unit.fsm.harness import SEC, T0, Harness, dump, lease, on_format, store_kind  # noqa: F401 - store_kind: on both stores
 
 pytestmark = pytest.mark.unit
 
 
 def _h(fmt: int = 6) -> Harness:
-    h = Harness()
-    h.ok(c.SetClusterFormat(T0, fmt))
-    return h
+    return on_format(fmt)
 
 
-def _live(m: JobStateMachine) -> dict[str, bytes]:
+def _ranked(m: JobStateMachine) -> dict[str, bytes]:
     """run_id -> RANKED key of every record kept there."""
     return {key[9:].decode(): key for key, _ in iter_table(m.store, Table.RANKED)}
 
@@ -55,7 +46,7 @@ def test_a_run_of_a_job_with_a_priority_is_kept_in_grant_order_while_active() ->
     h.create("plain", Every(SEC))
     h.fire(T0 + 2 * SEC)
     h.m.commit()
-    live = _live(h.m)
+    live = _ranked(h.m)
     assert sorted(live) == sorted(f"{j}@{T0 + k * SEC}" for j in ("hi", "mid") for k in (1, 2))
     # by priority (highest first), then by when each becomes leasable: the order a grant takes them
     assert [key[0] for key in sorted(live.values())] == [MAX_PRIORITY - 9] * 2 + [MAX_PRIORITY - 4] * 2
@@ -88,21 +79,21 @@ def test_an_ended_run_stays_where_it_is_kept_and_a_dropped_one_leaves_nothing() 
     run = lease(h, third)
     h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, False, b"", "boom", ""))
     h.m.commit()
-    assert sorted(_live(h.m)) == [first, second, third] and h.m.tx.mem.placed == {}  # none active: none known
+    assert sorted(_ranked(h.m)) == [first, second, third] and h.m.tx.mem.placed == {}  # none active: none known
     for run_id, status in ((first, RunStatus.SUCCEEDED), (second, RunStatus.CANCELLED), (third, RunStatus.DEAD_LETTER)):
         assert h.m.store.get(Table.RUNS, run_id.encode())[:1] == keys.RANKED_REF
         assert h.m.runs[run_id].status is status and h.m.view.run(run_id).status is status
     assert h.m.runs[first].result == b"ok"
     retried = h.ok(c.RetryRun(h.m.now_ms, third))  # an ended run read through its row, active again
     h.m.commit()
-    assert retried.status is RunStatus.PENDING and h.m.tx.mem.placed == {third: _live(h.m)[third]}
+    assert retried.status is RunStatus.PENDING and h.m.tx.mem.placed == {third: _ranked(h.m)[third]}
     run = lease(h, third)
     h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"again", "", ""))
     assert h.m.runs[third].result == b"again" and h.m.tx.mem.placed == {}
     h.ok(c.DeleteJob(h.m.now_ms, "hi"))
     h.ok(c.PruneHistory(h.m.now_ms + 400 * 24 * 3600 * SEC))
     h.m.commit()
-    assert _live(h.m) == {} and h.m.tx.mem.placed == {}
+    assert _ranked(h.m) == {} and h.m.tx.mem.placed == {}
     assert [key for key, raw in iter_table(h.m.store, Table.RUNS)] == []
 
 
@@ -121,7 +112,7 @@ def test_a_restart_finds_every_kept_record_and_grants_as_before() -> None:
     run = h.m.runs[f"hi@{T0 + SEC}"]
     h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"", "", ""))
     h.m.commit()
-    assert f"hi@{T0 + SEC}" in _live(h.m) and h.m.runs[f"hi@{T0 + SEC}"].status is RunStatus.SUCCEEDED
+    assert f"hi@{T0 + SEC}" in _ranked(h.m) and h.m.runs[f"hi@{T0 + SEC}"].status is RunStatus.SUCCEEDED
     assert f"hi@{T0 + SEC}" not in h.m.tx.mem.placed
 
 
@@ -130,11 +121,11 @@ def test_before_format_6_every_run_stays_under_its_id() -> None:
     h.create("hi", Every(SEC), priority=9)
     h.fire(T0 + 2 * SEC)
     h.m.commit()
-    assert _live(h.m) == {} and h.m.tx.mem.placed == {}
+    assert _ranked(h.m) == {} and h.m.tx.mem.placed == {}
     h.ok(c.SetClusterFormat(h.m.now_ms, 6))
     h.fire(T0 + 3 * SEC)
     h.m.commit()
-    assert sorted(_live(h.m)) == [f"hi@{T0 + 3 * SEC}"]  # only what is made from then on
+    assert sorted(_ranked(h.m)) == [f"hi@{T0 + 3 * SEC}"]  # only what is made from then on
     assert _granted(h, 3) == [f"hi@{T0 + k * SEC}" for k in (1, 2, 3)]
 
 
@@ -188,7 +179,7 @@ def test_the_twin_without_a_cache_stores_the_same() -> None:
         lease(one, f"every@{T0 + SEC}")
         one.m.commit()
     assert state_hash(twin.m.store) == state_hash(h.m.store)
-    assert _live(twin.m) == _live(h.m) and len(_live(h.m)) == 3
+    assert _ranked(twin.m) == _ranked(h.m) and len(_ranked(h.m)) == 3
 
 
 def test_a_reader_outside_one_transaction_finds_no_run_dropped_between_its_reads() -> None:

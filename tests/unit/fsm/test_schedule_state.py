@@ -21,6 +21,7 @@ from tests.unit.fsm.harness import (
     dump,
     lease,
     new_machine,
+    on_format,
     spec,
     store_kind,  # noqa: F401 - every test here runs on both stores
 )
@@ -29,9 +30,7 @@ pytestmark = pytest.mark.unit
 
 
 def _h(fmt: int = 5) -> Harness:
-    h = Harness()
-    h.ok(c.SetClusterFormat(T0, fmt))
-    return h
+    return on_format(fmt)
 
 
 def _fail(h: Harness, run_id: str) -> None:
