@@ -194,6 +194,11 @@ SCHEDULES_FORMAT = 5
 #: grants take runs (``raftsched.cluster.fsm.store.Table.RANKED``)
 RANKED_FORMAT = 6
 
+#: the command format from which every new run (of priority 0 too) is kept in grant order, as ``RANKED_FORMAT``
+#: keeps those of a job with a priority: runs that come due together are written, leased, completed and dropped
+#: side by side, not each on the page of its job's other runs
+GRANT_ORDER_FORMAT = 7
+
 
 class AttemptOutcome(str, Enum):
     """How one attempt of a run ended ("" while it runs)."""

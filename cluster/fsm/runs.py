@@ -25,6 +25,7 @@ from sortedcontainers import SortedList
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import (
+    GRANT_ORDER_FORMAT,
     MAX_PRIORITY,
     NOTIFY_TYPE,
     RANKED_FORMAT,
@@ -138,9 +139,12 @@ def new_run(
     if extra:
         run.extra = extra
     tx.add_new_run(run)
-    spec = shaping_spec(tx, run, job.spec)
-    if spec is not None and spec.priority and tx.mem.cluster_format >= RANKED_FORMAT:
-        tx.place(run_id, ranked_key(run, spec.priority))
+    fmt = tx.mem.cluster_format
+    if fmt >= RANKED_FORMAT:
+        spec = shaping_spec(tx, run, job.spec)
+        priority = spec.priority if spec is not None else 0
+        if priority or fmt >= GRANT_ORDER_FORMAT:
+            tx.place(run_id, ranked_key(run, priority))
     tx.mem.run_counts[RunStatus.PENDING] += 1
     key = keys.job_run_key(run.job_id, scheduled_ms, run_id)  # the same key in both tables: a job's runs by instant
     tx.put(Table.JOB_RUNS, key, b"")
@@ -151,10 +155,10 @@ def new_run(
 
 
 def ranked_key(run: Run, priority: int) -> bytes:
-    """Where a new run of a job with a priority is kept (command format 6): by its priority (highest first), then
-    by when it becomes leasable, as grants take those runs (``leases``), so that grants and completions rewrite
-    records side by side, not one on every page of ``RUNS``. Runs of priority 0 (most runs) stay under their ids:
-    a grant takes them in id order among those due at one instant."""
+    """Where a new run of a job with a priority (command format 6), or any new run (format 7), is kept: by its
+    priority (highest first), then by when it becomes leasable, as grants take runs (``leases``), so that fires,
+    grants, completions and retention write records side by side, not each on the page of its job's other runs
+    in ``RUNS`` (a run's id begins with its job's). Before format 7 runs of priority 0 stay under their ids."""
     return keys.ranked_key(MAX_PRIORITY - priority, run.not_before_ms, run.run_id)
 
 

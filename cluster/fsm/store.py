@@ -63,7 +63,7 @@ class Table:
     FAILED_RUNS = "failed_runs"  # job_id, scheduled_ms, run_id -> "": FAILED/DEAD_LETTER runs kept apart (format 3)
     FAILED = "failed"  # job_id -> how many of its finished runs FAILED_RUNS holds
     JOB_INFO = "job_info"  # job_id -> its summary and pause note (format 5: ``job_info``)
-    RANKED = "ranked_runs"  # rank, not_before_ms, run_id -> run: runs of jobs with a priority, in grant order (format 6)
+    RANKED = "ranked_runs"  # rank, not_before_ms, run_id -> run: runs in grant order (format 6: of jobs with a priority; 7: every new run)
 
     ALL = (
         META, JOBS, RUNS, IDEMPOTENCY, JOB_RUNS, ACTIVE, DUE, EXPIRY, PURGE, FINISHED, REQUESTS, REQUEST_EXPIRY, FAILED_RUNS,

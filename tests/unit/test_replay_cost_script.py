@@ -51,11 +51,32 @@ def test_a_replay_finishes_the_runs_of_its_log_and_says_what_each_cost(
     before = gc.get_threshold()
     assert replay_cost.main(["replay", str(log), "--rounds", "2", "--skip", "31"]) == 0
     assert gc.get_threshold() == before
-    out = capsys.readouterr().out.strip()
+    figure, mechanism = capsys.readouterr().out.strip().splitlines()
     m = re.fullmatch(
-        r"replay  3 entries, 30 runs finished: ([\d.]+) us/run \(apply, commit and events; best of 2, node gc\)", out
+        r"replay  3 entries, 30 runs finished: ([\d.]+) us/run \(apply, commit and events; best of 2, node gc\)", figure
     )
-    assert m is not None and float(m.group(1)) > 0, out
+    assert m is not None and float(m.group(1)) > 0, figure
+    m = re.fullmatch(r"  that round: user ([\d.]+) us, system ([\d.]+) us, (\d+) bytes written per run", mechanism)
+    assert m is not None and float(m.group(1)) > 0 and int(m.group(3)) > 0, mechanism  # LMDB wrote its pages
+
+
+def test_a_replay_as_another_format_switches_to_it_wherever_the_log_did() -> None:
+    entries = _entries(3)
+    done = [c.encode(c.SetClusterFormat(T0 + 1, 5)), c.encode(c.Barrier(T0 + 1))]
+    entries.append((entries[-1][0] + 1, batching.pack(done)))
+    again = replay_cost.as_format(entries, 7)
+    assert [index for index, _ in again] == [index for index, _ in entries]
+    assert c.decode(again[0][1]) == c.SetClusterFormat(T0 - 60_000, 7)
+    assert again[1:-1] == entries[1:-1]  # every other entry as it was, byte for byte
+    switched, barrier = batching.unpack(again[-1][1])
+    assert c.decode(switched) == c.SetClusterFormat(T0 + 1, 7) and barrier == done[1]
+
+
+def test_a_replay_as_a_format_this_code_does_not_apply_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "replay.log"
+    log.write_bytes(marshal.dumps(_entries(3)))
+    assert replay_cost.main(["replay", str(log), "--format", str(c.FORMAT_VERSION + 1)]) == 2
+    assert f"applies command formats 1 to {c.FORMAT_VERSION}" in capsys.readouterr().err
 
 
 def test_a_replay_with_no_finished_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,6 +39,8 @@ Formats (``FORMAT_VERSION`` is the newest this code understands):
   so an older node, which cannot read that layout, stops at the switch; and
   an ``update_job`` that changes how a job's runs are granted re-indexes
   the runs it has.
+* 7 — no new command: with it, every new run (of priority 0 too) is kept
+  in grant order, as 6 keeps those of a job with a priority.
 
 ``decode`` raises ``UnsupportedCommand`` for an entry this node cannot
 understand, which stops the node rather than let its replica diverge, and

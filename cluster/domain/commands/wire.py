@@ -41,14 +41,15 @@ import json
 from typing import Any, Callable, NamedTuple, TypeVar
 
 from raftsched.cluster.domain.errors import RaftschedError
-from raftsched.cluster.domain.model import RANKED_FORMAT, SCHEDULES_FORMAT
+from raftsched.cluster.domain.model import GRANT_ORDER_FORMAT, RANKED_FORMAT, SCHEDULES_FORMAT
 from raftsched.cluster.domain.spec_codec import Plain, has_extras
 
 #: the newest command format this code understands (``raftsched.cluster.domain.commands`` says what each added)
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 #: formats that add no command, only a change in what apply stores (an older node, which cannot read it, stops
-#: at the switch to it): 6 keeps active runs of jobs with a priority in grant order (``model.RANKED_FORMAT``)
-STATE_ONLY_FORMATS = frozenset({RANKED_FORMAT})
+#: at the switch to it): 6 keeps runs of jobs with a priority in grant order (``model.RANKED_FORMAT``), 7 every
+#: run (``model.GRANT_ORDER_FORMAT``)
+STATE_ONLY_FORMATS = frozenset({RANKED_FORMAT, GRANT_ORDER_FORMAT})
 #: the command format from which a command may carry a ``request_id`` (the plain key "rid"): an entry with one
 #: is of that format at least, whatever its command's own (``command_format``)
 REQUEST_ID_FORMAT = 3

@@ -1,7 +1,7 @@
 """What a node's CPU pays per run under a steady load, and what its apply alone pays, replayed from the real log.
 
     python scripts/bench/micro/replay_cost.py record [--seconds 30] [--jobs 2000] [--history-limit 10] [--out replay.log]
-    python scripts/bench/micro/replay_cost.py replay replay.log [--rounds 3] [--skip 40]
+    python scripts/bench/micro/replay_cost.py replay replay.log [--rounds 3] [--skip 40] [--format 6]
 
 ``record`` starts three nodes on loopback (``LocalCluster``) with ``--jobs``
 interval jobs due every second and three executors (``noop``, 64 slots each)
@@ -24,7 +24,12 @@ fired and rescheduled in small batches, grants and completions as the
 executors asked. The same file replays on any later version that reads its
 command format, so two versions compare on identical input, without Raft,
 gRPC, other processes or the machine's noise. ``--skip`` leaves the first
-entries (the jobs' creation) out of the figure.
+entries (the jobs' creation) out of the figure. With it the replay prints the
+process's user and system CPU and the bytes it wrote (``wchar``: LMDB's page
+writes) per finished run, the mechanism behind the time. ``--format N``
+replays every command format switch in the log as a switch to ``N``: one log
+compares the layouts of two formats (those that change only what apply
+stores, as 6 and 7 do), on the same entries.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import marshal
 import os
 import pickle
 import re
+import resource
 import shutil
 import struct
 import subprocess
@@ -45,6 +51,7 @@ import urllib.request
 from typing import Any
 
 from raftsched.cluster.app.node_main import GC_THRESHOLDS
+from raftsched.cluster.domain import commands as c
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.raft import batching
 
@@ -174,21 +181,58 @@ def replay_once(entries: list[tuple[int, bytes]], skip: int) -> tuple[float, int
     return spent, finished
 
 
-def replay(path: str, rounds: int, skip: int) -> int:
+def as_format(entries: list[tuple[int, bytes]], fmt: int) -> list[tuple[int, bytes]]:
+    """The entries with every command format switch (``SetClusterFormat``) made a switch to ``fmt``."""
+
+    def switched(data: bytes) -> bytes:
+        if b"cluster_format" not in data:
+            return data
+        cmd = c.decode(data)
+        return c.encode(c.SetClusterFormat(cmd.now_ms, fmt)) if isinstance(cmd, c.SetClusterFormat) else data
+
+    out = []
+    for index, data in entries:
+        if batching.is_batch(data):
+            out.append((index, batching.pack([switched(one) for one in batching.unpack(data)])))
+        else:
+            out.append((index, switched(data)))
+    return out
+
+
+def _written() -> int:
+    """Bytes this process has written through system calls (``/proc/self/io``'s wchar)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
+
+
+def replay(path: str, rounds: int, skip: int, fmt: int | None = None) -> int:
     with open(path, "rb") as f:
         entries: list[tuple[int, bytes]] = marshal.load(f)
+    if fmt is not None:
+        if not 1 <= fmt <= c.FORMAT_VERSION:
+            print(f"--format {fmt}: this code applies command formats 1 to {c.FORMAT_VERSION}", file=sys.stderr)
+            return 2
+        entries = as_format(entries, fmt)
     before = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
+    results = []
     try:
-        results = [replay_once(entries, skip) for _ in range(rounds)]
+        for _ in range(rounds):
+            used, wrote = resource.getrusage(resource.RUSAGE_SELF), _written()
+            spent, finished = replay_once(entries, skip)
+            now = resource.getrusage(resource.RUSAGE_SELF)
+            results.append((spent, finished, now.ru_utime - used.ru_utime, now.ru_stime - used.ru_stime, _written() - wrote))
     finally:
         gc.set_threshold(*before)
-    spent, finished = min(results)
+    spent, finished, user, system, wrote = min(results)
     if not finished:
         print(f"no run finished in the {len(entries) - skip} entries replayed: nothing to divide by", file=sys.stderr)
         return 1
     print(f"replay  {len(entries) - skip} entries, {finished} runs finished: {spent / finished * 1e6:.1f} us/run "
           f"(apply, commit and events; best of {rounds}, node gc)")  # fmt: skip
+    # the whole replay's (the skipped entries and the fresh store's set-up too), per run of the best round
+    print(f"  that round: user {user / finished * 1e6:.1f} us, system {system / finished * 1e6:.1f} us, "
+          f"{wrote / finished:.0f} bytes written per run")  # fmt: skip
     return 0
 
 
@@ -204,10 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("log")
     rep.add_argument("--rounds", type=int, default=3)
     rep.add_argument("--skip", type=int, default=40, help="entries left out of the figure (the jobs' creation)")
+    rep.add_argument("--format", type=int, default=None, help="replay every command format switch as one to this format")
     args = parser.parse_args(argv)
     if args.what == "record":
         return record(args.seconds, args.jobs, args.out, args.history_limit)
-    return replay(args.log, args.rounds, args.skip)
+    return replay(args.log, args.rounds, args.skip, args.format)
 
 
 if __name__ == "__main__":

@@ -252,13 +252,21 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
         self.apply(c.SetClusterFormat(self.now, 3))
         self.format = 3
 
-    @precondition(lambda self: self.format >= 3)
+    @precondition(lambda self: 3 <= self.format <= 6)
     @rule()
     def switch_to_format_6(self) -> None:
-        """Command format 6: jobs may have priorities (a format 5 field), and the active runs of those made from
-        here on are kept in grant order (``RANKED``)."""
+        """Command format 6: jobs may have priorities (a format 5 field), and the runs of those made from here on
+        are kept in grant order (``RANKED``)."""
         self.apply(c.SetClusterFormat(self.now, 6))
         self.format = 6
+
+    @precondition(lambda self: self.format == 6)
+    @rule()
+    def switch_to_format_7(self) -> None:
+        """Command format 7: every run made from here on is kept in grant order, of priority 0 too (the runs made
+        before stay where they are)."""
+        self.apply(c.SetClusterFormat(self.now, 7))
+        self.format = 7
 
     @precondition(lambda self: self.format >= 6)
     @rule(target=jobs, every=st.sampled_from([100, 300, 1_000]), priority=st.integers(1, 9), job_type=st.sampled_from(TYPES))

@@ -1,10 +1,13 @@
-"""Runs of jobs with a priority are kept in grant order (command format 6), and what a job's priority or
-concurrency key does to the runs it already has is what a restarted replica rebuilds.
+"""Runs of jobs with a priority are kept in grant order (command format 6), every new run from format 7, and
+what a job's priority or concurrency key does to the runs it already has is what a restarted replica rebuilds.
 
 * From format 6 a new run of a job with a priority keeps its record in ``RANKED`` (by priority, then when it
   becomes leasable), and its row in ``RUNS`` points there, until the run is dropped. Every read of it (the
   machine's, a reader's, a listing, a restart, a retry after it ended) finds it, and the twin without a cache
   stores the same bytes.
+* From format 7 so does every new run, of priority 0 too. Where a run is kept changes nothing else: the same
+  commands grant, complete, retry and drop the same runs on formats 5, 6 and 7, and a cluster that switches
+  from 6 to 7 with runs kept both ways grants as one that never switched.
 * An update that changes a job's priority, concurrency key or limit, or pending TTL moves its active runs to
   the indexes of the new values, as a replica that restarts builds them: every replica grants the same runs.
 """
@@ -17,6 +20,7 @@ import pytest
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain.model import MAX_PRIORITY, At, Every, JobSpec, RetryPolicy, RunStatus
+from raftsched.cluster.domain.results import Ok
 from raftsched.cluster.fsm import keys
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.reader import run_bytes
@@ -200,3 +204,91 @@ def test_a_reader_outside_one_transaction_finds_no_run_dropped_between_its_reads
     h.m.commit()
     assert run_bytes(store, run_id, pointer) is None  # as if the pointer had been read before the run was dropped
     assert h.m.view.run(run_id) is None and run_bytes(store, "hi@1") is None
+
+
+def _story(h: Harness, switch_to: int = 0) -> list[list[str]]:
+    """One story on any format: jobs of priority 0 and above, one-off and every second, some with a short history,
+    fired, granted, completed, failed and retried, cancelled, dropped by their history limits (after
+    ``SetClusterFormat(switch_to)`` half-way, if given). What each grant took, in order."""
+    h.create("plain", Every(SEC), history_limit=2)
+    h.create("other", Every(2 * SEC), history_limit=1, retry=RetryPolicy(max_attempts=2, initial_backoff_ms=SEC))
+    h.create("hi", Every(SEC), priority=5, history_limit=3)
+    h.create("once", At(T0 + 2 * SEC))
+    grants: list[list[str]] = []
+    for second in range(1, 9):
+        now = T0 + second * SEC
+        if second == 5 and switch_to:
+            h.ok(c.SetClusterFormat(now, switch_to))
+        h.fire(now)
+        got = h.ok(c.AcquireLeases(now, "ex-1", ("default",), 3))
+        grants.append([g.run.run_id for g in got])
+        for k, g in enumerate(got):
+            failed = g.run.job_id == "other" and g.run.attempt == 1
+            done = c.CompleteRun(now, g.run.lease_id, g.run.fencing_token, not failed, b"r%d" % k, "boom" * failed, "")
+            assert isinstance(h.apply(done), Ok)
+        if second == 6:
+            h.ok(c.CancelRun(now, f"plain@{now}"))
+        h.m.commit()
+    return grants
+
+
+def test_from_format_7_every_new_run_is_kept_in_grant_order() -> None:
+    h = _h(7)
+    h.create("plain", Every(SEC))
+    h.create("hi", Every(SEC), priority=9)
+    h.fire(T0 + 2 * SEC)
+    h.m.commit()
+    kept = _ranked(h.m)
+    made = [f"{j}@{T0 + k * SEC}" for j in ("hi", "plain") for k in (1, 2)]
+    assert sorted(kept, key=kept.__getitem__) == made  # by priority (9, then 0), then by when each became leasable
+    assert [kept[r][0] for r in made] == [MAX_PRIORITY - 9] * 2 + [MAX_PRIORITY] * 2
+    assert h.m.tx.mem.placed == kept  # every one active: every place known
+    for run_id, key in kept.items():
+        assert h.m.store.get(Table.RUNS, run_id.encode()) == keys.ranked_ref(key)
+        assert h.m.runs[run_id].status is RunStatus.PENDING and h.m.view.run(run_id).run_id == run_id
+    assert sorted(r.run_id for r in h.m.iter_runs()) == sorted(made)
+    assert _granted(h, 3) == [f"hi@{T0 + SEC}", f"hi@{T0 + 2 * SEC}", f"plain@{T0 + SEC}"]
+    run = h.m.runs[f"plain@{T0 + SEC}"]
+    h.ok(c.CompleteRun(h.m.now_ms, run.lease_id, run.fencing_token, True, b"done", "", ""))
+    h.m.commit()
+    assert h.m.view.run(run.run_id).result == b"done" and run.run_id not in h.m.tx.mem.placed
+    assert h.m.store.get(Table.RUNS, run.run_id.encode()) == keys.ranked_ref(kept[run.run_id])  # still kept there
+
+
+@pytest.mark.parametrize("fmt", [5, 6, 7])
+def test_where_a_run_is_kept_changes_nothing_a_user_sees(fmt: int) -> None:
+    """The story on format ``fmt`` grants, keeps and drops what it does on format 5 (every run under its id); a
+    restart and a restore from a snapshot find the same."""
+    base, h = _h(5), _h(fmt)
+    want = _story(base)
+    assert _story(h) == want and sum(map(len, want)) > 12
+    seen = dump(h.m)
+    assert seen["runs"] == dump(base.m)["runs"] and seen["jobs"] == dump(base.m)["jobs"]
+    ended = [r.split("@")[0] for r, run in seen["runs"].items() if run["status"] not in ("PENDING", "LEASED")]
+    assert sorted(ended) == ["hi"] * 3 + ["once"] + ["other"] + ["plain"] * 2  # what the history limits keep
+    kept = _ranked(h.m)
+    if fmt == 7:
+        assert sorted(kept) == sorted(seen["runs"])  # every run made on format 7
+    elif fmt == 6:
+        assert sorted(kept) == sorted(r for r in seen["runs"] if r.startswith("hi@"))
+    else:
+        assert kept == {}
+    pointers = {k.decode() for k, raw in iter_table(h.m.store, Table.RUNS) if raw[:1] == keys.RANKED_REF}
+    assert pointers == set(kept)  # a dropped run left neither its record nor its pointer
+    assert dump(JobStateMachine(h.m.store)) == seen  # a restart
+    restored = JobStateMachine()
+    restored.restore(h.m.snapshot())
+    assert state_hash(restored.store) == state_hash(h.m.store) and restored.tx.mem.placed == h.m.tx.mem.placed
+
+
+def test_a_switch_from_format_6_to_7_keeps_runs_both_ways_and_grants_as_before() -> None:
+    six, switched = _h(6), _h(6)
+    assert _story(switched, switch_to=7) == _story(six, switch_to=6)  # (an entry at the same place in both)
+    assert dump(switched.m)["runs"] == dump(six.m)["runs"]
+    kept = _ranked(switched.m)
+    made_after = {r for r in dump(switched.m)["runs"] if int(r.split("@")[1]) >= T0 + 5 * SEC}
+    assert made_after and made_after <= set(kept)  # made on format 7: kept in grant order, of priority 0 too
+    assert any(r.startswith("plain@") for r in made_after)
+    before = {r for r in dump(switched.m)["runs"] if r not in made_after and not r.startswith("hi@")}
+    for run_id in before:  # made on format 6 with priority 0: under its id, where it stays
+        assert switched.m.store.get(Table.RUNS, run_id.encode())[:1] != keys.RANKED_REF
