@@ -22,8 +22,12 @@ What it relies on in pysyncobj 0.3.17 (read from its source; re-check on an upgr
   (``raftsched.cluster.fsm.membership``) and then from losing its leader.
 * ``transferLeadership(node=None)`` (Raft's TimeoutNow): the leader asks its
   most caught-up connected follower to start an election at once; a follower
-  that is not fully caught up is refused (REQUEST_DENIED). Best effort: the
-  caller checks who leads afterwards and asks again.
+  that is not fully caught up is refused (REQUEST_DENIED). Under load the
+  leader's log moves on between most ticks, so one try is often refused:
+  ``transfer_leadership`` tries again on every tick for up to
+  ``TRANSFER_TRIES_S``, and starts the transfer at the first tick a follower
+  has the whole log. Best effort: the caller checks who leads afterwards and
+  asks again.
 * ``_SyncObj__raftElectionDeadline``: a follower starts an election when it
   passes, and pysyncobj moves it to ``now + [min, max] timeout`` on every
   AppendEntries from its leader. ``hold_elections`` pushes it to ``now +
@@ -53,6 +57,8 @@ log = logging.getLogger("raftsched.raft")
 #: ``callback(ok, reason)`` of a membership change: ok once it is committed and applied on this node
 ChangeCallback = Callable[[bool, str], None]
 _REASONS = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
+#: how long a refused leadership transfer is tried again, once a tick (the caller asks again about once a second)
+TRANSFER_TRIES_S = 0.9
 
 
 class RaftMembership:
@@ -76,9 +82,11 @@ class RaftMembership:
                 self._heard = now  # AppendEntries from a leader moved it since the last tick
             self._set_deadline = now + self._timeout
             self._replica._SyncObj__raftElectionDeadline = self._set_deadline
-        while self._calls:
-            with self._lock:
-                call = self._calls.popleft()
+        if not self._calls:
+            return
+        with self._lock:  # the calls queued until now; what they queue again runs on the next tick
+            calls, self._calls = self._calls, collections.deque()
+        for call in calls:
             try:
                 call()
             except Exception:
@@ -105,14 +113,25 @@ class RaftMembership:
         else:
             self._replica.removeNodeFromCluster(address, callback=done)
 
-    def transfer_leadership(self, to: str | None = None) -> None:
+    def transfer_leadership(self, to: str | None = None, tries_s: float = TRANSFER_TRIES_S) -> None:
         """Ask ``to`` (a member's Raft address; None: the most caught-up follower) to take over (only on the leader,
-        and only a follower whose log is complete can; best effort: check who leads later)."""
+        and only a follower whose log is complete can: refused, it is asked again on every tick for up to
+        ``tries_s``; best effort: check who leads later)."""
+        until = time.monotonic() + tries_s
+        refused = [0]
 
         def call() -> None:
             def done(_result: Any, error: int) -> None:
-                if error != FAIL_REASON.SUCCESS:
-                    log.info("leadership transfer not started (%s); will ask again", _REASONS.get(error, error))
+                if error == FAIL_REASON.SUCCESS:
+                    if refused[0]:
+                        log.info("leadership transfer started after %d refusals (no follower had the whole log)", refused[0])
+                    return
+                if error == FAIL_REASON.REQUEST_DENIED and time.monotonic() < until and self._replica._isLeader():
+                    refused[0] += 1
+                    with self._lock:
+                        self._calls.append(call)  # the next tick: a follower may have caught up by then
+                    return
+                log.info("leadership transfer not started (%s); will ask again", _REASONS.get(error, error))
 
             self._replica.transferLeadership(to, done)
 
