@@ -44,21 +44,29 @@ class RunEventMetrics:
             return
         m = self._m
         now = self._now_ms()
+        leased = expired = 0
+        ended: dict[RunStatus, int] = {}  # counted here, added once per entry: a counter's inc takes its lock
         for kind, run in events:
             if kind == "fired":
                 if not run.manual:
                     m.fire_delay.observe(max(0, now - run.scheduled_ms) / 1000.0)
             elif kind == "leased":
-                m.leases_granted.inc()
+                leased += 1
                 m.due_to_leased.observe(max(0, now - run.not_before_ms) / 1000.0)
             elif kind == "finished":
-                child = m.finished.get(run.status)
-                if child is not None:
-                    child.inc()
+                ended[run.status] = ended.get(run.status, 0) + 1
             elif kind == "skipped":
-                m.finished[RunStatus.SKIPPED].inc()
+                ended[RunStatus.SKIPPED] = ended.get(RunStatus.SKIPPED, 0) + 1
             elif kind == "lease_expired":
-                m.leases_expired.inc()
+                expired += 1
+        if leased:
+            m.leases_granted.inc(leased)
+        if expired:
+            m.leases_expired.inc(expired)
+        for status, n in ended.items():
+            child = m.finished.get(status)
+            if child is not None:
+                child.inc(n)
 
 
 class LeaderChanges:

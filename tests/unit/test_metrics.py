@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import ConcurrencyPolicy, Every, JobSpec, RetryPolicy
+from raftsched.cluster.domain.model import At, ConcurrencyPolicy, Every, JobSpec, RetryPolicy
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.node.clock import FakeClock
 from raftsched.cluster.node.clock_guard import PeerOffset
@@ -197,6 +197,29 @@ def test_run_events_feed_the_counters_and_histograms_on_the_leader_only() -> Non
     apply(c.Fire(T0 + 30 * SEC, (("j1", T0 + 20 * SEC),), 0, 60_000), T0 + 30 * SEC)
     assert get("raftsched_fire_delay_seconds_count") == 1
     assert get("raftsched_runs_finished_total", {"status": "SUCCEEDED"}) == 0
+
+
+def test_an_entry_of_many_grants_and_completions_counts_each() -> None:
+    metrics, raft, machine = _node()
+    raft.leader = True
+    hook = RunEventMetrics(metrics, raft.is_leader, lambda: T0 + 10 * SEC)
+    retry = RetryPolicy(max_attempts=1)
+    for k in range(5):
+        spec = JobSpec(name=f"j{k}", schedule=At(T0 + SEC), type="noop", queue="q", retry=retry)
+        machine.ok(c.CreateJob(T0, f"j{k}", spec, ""))
+    machine.ok(c.Fire(T0 + SEC, tuple((f"j{k}", T0 + SEC) for k in range(5)), 0, 60_000))
+    grants = machine.ok(c.AcquireLeases(T0 + 2 * SEC, "x", ("q",), 5))
+    for k, g in enumerate(grants[:4]):  # one entry's completions, as a batch of CompleteRuns applies them
+        machine.ok(c.CompleteRun(T0 + 3 * SEC, g.run.lease_id, g.run.fencing_token, k != 3, error="boom" * (k == 3)))
+    machine.ok(c.CancelRun(T0 + 3 * SEC, grants[4].run.run_id))
+    hook.on_applied(machine.m.drain_events())
+    get = metrics.registry.get_sample_value
+    assert get("raftsched_fire_delay_seconds_count") == 5 and get("raftsched_leases_granted_total") == 5
+    assert get("raftsched_due_to_leased_seconds_count") == 5
+    assert get("raftsched_runs_finished_total", {"status": "SUCCEEDED"}) == 3
+    assert get("raftsched_runs_finished_total", {"status": "DEAD_LETTER"}) == 1
+    # a LEASED run asked to stop is not finished until its executor says so
+    assert get("raftsched_runs_finished_total", {"status": "CANCELLED"}) == 0
 
 
 def test_skipped_runs_count_as_finished_skipped() -> None:
