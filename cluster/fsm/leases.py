@@ -50,7 +50,7 @@ from raftsched.cluster.domain.results import FailedPrecondition, InvalidArgument
 from raftsched.cluster.domain.run_history import HISTORY_FORMAT, begin_attempt, end_attempt, heartbeat
 from raftsched.cluster.domain.words import iso, span
 from raftsched.cluster.fsm import runs
-from raftsched.cluster.fsm.memory import drop
+from raftsched.cluster.fsm.memory import QueueKeys, drop
 from raftsched.cluster.fsm.tx import Tx
 
 # ------------------------------------------------------------ checks
@@ -131,7 +131,7 @@ def _any_type_candidates(tx: Tx, cmd: c.AcquireLeases) -> list[tuple[int, str]]:
     existed: kept exactly, so that replaying those entries gives the same state)."""
     candidates: list[tuple[int, str]] = []
     for queue in dict.fromkeys(cmd.queues):
-        pending = tx.mem.pending.get(queue)
+        pending = tx.mem.queue_keys(queue)
         if not pending:
             continue
         for key in pending.irange(maximum=(tx.mem.now_ms + 1, ""), inclusive=(True, False)):
@@ -160,7 +160,7 @@ def _typed_candidates(tx: Tx, cmd: c.AcquireLeases, budget: int) -> list[tuple[i
 SCAN_PAST = 10_000
 
 
-def _leasable(pending: SortedList, now_ms: int) -> Iterator[tuple[int, str]]:
+def _leasable(pending: SortedList | QueueKeys, now_ms: int) -> Iterator[tuple[int, str]]:
     return pending.irange(maximum=(now_ms + 1, ""), inclusive=(True, False))
 
 
@@ -181,7 +181,7 @@ def _ranked_candidates(tx: Tx, cmd: c.AcquireLeases) -> Iterator[tuple[int, str]
     if types:
         base = [mem.pending_by_type.get((q, t)) for q in queues for t in types]
     else:
-        base = [mem.pending.get(q) for q in queues]
+        base = [mem.queue_keys(q) for q in queues]
     yield from merge(*[_leasable(f, now) for f in base if f])
 
 

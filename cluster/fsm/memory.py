@@ -8,8 +8,10 @@ what is small and must be fast:
   the counts of jobs and runs by status, the membership and the cluster's
   command format;
 * the live indexes, rebuilt from the store's active runs by ``load``:
-  PENDING runs per queue and per (queue, job type), live leases and their
-  deadlines (``runs`` keeps them as runs change).
+  PENDING runs per (queue, job type) — a queue's runs of every type are
+  the merge of its types' lists (``QueueKeys``), not a second copy that
+  every fire and grant would keep too — live leases and their deadlines
+  (``runs`` keeps them as runs change).
 
 Read by other threads only under the node's lock
 (``raftsched.cluster.node.replica``).
@@ -17,7 +19,8 @@ Read by other threads only under the node's lock
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from heapq import merge
+from typing import Any, Callable, Iterator
 
 from sortedcontainers import SortedList
 
@@ -42,6 +45,43 @@ def drop(keys: SortedList, key: Any) -> None:
         keys.discard(key)
 
 
+class QueueKeys:
+    """A queue's PENDING keys ``(not_before_ms, run_id)`` of priority 0, of every job type, in order: a read-only
+    merge of the queue's lists in ``Memory.pending_by_type`` (keys are unique, so the merge is the one sorted list
+    a single index would hold)."""
+
+    __slots__ = ("_lists",)
+
+    def __init__(self, lists: list[SortedList]) -> None:
+        self._lists = lists
+
+    def __len__(self) -> int:
+        return sum(map(len, self._lists))
+
+    def __bool__(self) -> bool:
+        return any(self._lists)
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        lists = self._lists
+        return iter(lists[0]) if len(lists) == 1 else merge(*lists)
+
+    def __getitem__(self, i: int) -> tuple[int, str]:
+        """The ``i``-th key (0: the oldest, read from the lists' heads without a merge)."""
+        if i == 0:
+            heads = [keys[0] for keys in self._lists if keys]
+            if heads:
+                return min(heads)
+            raise IndexError("no PENDING runs in this queue")
+        return list(self)[i]
+
+    def irange(self, maximum: tuple[int, str], inclusive: tuple[bool, bool]) -> Iterator[tuple[int, str]]:
+        """``SortedList.irange`` of every list, merged: the keys up to ``maximum``, oldest first, read lazily."""
+        lists = self._lists
+        if len(lists) == 1:
+            return lists[0].irange(maximum=maximum, inclusive=inclusive)
+        return merge(*(keys.irange(maximum=maximum, inclusive=inclusive) for keys in lists))
+
+
 class Memory:
     """The machine's in-memory state (see the module docstring)."""
 
@@ -61,11 +101,12 @@ class Memory:
         self.removed_members: dict[str, Member] = {}
         #: the command format the cluster uses (``SetClusterFormat``); 1 for a state from before formats
         self.cluster_format = 1
-        #: queue -> (not_before_ms, run_id) of PENDING runs
-        self.pending: dict[str, SortedList] = {}
-        #: (queue, job type) -> the same keys as ``pending``, split by the type of each run's job (what a grant to
-        #: an executor that serves some types reads; the key tuples are shared with ``pending``)
+        #: (queue, job type) -> (not_before_ms, run_id) of PENDING runs of priority 0, by the type of each run's job
+        #: (a grant to an executor that serves some types reads its types' lists; one that serves any type reads
+        #: the merge of its queues' lists: ``queue_keys``); queue -> job type -> the same lists (``runs`` keeps both
+        #: as lists are made and emptied)
         self.pending_by_type: dict[tuple[str, str], SortedList] = {}
+        self.queue_types: dict[str, dict[str, SortedList]] = {}
         #: PENDING runs of a job with a priority above 0 (command format 5), kept apart from ``pending`` (which holds
         #: those of priority 0, most runs) with the same keys: (queue, priority) -> keys; (queue, type, priority) ->
         #: keys; run_id -> its priority as indexed
@@ -91,6 +132,16 @@ class Memory:
         self.job_counts: dict[JobStatus, int] = dict.fromkeys(JobStatus, 0)
         #: the membership as last encoded, and its bytes (``_membership_raw``)
         self._membership_memo: tuple[Any, ...] | None = None
+
+    def queue_keys(self, queue: str) -> QueueKeys | None:
+        """The PENDING keys of priority 0 of ``queue``, of every type (None: it has none)."""
+        types = self.queue_types.get(queue)
+        return QueueKeys(list(types.values())) if types else None
+
+    @property
+    def pending(self) -> dict[str, QueueKeys]:
+        """queue -> its PENDING keys of priority 0 (``queue_keys``), for every queue that has any."""
+        return {queue: QueueKeys(list(types.values())) for queue, types in self.queue_types.items() if types}
 
     def read_meta(self, get: Callable[[bytes], bytes | None]) -> None:
         """The small state from ``meta``'s values. Raises ValueError for a newer layout."""

@@ -97,8 +97,8 @@ def next_leasable_ms(tx: Tx, queues: list[str], types: tuple[str, ...] | list[st
             wanted = {(q, t) for q in queues for t in types}
             heads += [keys[0][0] for (q, t, _), keys in mem.prio_by_type.items() if keys and (q, t) in wanted]
     else:
-        pending = mem.pending
-        heads = [pending[q][0][0] for q in queues if pending.get(q)]
+        found = [mem.queue_keys(q) for q in queues]
+        heads = [keys[0][0] for keys in found if keys]
         if mem.prio_pending:
             heads += [keys[0][0] for (q, _), keys in mem.prio_pending.items() if keys and q in queues]
     return min(heads) if heads else None

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.domain import limits as lim
-from raftsched.cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobStatus, Run
+from raftsched.cluster.domain.model import TERMINAL_RUN_STATUSES, Job, JobSpec, JobStatus, Run
 from raftsched.cluster.domain.results import Ok, Result
 from raftsched.cluster.domain.retention import RECHECK_MS, kept_apart
 from raftsched.cluster.fsm import job_info, keys, layout, requests
@@ -53,9 +53,9 @@ def _set_count(tx: Tx, table: str, job_id: str, count: int) -> None:
         tx.delete(table, keys.id_key(job_id))
 
 
-def retain(tx: Tx, run: Run) -> None:
-    """A run just became terminal: index its expiry and enforce the job's count limits."""
-    spec = tx.spec(run.job_id)
+def retain(tx: Tx, run: Run, spec: JobSpec | None) -> None:
+    """A run just became terminal: index its expiry and enforce the job's count limits (``spec``: its job's, None
+    if the job is gone)."""
     ttl = spec.history_ttl_ms if spec is not None else 0
     tx.put(Table.EXPIRY, keys.timed_key(run.finished_ms + ttl, run.run_id), b"")
     stored = _count(tx, Table.FINISHED, run.job_id)
@@ -68,14 +68,14 @@ def retain(tx: Tx, run: Run) -> None:
         failed = _count(tx, Table.FAILED, run.job_id) + 1
         _set_count(tx, Table.FAILED, run.job_id, failed)
         if failed > spec.failed_history_limit:
-            _drop_oldest_failed(tx, run.job_id, failed - spec.failed_history_limit)
+            _drop_oldest_failed(tx, run.job_id, failed - spec.failed_history_limit, ttl)
         return
     if count > spec.history_limit:  # (else its runs other than failures kept apart are within it: none is read)
         apart = _count(tx, Table.FAILED, run.job_id)
         others = count - apart
         if others > spec.history_limit:
             # a job at its limit: one in, one out, and its count written only if it changed (as a rule it does not)
-            count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit, apart > 0)
+            count -= _drop_oldest_finished(tx, run.job_id, others - spec.history_limit, ttl, apart > 0)
     if count != stored:
         _set_count(tx, Table.FINISHED, run.job_id, count)
 
@@ -94,22 +94,22 @@ def _unindex_failed(tx: Tx, run: Run) -> None:
         _set_count(tx, Table.FAILED, run.job_id, _count(tx, Table.FAILED, run.job_id) - 1)
 
 
-def _drop_oldest_failed(tx: Tx, job_id: str, how_many: int) -> None:
+def _drop_oldest_failed(tx: Tx, job_id: str, how_many: int, ttl: int) -> None:
     prefix = keys.job_prefix(job_id)
     rows = tx.scan(Table.FAILED_RUNS, prefix, keys.prefix_end(prefix), how_many)
     for key, _ in rows:
         run = tx.run(keys.job_run_from(key, len(prefix))[1], keep=False)
         if run is not None:
-            _drop_run(tx, run)
+            _drop_run(tx, run, ttl)
 
 
 #: the most keys of a job's runs read at once while looking for its oldest finished ones
 _PAGE = 256
 
 
-def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int, any_apart: bool = True) -> int:
+def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int, ttl: int, any_apart: bool = True) -> int:
     """Drop the oldest finished runs of the job that are not kept apart as failures (``FAILED_RUNS``); how many it
-    dropped. The job's count of finished runs is the caller's to write. ``any_apart=False``: the job keeps no
+    dropped. The job's count of finished runs is the caller's to write; ``ttl``: the job's ``history_ttl_ms``. ``any_apart=False``: the job keeps no
     failure apart (its ``FAILED`` count is 0), so no run is looked up there.
 
     The oldest of a job's runs are finished as a rule (active runs are its newest; failures kept apart are
@@ -134,17 +134,18 @@ def _drop_oldest_finished(tx: Tx, job_id: str, how_many: int, any_apart: bool = 
         after = page[-1]
         size = min(_PAGE, size * 4)
     for run in victims:
-        _drop_run(tx, run, counted=False)
+        _drop_run(tx, run, ttl, counted=False)
     return len(victims)
 
 
-def _drop_run(tx: Tx, run: Run, counted: bool = True) -> None:
-    """Forget a finished run. ``counted=False``: one the caller found outside ``FAILED_RUNS``, whose job's count
-    of finished runs the caller writes."""
+def _drop_run(tx: Tx, run: Run, ttl: int, counted: bool = True) -> None:
+    """Forget a finished run (``ttl``: its job's ``history_ttl_ms``, which placed its row in ``EXPIRY``).
+    ``counted=False``: one the caller found outside ``FAILED_RUNS``, whose job's count of finished runs the caller
+    writes."""
     tx.drop_run(run.run_id)
     tx.mem.run_counts[run.status] -= 1
     tx.delete(Table.JOB_RUNS, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id))
-    tx.delete(Table.EXPIRY, keys.timed_key(run.finished_ms + _ttl(tx, run.job_id), run.run_id))
+    tx.delete(Table.EXPIRY, keys.timed_key(run.finished_ms + ttl, run.run_id))
     if counted:
         _set_count(tx, Table.FINISHED, run.job_id, _count(tx, Table.FINISHED, run.job_id) - 1)
         _unindex_failed(tx, run)
@@ -189,7 +190,7 @@ def prune(tx: Tx, cmd: c.PruneHistory) -> Result:
         if run is None or run.status not in TERMINAL_RUN_STATUSES:  # a stale key (the TTL changed)
             tx.delete(Table.EXPIRY, key)
             continue
-        _drop_run(tx, run)
+        _drop_run(tx, run, _ttl(tx, run.job_id))
         tx.delete(Table.EXPIRY, key)  # dropped under another TTL's key: this one goes too
         dropped += 1
     while purged < cmd.limit:

@@ -168,15 +168,17 @@ def activate(tx: Tx, run: Run) -> None:
     index_live(tx, run)
 
 
-def deactivate(tx: Tx, run: Run) -> None:
-    """The run stops being PENDING or LEASED (call before its status changes)."""
+def deactivate(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
+    """The run stops being PENDING or LEASED (call before its status changes; ``job_spec``: its job's spec, when the
+    caller holds it)."""
     tx.delete(Table.ACTIVE, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id))
-    unindex_live(tx, run)
+    unindex_live(tx, run, job_spec)
 
 
 def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
     """An active run ends in ``status``: out of the active runs, into retention."""
-    deactivate(tx, run)
+    spec = tx.spec(run.job_id)
+    deactivate(tx, run, spec)
     set_status(tx, run, status)
     now = tx.mem.now_ms
     run.finished_ms = now
@@ -185,8 +187,7 @@ def finish(tx: Tx, run: Run, status: RunStatus, error: str = "") -> None:
     if tx.mem.cluster_format >= HISTORY_FORMAT and status is not RunStatus.SUCCEEDED:  # a success: its attempt says it
         add_step(run, now, status.value.lower(), error or f"the run ended {status.value}")
     tx.events.append(("finished", run))
-    retention.retain(tx, run)
-    spec = tx.spec(run.job_id)
+    retention.retain(tx, run, spec)
     if spec is not None and spec.notify and tx.mem.cluster_format >= SCHEDULES_FORMAT:
         failures_before = job_info.read(tx, run.job_id).consecutive_failures
         notify.transition(tx, run, spec, status.value, failures_before)
@@ -238,7 +239,7 @@ def record_skip(tx: Tx, job: Job, skip: Skip) -> None:
     tx.mem.run_counts[RunStatus.SKIPPED] += 1
     tx.put(Table.JOB_RUNS, keys.job_run_key(run.job_id, run.scheduled_ms, run.run_id), b"")
     tx.events.append(("skipped", run))
-    retention.retain(tx, run)
+    retention.retain(tx, run, job.spec)
     job_info.skipped(tx, job.job_id, skip.count)
     if job.spec.notify and tx.mem.cluster_format >= SCHEDULES_FORMAT:
         notify.transition(tx, run, job.spec, "SKIPPED", 0)
@@ -305,16 +306,17 @@ def index_pending(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
     if spec is not None and spec.priority:
         _index_prio(tx, run, spec, key)
         return
-    queue = mem.pending.get(run.queue)
-    if queue is None:
-        queue = mem.pending[run.queue] = SortedList()
-    queue.add(key)
     if spec is not None and spec.pending_ttl_ms:
         _index_ttl(tx, run, spec)
-    typed_key = (run.queue, _run_type(tx, run, job_spec))
+    run_type = _run_type(tx, run, job_spec)
+    typed_key = (run.queue, run_type)
     typed = mem.pending_by_type.get(typed_key)
-    if typed is None:
+    if typed is None:  # the first of its queue and type: a list in both maps (``memory.queue_keys``)
         typed = mem.pending_by_type[typed_key] = SortedList()
+        types = mem.queue_types.get(run.queue)
+        if types is None:
+            types = mem.queue_types[run.queue] = {}
+        types[run_type] = typed
     typed.add(key)
 
 
@@ -385,15 +387,17 @@ def unindex_pending(tx: Tx, run: Run, job_spec: JobSpec | None = None) -> None:
         if p:
             _unindex_prio(tx, run, p, key, job_spec)
             return
-    queue = mem.pending.get(run.queue)
-    if queue is not None:
-        drop(queue, key)
-    typed_key = (run.queue, _run_type(tx, run, job_spec))
+    run_type = _run_type(tx, run, job_spec)
+    typed_key = (run.queue, run_type)
     typed = mem.pending_by_type.get(typed_key)
     if typed is not None:
         drop(typed, key)
         if not typed:
             del mem.pending_by_type[typed_key]
+            types = mem.queue_types[run.queue]
+            del types[run_type]
+            if not types:
+                del mem.queue_types[run.queue]
 
 
 # ------------------------------------------------------------ handlers

@@ -331,10 +331,15 @@ class Tx:
             if raw is not None and raw[:1] == keys.RANKED_REF:  # kept in RANKED: known from here to the command's end
                 ranked = self._where[run_id] = raw[1:]
                 raw = self._store.get(Table.RANKED, ranked)
-                if raw is not None and marshal.loads(raw)[layout.RUN_STATUS] in _ACTIVE_VALUES:
-                    placed[run_id] = ranked  # (the first read since the indexes were rebuilt)
-                else:
-                    keep = False  # an ended run's place is known only through its row: never kept apart from it
+                if raw is None:
+                    return None
+                t = marshal.loads(raw)
+                if t[layout.RUN_STATUS] not in _ACTIVE_VALUES:
+                    return t  # an ended run's place is known only through its row: never kept apart from it
+                placed[run_id] = ranked  # (the first read since the indexes were rebuilt)
+                if keep:
+                    kept.put(run_id, raw, run_weight(len(raw)))
+                return t
         if not keep:
             return None if raw is None else marshal.loads(raw)
         if raw is None:

@@ -79,6 +79,26 @@ def test_a_replay_as_a_format_this_code_does_not_apply_is_refused(tmp_path: Path
     assert f"applies command formats 1 to {c.FORMAT_VERSION}" in capsys.readouterr().err
 
 
+def test_a_replay_of_the_first_entries_leaves_the_rest_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from raftsched.cluster.fsm.machine import JobStateMachine
+
+    entries = _entries(4)
+    probe = JobStateMachine()
+    for index, data in entries:
+        probe.apply(data, index)
+    leased = [run for run in probe.runs.values() if run.lease_id]
+    done = [c.encode(c.CompleteRun(T0 + 5, run.lease_id, run.fencing_token, True, executor_id="bench")) for run in leased]
+    entries.append((entries[-1][0] + 1, batching.pack(done)))
+    log = tmp_path / "replay.log"
+    log.write_bytes(marshal.dumps(entries))
+    assert replay_cost.main(["replay", str(log), "--rounds", "1", "--skip", "5", "--entries", "8"]) == 0
+    assert capsys.readouterr().out.startswith("replay  3 entries, 4 runs finished: ")  # the completions are entry 8
+    assert replay_cost.main(["replay", str(log), "--rounds", "1", "--skip", "5", "--entries", "7"]) == 1
+    assert "no run finished in the 2 entries replayed" in capsys.readouterr().err  # fired and leased, not completed
+    assert replay_cost.main(["replay", str(log), "--entries", "0"]) == 2
+    assert "replay at least one entry" in capsys.readouterr().err
+
+
 def test_a_replay_with_no_finished_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "replay.log"
     log.write_bytes(marshal.dumps(_entries(3)))

@@ -1,7 +1,7 @@
 """What a node's CPU pays per run under a steady load, and what its apply alone pays, replayed from the real log.
 
     python scripts/bench/micro/replay_cost.py record [--seconds 30] [--jobs 2000] [--history-limit 10] [--out replay.log]
-    python scripts/bench/micro/replay_cost.py replay replay.log [--rounds 3] [--skip 40] [--format 6]
+    python scripts/bench/micro/replay_cost.py replay replay.log [--rounds 3] [--skip 40] [--format 6] [--entries N]
 
 ``record`` starts three nodes on loopback (``LocalCluster``) with ``--jobs``
 interval jobs due every second and three executors (``noop``, 64 slots each)
@@ -30,6 +30,14 @@ writes) per finished run, the mechanism behind the time. ``--format N``
 replays every command format switch in the log as a switch to ``N``: one log
 compares the layouts of two formats (those that change only what apply
 stores, as 6 and 7 do), on the same entries.
+
+On a noisy machine two versions can differ by less than the noise between
+two runs of one; their instructions do not. ``--entries N`` replays only the
+log's first ``N`` entries, so that a replay fits under an instruction counter
+(``valgrind --tool=callgrind``, ~50 times slower): the instructions of
+``--entries 150`` minus those of ``--entries 40`` (the jobs' creation and the
+process's start) are what applying entries 40 to 149 cost, the same on every
+run of one version.
 """
 
 from __future__ import annotations
@@ -205,9 +213,14 @@ def _written() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
 
 
-def replay(path: str, rounds: int, skip: int, fmt: int | None = None) -> int:
+def replay(path: str, rounds: int, skip: int, fmt: int | None = None, count: int | None = None) -> int:
     with open(path, "rb") as f:
         entries: list[tuple[int, bytes]] = marshal.load(f)
+    if count is not None:
+        if count < 1:
+            print(f"--entries {count}: replay at least one entry", file=sys.stderr)
+            return 2
+        entries = entries[:count]
     if fmt is not None:
         if not 1 <= fmt <= c.FORMAT_VERSION:
             print(f"--format {fmt}: this code applies command formats 1 to {c.FORMAT_VERSION}", file=sys.stderr)
@@ -226,7 +239,7 @@ def replay(path: str, rounds: int, skip: int, fmt: int | None = None) -> int:
         gc.set_threshold(*before)
     spent, finished, user, system, wrote = min(results)
     if not finished:
-        print(f"no run finished in the {len(entries) - skip} entries replayed: nothing to divide by", file=sys.stderr)
+        print(f"no run finished in the {max(0, len(entries) - skip)} entries replayed: nothing to divide by", file=sys.stderr)
         return 1
     print(f"replay  {len(entries) - skip} entries, {finished} runs finished: {spent / finished * 1e6:.1f} us/run "
           f"(apply, commit and events; best of {rounds}, node gc)")  # fmt: skip
@@ -249,10 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--rounds", type=int, default=3)
     rep.add_argument("--skip", type=int, default=40, help="entries left out of the figure (the jobs' creation)")
     rep.add_argument("--format", type=int, default=None, help="replay every command format switch as one to this format")
+    rep.add_argument("--entries", type=int, default=None, help="replay only the log's first N entries (instruction counts)")
     args = parser.parse_args(argv)
     if args.what == "record":
         return record(args.seconds, args.jobs, args.out, args.history_limit)
-    return replay(args.log, args.rounds, args.skip, args.format)
+    return replay(args.log, args.rounds, args.skip, args.format, args.entries)
 
 
 if __name__ == "__main__":
