@@ -97,9 +97,7 @@ def final_refusal(m: JobStateMachine, lease_id: str, token: int) -> str:
         return f"fencing token {token} is stale or wrong for lease {lim.shown(lease_id, 40)}: that pair was never granted"
     if token // TOKENS_PER_ENTRY > m.applied_index:
         return ""
-    run_id = m.leases.get(lease_id)
-    run = None if run_id is None else m.view.run(run_id)
-    if run is None or run.fencing_token != token:
+    if lease_id not in m.leases:  # held: its run's token is the one its id was made from, ``token`` (checked above)
         return f"lease {lease_id} is not held: it expired, was completed, cancelled or superseded, or never existed"
     return ""
 

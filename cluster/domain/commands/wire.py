@@ -228,7 +228,7 @@ def request_fingerprint(cmd: Any) -> str:
     plain = {k: v for k, v in to_plain(cmd).items() if k not in _NEUTRAL_KEYS}
     if op == "create_job":
         plain.pop("job_id", None)
-    body = json.dumps([op, plain], sort_keys=True, separators=(",", ":")).encode("utf-8")
+    body = _FINGERPRINT_TEXT([op, plain]).encode("utf-8")
     return hashlib.sha256(body).hexdigest()[:32]
 
 
@@ -245,6 +245,9 @@ def registered_commands() -> list[type]:
 
 #: ``json.dumps(plain, separators=(",", ":"))``'s encoder, built once (``dumps`` builds one per call)
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"))``'s text, with one encoder built once and no check for
+#: cycles (plain values have none): the same text, on every replica's apply of a command with a request id
+_FINGERPRINT_TEXT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
 #: json's C scanner, called directly by ``loads`` (an attribute typeshed does not declare)
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
