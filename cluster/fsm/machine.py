@@ -255,6 +255,10 @@ class JobStateMachine:
     def drain_events(self) -> list[RunEvent]:
         return self.tx.drain()
 
+    def drain_changes(self) -> tuple[list[RunEvent], list[bytes | None]]:
+        """``drain_events``, with the record each event's command wrote for its run (``Tx.records``)."""
+        return self.tx.drain_with_records()
+
     # ------------------------------------------------------------ the blob
 
     def snapshot(self) -> bytes:

@@ -26,6 +26,12 @@ structure rather than a convention:
   keys from ``keys``): into the store's open batch at once, so the
   command's own reads see them. The record tables and ``meta`` are written
   only by ``end_command`` and ``commit`` (a unit test holds it).
+* Events: what a command changed, ``(kind, run)`` (``events``), each with
+  the bytes its command wrote for that run (``records``, handed over by
+  ``drain_with_records``): the event hub keeps its history of changes in
+  them instead of the runs (so that the collector does not walk tens of
+  thousands of them) without encoding each run a second time. A dropped
+  run's record is the one it was read from.
 * ``commit`` ends the Raft entry: the records of its last command, the small
   state (``memory``) into ``meta`` where it changed, and the store commits
   the batch (LMDB: one write transaction with the applied index): an entry's
@@ -75,8 +81,9 @@ class Tx:
     """The transaction of the entry being applied (see the module docstring)."""
 
     __slots__ = (
-        "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "index", "pos", "token_entry",
-        "tokens_used", "_jobs", "_runs", "_placing", "_where", "_spent", "_saved", "get", "put", "delete", "scan",
+        "_store", "_decoder", "budget", "kept_runs", "kept_specs", "mem", "events", "records", "index", "pos",
+        "token_entry", "tokens_used", "_jobs", "_runs", "_written", "_dropping", "_raw", "_placing", "_where", "_spent",
+        "_saved", "get", "put", "delete", "scan",
     )  # fmt: skip
 
     def __init__(self, store: TableStore | None = None, cache_bytes: int = CACHE_BYTES) -> None:
@@ -90,6 +97,10 @@ class Tx:
         self.mem = Memory()
         #: what the commands applied since the last ``drain`` changed
         self.events: list[RunEvent] = []
+        #: for each of ``events`` whose command has ended, its run's record as that command wrote it (the bytes of
+        #: that very state: a run an event holds is never changed once its command ended), or None (not written:
+        #: dropped, or unchanged); the event hub keeps its history of changes in these bytes
+        self.records: list[bytes | None] = []
         #: the entry being applied and the command's position in it: together they name manual runs and tokens
         self.index = 0
         self.pos = 0
@@ -99,6 +110,13 @@ class Tx:
         #: the records the command holds: id -> (record, or None if dropped or missing; its tuple as stored)
         self._jobs: dict[str, tuple[Job | None, Any]] = {}
         self._runs: dict[str, tuple[Run | None, Any]] = {}
+        #: run_id -> (the run, its record) as this command wrote them (``records``)
+        self._written: dict[str, tuple[Run, bytes]] = {}
+        #: run_id -> (the run, its stored bytes) of runs read to be dropped (``run(keep=False)``): a dropped run's
+        #: record is the one it was read from
+        self._dropping: dict[str, tuple[Run, bytes]] = {}
+        #: the bytes ``_stored_run`` decoded last
+        self._raw: bytes | None = None
         #: runs this command placed in ``RANKED`` (``place``): their ``RUNS`` rows point there once it ends
         self._placing: set[str] = set()
         #: run_id -> the ``RANKED`` key of an ended run kept there that this command read (an active one's is in
@@ -133,10 +151,23 @@ class Tx:
             self._write_jobs()
         if self._runs:
             self._write_runs()
+        if len(self.records) < len(self.events):
+            self._record_events()
+        if self._written:
+            self._written.clear()
+        if self._dropping:
+            self._dropping.clear()
         if self._spent:
             for job_id in self._spent:
                 self.kept_specs.forget(job_id)
             self._spent.clear()
+
+    def _record_events(self) -> None:
+        """``records`` of the events the command added: the bytes it wrote for each event's run."""
+        written, records = self._written, self.records
+        for _, run in self.events[len(records) :]:
+            row = written.get(run.run_id)
+            records.append(row[1] if row is not None and row[0] is run else None)
 
     def spec_spent(self, job_id: str) -> None:
         """The job's spec will seldom be read again (its run ended and its schedule has no instant left): its kept
@@ -159,6 +190,7 @@ class Tx:
         self.forget()
         self.mem = Memory()
         self.events = []
+        self.records = []
         self.token_entry = self.tokens_used = 0
         get = self._store.get
         self.mem.read_meta(lambda key: get(Table.META, key))
@@ -170,6 +202,8 @@ class Tx:
         self.budget.clear()
         self._jobs.clear()
         self._runs.clear()
+        self._written.clear()
+        self._dropping.clear()
         self._placing.clear()
         self._where.clear()
         self._spent.clear()
@@ -181,8 +215,16 @@ class Tx:
         self._saved = {}
 
     def drain(self) -> list[RunEvent]:
-        events, self.events = self.events, []
+        events, self.events, self.records = self.events, [], []
         return events
+
+    def drain_with_records(self) -> tuple[list[RunEvent], list[bytes | None]]:
+        """``drain``, with each event's record (``records``; None for an event no command ended after)."""
+        events, records = self.events, self.records
+        self.events, self.records = [], []
+        if len(records) < len(events):
+            records += [None] * (len(events) - len(records))
+        return events, records
 
     # ------------------------------------------------------------ rows
     # ``get``, ``put``, ``delete`` and ``scan`` are the store's own (bound in ``__init__``: one call each on the
@@ -294,6 +336,8 @@ class Tx:
         stored = self._stored_run(run_id, keep)
         run = None if stored is None else layout.run_from_tuple(stored)
         self._runs[run_id] = (run, stored)
+        if not keep and run is not None and self._raw is not None:
+            self._dropping[run_id] = (run, self._raw)
         return run
 
     def add_run(self, run: Run) -> None:
@@ -316,11 +360,15 @@ class Tx:
     def drop_run(self, run_id: str) -> None:
         row = self._runs.get(run_id)
         self._runs[run_id] = (None, row[1] if row is not None else self._stored_run(run_id))
+        read = self._dropping.pop(run_id, None) if self._dropping else None
+        if read is not None and row is not None and row[0] is read[0]:
+            self._written[run_id] = read  # its record (``records``): the bytes it was read from
 
     def _stored_run(self, run_id: str, keep: bool = True) -> Any:
         kept = self.kept_runs
         raw = kept.get(run_id, _NOT_KEPT)  # a kept None is a row known to be missing
         if raw is not _NOT_KEPT:
+            self._raw = raw
             return None if raw is None else marshal.loads(raw)
         placed = self.mem.placed
         ranked = placed.get(run_id) if placed else None
@@ -330,7 +378,7 @@ class Tx:
             raw = self._store.get(Table.RUNS, run_id.encode())
             if raw is not None and raw[:1] == keys.RANKED_REF:  # kept in RANKED: known from here to the command's end
                 ranked = self._where[run_id] = raw[1:]
-                raw = self._store.get(Table.RANKED, ranked)
+                raw = self._raw = self._store.get(Table.RANKED, ranked)
                 if raw is None:
                     return None
                 t = marshal.loads(raw)
@@ -340,6 +388,7 @@ class Tx:
                 if keep:
                     kept.put(run_id, raw, run_weight(len(raw)))
                 return t
+        self._raw = raw
         if not keep:
             return None if raw is None else marshal.loads(raw)
         if raw is None:
@@ -367,6 +416,7 @@ class Tx:
             if now != stored:
                 raw = marshal.dumps(now, layout.MARSHAL_VERSION)
                 store.put(Table.RUNS, run_id.encode(), raw)
+                self._written[run_id] = (run, raw)
                 if run.status in _READ_AGAIN:
                     kept.put(run_id, raw, run_weight(len(raw)))
                 else:  # ended: read again rarely (retention drops it long after), so it makes room for live runs
@@ -392,6 +442,7 @@ class Tx:
         raw = marshal.dumps(now, layout.MARSHAL_VERSION) if new or now != stored else None
         if raw is not None:
             store.put(Table.RANKED, ranked, raw)
+            self._written[run_id] = (run, raw)
         if new:
             store.put(Table.RUNS, run_id.encode(), keys.ranked_ref(ranked))
         if run.status in _READ_AGAIN:

@@ -1,11 +1,21 @@
 """Fan-out of applied run changes to WatchRuns subscribers, and a bounded history to resume from.
 
 ``publish(events, index)`` runs on the Raft tick thread right after every
-apply (also one that changed no run): it keeps each changed run as the
+apply (also one that changed no run): it hands each changed run, as the
 state machine handed it over (a record the machine never touches again once
-its command ended: ``raftsched.cluster.fsm.tx``), appends the change to the
-history and to each interested subscriber's bounded queue; a reader gets a
-copy of the run (``RunChange.run``). A subscriber that falls more than
+its command ended: ``raftsched.cluster.fsm.tx``), to each interested
+subscriber's bounded queue, and appends the entry's changes to the history as
+one ``bytes`` per entry: each run as the state machine stores it
+(``raftsched.cluster.fsm.layout``), the record its command wrote where the
+machine hands it over (``JobStateMachine.drain_changes``: no second
+encoding), else encoded here. A reader gets a copy of the run
+(``RunChange.run``); a resumed watch gets runs decoded from the history.
+The history is encoded because the collector would otherwise walk it: tens
+of thousands of runs and their steps, each a tracked object that lives for
+seconds, sat in the youngest generation (its count is net of every object
+freed, old ones included, so it stayed under its threshold while they piled
+up), and every young collection walked all of them, 70-130 ms each, every
+few seconds, on every node under a steady load. A subscriber that falls more than
 ``max_backlog`` changes behind is closed with ``overflowed`` set (its stream
 ends with a clear error), so one slow watcher can never stall replication.
 
@@ -30,6 +40,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import marshal
 import queue
 import threading
 from typing import Callable, NamedTuple
@@ -37,6 +48,7 @@ from typing import Callable, NamedTuple
 from raftsched.cluster.domain.errors import OutOfRange, Unavailable
 from raftsched.cluster.domain.limits import WATCH_HISTORY, WATCH_HISTORY_BYTES
 from raftsched.cluster.domain.model import Run
+from raftsched.cluster.fsm.layout import MARSHAL_VERSION, run_from_tuple, run_to_tuple
 
 #: the kinds of run change the state machine reports (``JobStateMachine.events``)
 RUN_EVENT_KINDS = frozenset({"fired", "skipped", "leased", "retry_scheduled", "cancel_requested", "finished", "pruned"})
@@ -89,21 +101,39 @@ class Subscription:
         self._hub.unsubscribe(self)
 
 
-#: an entry's changes as the history holds them: the machine's (kind, run) pairs, and when they were observed
-_Held = tuple[list[tuple[str, Run]], int]
+#: an entry's changes as the history holds them: the machine's (kind, run) pairs encoded (``_encode``), and when
+#: they were observed
+_Held = tuple[bytes, int]
 
 
-def _changes(index: int, pairs: _Held) -> list[RunChange]:
+def _encode(events: list[tuple[str, Run]], records: list[bytes | None] | None) -> bytes:
+    """An entry's (kind, run) pairs as one ``bytes``: each run's record as the state machine stores it (``records``:
+    the one its command wrote, where it is not None)."""
+    if records is None:
+        records = [None] * len(events)
+    return marshal.dumps(
+        [
+            (kind, raw if raw is not None else marshal.dumps(run_to_tuple(run), MARSHAL_VERSION))
+            for (kind, run), raw in zip(events, records)
+        ],
+        MARSHAL_VERSION,
+    )
+
+
+def _live(index: int, events: list[tuple[str, Run]], now: int) -> list[RunChange]:
     """Entry ``index``'s changes, numbered by their place among them."""
-    events, now = pairs
     # tuple.__new__: a NamedTuple's own __new__ costs more than the copy itself
     return [_new(RunChange, (kind, run, now, index, pos)) for pos, (kind, run) in enumerate(events)]
 
 
-#: what a change costs the history besides its run's result and error (counted roughly)
-_CHANGE_COST = 256
-#: the rough weight of one step or attempt a run carries (at most 64 and 32 of them)
-_HISTORY_COST = 160
+def _changes(index: int, held: _Held) -> list[RunChange]:
+    """Entry ``index``'s changes as the history holds them, decoded."""
+    blob, now = held
+    return _live(index, [(kind, run_from_tuple(marshal.loads(raw))) for kind, raw in marshal.loads(blob)], now)
+
+
+#: what an entry costs the history besides its encoded changes (counted roughly)
+_ENTRY_COST = 128
 
 
 class EventHub:
@@ -118,10 +148,10 @@ class EventHub:
         self._max_backlog = max_backlog
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()
-        #: per applied entry that changed runs: (its index, its changes, their rough weight in bytes); the changes
-        #: are kept as the machine's (kind, run) pairs and when they were observed, and become ``RunChange``s only
-        #: for a reader (``_changes``): most entries leave the history unread
-        self._history: collections.deque[tuple[int, _Held, int]] = collections.deque()
+        #: per applied entry that changed runs: (its index, its changes, how many, their rough weight in bytes); the
+        #: changes are kept encoded with when they were observed (``_Held``), and become ``RunChange``s only for a
+        #: reader (``_changes``): most entries leave the history unread
+        self._history: collections.deque[tuple[int, _Held, int, int]] = collections.deque()
         self._max_changes = max(1, history)
         self._max_bytes = history_bytes
         self._count = 0
@@ -146,7 +176,7 @@ class EventHub:
                         f"resume point {resume_after[0]}.{resume_after[1]} is older than this node's history of run "
                         f"changes (it holds entries from index {self.covered_from}): watch again without it"
                     )
-                held = [(index, pairs) for index, pairs, _ in self._history if index >= resume_after[0]]
+                held = [(index, pairs) for index, pairs, _, _ in self._history if index >= resume_after[0]]
             self._subs.append(sub)
         # filtered outside the lock (the Raft thread publishes under it); the changes never change
         replay = [ch for index, pairs in held for ch in _changes(index, pairs) if ch.point > (resume_after or (0, 0))]
@@ -171,24 +201,23 @@ class EventHub:
     def _wants(sub: Subscription, kind: str, run: Run) -> bool:
         return not sub.overflowed and (sub.kinds is None or kind in sub.kinds) and sub.accept(run)
 
-    def publish(self, events: list[tuple[str, Run]], index: int) -> None:
-        """The run changes entry ``index`` made (called after every applied entry, in order)."""
+    def publish(self, events: list[tuple[str, Run]], index: int, records: list[bytes | None] | None = None) -> None:
+        """The run changes entry ``index`` made (called after every applied entry, in order); ``records``: for each
+        event, its run's record as its command wrote it, or None (``JobStateMachine.drain_changes``)."""
         with self._lock:
             # the machine's events for the metrics only (``lease_expired``) are not run changes
-            events = [e for e in events if e[0] in RUN_EVENT_KINDS]
+            if any(e[0] not in RUN_EVENT_KINDS for e in events):
+                kept = [i for i, e in enumerate(events) if e[0] in RUN_EVENT_KINDS]
+                events = [events[i] for i in kept]
+                records = [records[i] for i in kept] if records is not None else None
             self._last = (index, len(events))
             if not events:
                 return
-            pairs = (events, self._now_ms())
-            weight = _CHANGE_COST * len(events)
-            for _, run in events:
-                weight += len(run.result) + len(run.error) + _HISTORY_COST * (len(run.steps_raw) + len(run.attempts_raw))
-                for attempt in run.attempts_raw:
-                    if len(attempt) > 10:
-                        weight += len(attempt[10])  # heartbeat details
-            self._remember(index, pairs, weight)
+            now = self._now_ms()
+            blob = _encode(events, records)
+            self._remember(index, (blob, now), len(events), _ENTRY_COST + len(blob))
             if self._subs:
-                self._deliver(_changes(index, pairs), events)
+                self._deliver(_live(index, events, now), events)
 
     def _deliver(self, changes: list[RunChange], events: list[tuple[str, Run]]) -> None:
         for change, (kind, run) in zip(changes, events):
@@ -200,16 +229,16 @@ class EventHub:
                         sub.overflowed = True
         self._subs = [s for s in self._subs if not s.overflowed]
 
-    def _remember(self, index: int, pairs: _Held, weight: int) -> None:
-        """Keep an entry's changes; drop the oldest entries over either bound (the history then starts
+    def _remember(self, index: int, held: _Held, count: int, weight: int) -> None:
+        """Keep an entry's ``count`` changes; drop the oldest entries over either bound (the history then starts
         later). The newest entry is always kept."""
         history = self._history
-        history.append((index, pairs, weight))
-        self._count += len(pairs[0])
+        history.append((index, held, count, weight))
+        self._count += count
         self._bytes += weight
         while len(history) > 1 and (self._count > self._max_changes or self._bytes > self._max_bytes):
-            old_index, old_pairs, old_weight = history.popleft()
-            self._count -= len(old_pairs[0])
+            old_index, _, old_count, old_weight = history.popleft()
+            self._count -= old_count
             self._bytes -= old_weight
             self.covered_from = max(self.covered_from, old_index + 1)
 

@@ -198,9 +198,9 @@ class Replica:
     def after_apply(self) -> None:
         """Called on the tick thread after every apply: publish run changes, wake waiters."""
         with self.lock:
-            events = self._machine.drain_events()
+            events, records = self._machine.drain_changes()
             index = self._machine.applied_index
-        self._hub.publish(events, index)  # also without changes: the hub counts the entries it saw
+        self._hub.publish(events, index, records)  # also without changes: the hub counts the entries it saw
         for hook in self.on_applied:
             hook(events)
 

@@ -147,3 +147,28 @@ def test_large_results_bound_the_history_by_bytes_too() -> None:
     assert hub.covered_from == 4
     _, replay = hub.subscribe(everything, resume_after=(4, 0))
     assert [c.point for c in replay] == [(5, 0)] and len(replay[0].run.result) == 1 << 20
+
+
+def test_the_history_gives_the_collector_nothing_to_walk() -> None:
+    """The history of 20,000 changes lives for seconds under load: kept as run objects (each with its steps and
+    attempts) it filled the collector's youngest generation, and every young collection walked all of it. Kept
+    encoded, it adds no tracked object per change; a resumed watch still gets every run whole."""
+    import gc
+
+    from raftsched.cluster.domain.run_history import add_step
+
+    hub = EventHub(lambda: 0, history=20_000)
+    hub.publish([("fired", run(0))], index=1)
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(1, 2_001):
+        changed = [run(i * 10 + k) for k in range(10)]
+        for r in changed:
+            add_step(r, i, "fired", f"fired at {i}", "n1")
+        hub.publish([("fired", r) for r in changed], index=1 + i)
+        del changed, r
+    gc.collect()
+    assert len(gc.get_objects()) - before < 500  # 20,000 changes held (as run objects: over 40,000)
+    _, replay = hub.subscribe(everything, resume_after=(2_000, 0))
+    last = [(c.point, c.run.run_id, len(c.run.steps_raw)) for c in replay]
+    assert len(last) == 9 + 10 and last[0] == ((2_000, 1), "j1@19991", 1) and last[-1] == ((2_001, 9), "j1@20009", 1)

@@ -15,8 +15,9 @@ committed log — every regular entry's index and data, as the Raft adapter
 hands them to the state machine — to ``--out``.
 
 ``replay`` applies that log to a fresh state machine on a fresh LMDB
-environment, exactly as a replica does (batches unpacked, one commit and one
-drain of the events per entry), and prints the microseconds per finished run
+environment, exactly as a replica does (batches unpacked, one commit per
+entry, its events drained and published to an event hub, whose history of
+run changes a node keeps for watches to resume from), and prints the microseconds per finished run
 it took, best of ``--rounds``. Unlike ``apply_cost.py`` (one-off jobs fired,
 leased and completed in large synthetic entries), the entries, their sizes
 and their mix are what a leader proposed under the load: interval jobs
@@ -61,6 +62,7 @@ from typing import Any
 from raftsched.cluster.app.node_main import GC_THRESHOLDS
 from raftsched.cluster.domain import commands as c
 from raftsched.cluster.fsm.machine import JobStateMachine
+from raftsched.cluster.node.event_hub import EventHub
 from raftsched.raft import batching
 
 #: pysyncobj's first byte of a regular (state machine) command in its log
@@ -171,6 +173,7 @@ def replay_once(entries: list[tuple[int, bytes]], skip: int) -> tuple[float, int
     folder = tempfile.mkdtemp(prefix="raftsched-replay-")
     store = LmdbTableStore(os.path.join(folder, "state.mdb"), 8 << 30)
     machine = JobStateMachine(store)
+    hub = EventHub(lambda: 0)  # as a node's: every entry's changes kept for watches to resume from
     spent, finished = 0.0, 0
     try:
         for k, (index, data) in enumerate(entries):
@@ -179,7 +182,8 @@ def replay_once(entries: list[tuple[int, bytes]], skip: int) -> tuple[float, int
             for pos, command in enumerate(commands):
                 machine.apply(command, index, pos)
             machine.commit()
-            events = machine.drain_events()
+            events, records = machine.drain_changes()
+            hub.publish(events, index, records)
             if k >= skip:
                 spent += time.perf_counter() - began
                 finished += sum(1 for kind, _ in events if kind == "finished")

@@ -30,6 +30,7 @@ snapshot/restore cycles:
 
 from __future__ import annotations
 
+import marshal
 from typing import Any
 
 import pytest
@@ -61,6 +62,7 @@ from raftsched.cluster.domain.model import (
 from raftsched.cluster.domain.results import AlreadyExists, FailedPrecondition, FireReport, Internal, NotFound, Ok, Result
 from raftsched.cluster.domain.run_history import steps as steps_of
 from raftsched.cluster.domain.spec_codec import job_to_plain, run_to_plain, spec_fingerprint
+from raftsched.cluster.fsm import layout
 from raftsched.cluster.fsm.machine import JobStateMachine
 from raftsched.cluster.fsm.store import MemoryStore, state_hash
 from tests.unit.fsm.harness import dump
@@ -142,7 +144,21 @@ class StateMachineModel(Invariants, RuleBasedStateMachine):
         self.twin.commit()
         assert repr(twin) == repr(result)
         self.results.append(repr(result))
+        self.check_records(self.m.drain_changes(), self.twin.drain_changes())
         return result
+
+    @staticmethod
+    def check_records(*drained: tuple[list[Any], list[bytes | None]]) -> None:
+        """The record handed over with each change (the event hub's history) is its run's state, byte for byte the
+        same on both machines, and is missing for no run written with a new state."""
+        for events, records in drained:
+            assert len(records) == len(events)
+            for (kind, run), raw in zip(events, records):
+                if raw is not None:
+                    assert marshal.loads(raw) == layout.run_to_tuple(run), (kind, run.run_id)
+                elif kind in ("fired", "leased", "finished"):
+                    raise AssertionError(f"no record for a {kind!r} change of {run.run_id}")
+        assert drained[0][1] == drained[1][1]
 
     def new_id(self) -> str:
         self.counter += 1
