@@ -191,9 +191,11 @@ class LeaseService:
     ) -> list[Grant]:
         deadline = self._clock.monotonic() + wait_ms / 1000.0
         while alive():
-            now = self._clock.now_ms()
             # of the runs this executor may take: a run of a type it does not serve must not wake it
             next_ms = self._replica.read(lambda m: m.next_leasable_ms(queues, served), barrier=False)
+            # the time after the read: it waits for the entry being applied (a large one takes tens of ms), and
+            # a nap reckoned from before it would oversleep the run's instant by that much
+            now = self._clock.now_ms()
             if next_ms is not None and next_ms <= now:
                 grants = self._grant(executor_id, queues, max_runs, now, served)
                 if grants:
