@@ -86,6 +86,8 @@ MAP_SIZE = 8 << 30
 _KEY = struct.Struct(">Q")
 _TERM = struct.Struct(">Q")
 Entry = tuple[bytes, int, int]
+#: how many of the newest entries ``LmdbJournal`` keeps at hand (``_recent``)
+_RECENT = 16
 
 
 #: what to do about a full map (the node resumes by itself once a snapshot compacts the log)
@@ -185,6 +187,10 @@ class LmdbJournal(Journal):
         self._txn_thread: int | None = None  # the thread that began the open transaction
         self._ops: list[_Op] = []  # those changes, to redo them in a new transaction (MAP_FULL, a failed commit)
         self._pending_bytes = 0
+        #: the newest entries added, by index, and the first one read: pysyncobj reads ``log[-1]`` and ``log[0]``
+        #: many times a tick, and each read from LMDB copies the entry (a batch: up to 192 KiB). Dropped on deletes.
+        self._recent: dict[int, Entry] = {}
+        self._head: Entry | None = None
         self._room = map_size  # measured once the log is open
         self._refused_bytes = 0  # the entry ``add`` refused last for want of room (0: the last one fitted)
         self._full = False
@@ -449,11 +455,20 @@ class LmdbJournal(Journal):
     # ---------------------------------------------------------- reads
 
     def _get(self, index: int) -> Entry:
+        entry = self._recent.get(index)
+        if entry is not None:
+            return entry
+        head = self._head
+        if head is not None and head[1] == index:
+            return head
         with self._reader() as txn:
             raw = txn.get(_KEY.pack(index), db=self._log)
         if raw is None:
             raise JournalError(f"the Raft log {self._path} has no entry {index} though it should")
-        return (raw[8:], index, _TERM.unpack_from(raw)[0])
+        entry = (raw[8:], index, _TERM.unpack_from(raw)[0])
+        if index == self._first:
+            self._head = entry
+        return entry
 
     def _iter(self, start: int, stop: int) -> Iterator[Entry]:
         with self._reader() as txn:
@@ -497,7 +512,8 @@ class LmdbJournal(Journal):
     def add(self, command: bytes, idx: int, term: int) -> None:
         if len(self) and idx != self._next:
             raise JournalError(f"Raft log append at {idx} but the log ends at {self._next - 1}")
-        key, value = _KEY.pack(idx), _TERM.pack(term) + bytes(command)
+        data = bytes(command)
+        key, value = _KEY.pack(idx), _TERM.pack(term) + data
         if self._full or self._room - self._pending_bytes - len(value) < self.map_size // 32:
             self._refused_bytes = len(value)
             self._tell()
@@ -507,7 +523,11 @@ class LmdbJournal(Journal):
         self._pending_bytes += len(value)
         if not len(self):
             self._first = idx
+            self._head = None
         self._next = idx + 1
+        self._recent[idx] = (data, idx, term)
+        if len(self._recent) > _RECENT:
+            del self._recent[next(iter(self._recent))]  # the oldest (indexes are added in order)
 
     def _delete_range(self, start: int, stop: int) -> None:
         """Delete entries with start <= index < stop."""
@@ -523,11 +543,13 @@ class LmdbJournal(Journal):
 
         self._write(op)
         self._freed = True
+        self._recent, self._head = {}, None
 
     def clear(self) -> None:
         self._write(lambda txn: txn.drop(self._log, delete=False))
         self._freed = True
         self._first = self._next = 1
+        self._recent, self._head = {}, None
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         self._delete_range(self._first + entryFrom, self._next)

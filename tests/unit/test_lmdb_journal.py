@@ -21,6 +21,7 @@ ops = st.lists(
         st.tuples(st.just("from"), st.integers(0, 12)),
         st.tuples(st.just("to"), st.integers(0, 12)),
         st.tuples(st.just("clear"), st.just(0)),
+        st.tuples(st.just("term"), st.just(0)),
     ),
     max_size=40,
 )
@@ -30,7 +31,7 @@ def _apply(j, op, arg, state):  # type: ignore[no-untyped-def]
     if op == "add":
         for _ in range(arg):
             idx = j[-1][1] + 1 if len(j) else state["next"]
-            j.add(f"cmd-{idx}".encode(), idx, state["term"])
+            j.add(f"cmd-{idx}-{state['term']}".encode(), idx, state["term"])
     elif op == "from" and len(j):
         j.deleteEntriesFrom(min(arg, len(j)))
     elif op == "to" and len(j) > 1:
@@ -38,6 +39,8 @@ def _apply(j, op, arg, state):  # type: ignore[no-untyped-def]
     elif op == "clear":
         j.clear()
         state["next"] += 100
+    elif op == "term":  # a new leader: entries written again at the same indexes differ from the ones they replace
+        state["term"] += 1
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -53,6 +56,7 @@ def test_matches_the_memory_journal(tmp_path, seq) -> None:  # type: ignore[no-u
         assert list(lj[0:]) == list(mj[0:])
         if len(mj):
             assert lj[0] == mj[0] and lj[-1] == mj[-1]
+            assert [lj[i] for i in range(len(mj))] == list(mj[0:])  # one by one: the entries kept at hand too
             assert list(lj[1 : len(mj)]) == list(mj[1:])
     lj._destroy()
     again = LmdbJournal(str(path))
@@ -226,3 +230,26 @@ def test_lmdb_map_full_keeps_what_was_written(tmp_path, monkeypatch) -> None:  #
     k = LmdbJournal(str(tmp_path / "j"), map_size=2 << 20)
     assert [e[1] for e in k[0:]] == [idx - 1, idx]
     k._destroy()
+
+
+def test_entries_written_again_are_read_as_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A new leader overwrites a follower's tail: the entries read back, one by one and last, are the new ones (the
+    newest entries are kept at hand, not read from LMDB), before and after a commit, and after the head moves."""
+    j = LmdbJournal(str(tmp_path / "log"))
+    for idx in range(1, 6):
+        j.add(f"old-{idx}".encode(), idx, 1)
+    assert j[-1] == (b"old-5", 5, 1) and j[0] == (b"old-1", 1, 1)
+    j.deleteEntriesFrom(2)  # keeps entries 1 and 2
+    assert j[-1] == (b"old-2", 2, 1)
+    for idx in range(3, 6):
+        j.add(f"new-{idx}".encode(), idx, 2)
+    expected = [(b"old-1", 1, 1), (b"old-2", 2, 1), (b"new-3", 3, 2), (b"new-4", 4, 2), (b"new-5", 5, 2)]
+    assert [j[i] for i in range(len(j))] == expected and j[-1] == expected[-1]
+    j.commit()
+    assert [j[i] for i in range(len(j))] == expected and list(j[0:]) == expected
+    j.deleteEntriesTo(2)  # compaction: the log starts at entry 3
+    assert j[0] == (b"new-3", 3, 2) and j[-1] == (b"new-5", 5, 2)
+    j.clear()
+    j.add(b"again", 9, 3)
+    assert j[0] == j[-1] == (b"again", 9, 3)
+    j._destroy()
