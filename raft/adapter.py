@@ -93,6 +93,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 from raftsched.raft import batching, disk_trouble, proposal_errors, pysyncobj_patches
 from raftsched.raft.apply_hold import ApplyHold, EntryHeld, apply_committed
 from raftsched.raft.disk_trouble import LOG, STATE, DiskTrouble
+from raftsched.raft.heartbeats import QuietHeartbeats
 from raftsched.raft.lmdb_journal import LmdbJournal
 from raftsched.raft.membership import RaftMembership
 from raftsched.raft.peer_probe import DISK as DISK_REPORT
@@ -181,7 +182,7 @@ def _file_id(path: str) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class _Replica(SyncObj):
+class _Replica(QuietHeartbeats, SyncObj):
     def __init__(self, owner: "RaftNode", s: RaftSettings, conf: SyncObjConf) -> None:
         self._owner = owner
         super().__init__(s.self_address, list(s.peer_addresses), conf)

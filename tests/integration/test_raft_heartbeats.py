@@ -1,0 +1,123 @@
+"""A quiet leader sends AppendEntries seldom; anything proposed still leaves at once and commits everywhere.
+
+In-process RaftNodes (real sockets on loopback, real LMDB logs) with long election timeouts and a quiet
+period of 2 s, so that "seldom" and "at once" cannot be told apart by luck: every send the leader makes is
+counted on its transport.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from raftsched.cluster.app.local_cluster import free_ports
+from raftsched.raft.adapter import RaftNode, RaftSettings
+from raftsched.raft.heartbeats import quiet
+from tests.integration.test_raft_port import Counter, leader_of
+
+pytestmark = pytest.mark.integration
+
+IDLE_S = 2.0
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Iterator[list[RaftNode]]:
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    nodes = []
+    for k, a in enumerate(addrs):
+        settings = RaftSettings(
+            self_address=a, peer_addresses=tuple(x for x in addrs if x != a), journal_file=str(tmp_path / f"log-{k}"),
+            journal_fsync=False, raft_min_timeout=6.0, raft_max_timeout=8.0, leader_fallback_timeout=10.0,
+        )  # fmt: skip
+        node = RaftNode(settings, Counter(), threading.RLock())
+        node._replica._idle_period = IDLE_S
+        nodes.append(node)
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+class Sends:
+    """The AppendEntries the leader sends, with the time of each."""
+
+    def __init__(self, node: RaftNode) -> None:
+        self.times: list[float] = []
+        transport = node._replica._SyncObj__transport
+        send = transport.send
+
+        def counted(peer: Any, message: Any) -> Any:
+            if isinstance(message, dict) and message.get("type") == "append_entries":
+                self.times.append(time.monotonic())
+            return send(peer, message)
+
+        transport.send = counted
+
+    def since(self, t: float) -> int:
+        return sum(1 for x in self.times if x >= t)
+
+
+def _wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError(what)
+
+
+def _all_applied(nodes: list[RaftNode], index: int) -> bool:
+    return min(n.applied_index for n in nodes) >= index
+
+
+def test_a_quiet_leader_sends_seldom_and_a_proposal_still_leaves_at_once(three: list[RaftNode]) -> None:
+    leader = leader_of(three)
+    term = leader.term
+    for k in range(20):
+        leader.propose(b"warm%d" % k, timeout=10)
+    _wait(lambda: _all_applied(three, leader.applied_index), 10, "the warm-up entries were not applied everywhere")
+    _wait(lambda: quiet(leader._replica), 10, "the leader never found its log quiet")
+    sends = Sends(leader)
+
+    began = time.monotonic()
+    time.sleep(3 * IDLE_S)
+    quiet_sends = sends.since(began)
+    # 2 followers, a send each every IDLE_S: ~6; every append period (10 ms) it would be ~1,200
+    assert 2 <= quiet_sends <= 12, f"{quiet_sends} AppendEntries in {3 * IDLE_S:.0f} s of a quiet log"
+
+    # right after a quiet heartbeat, the next one is IDLE_S away: a proposal must not wait for it
+    n = len(sends.times)
+    _wait(lambda: len(sends.times) > n, 3 * IDLE_S, "no heartbeat came")
+    for proposer in (leader, next(x for x in three if x is not leader)):
+        asked = time.monotonic()
+        proposer.propose(b"after-quiet", timeout=10)
+        _wait(lambda: _all_applied(three, leader.applied_index), IDLE_S / 2,
+              "a proposal after a quiet spell waited for the quiet heartbeat")  # fmt: skip
+        took = time.monotonic() - asked
+        assert took < IDLE_S / 2, f"committed and applied everywhere {took:.2f} s after it was proposed"
+        _wait(lambda: quiet(leader._replica), 5, "the leader did not find its log quiet again")
+    assert {n.term for n in three} == {term}, "an election happened while the leader was quiet"
+
+
+def test_a_follower_that_comes_back_is_caught_up_by_a_quiet_leader(three: list[RaftNode], tmp_path: Path) -> None:
+    leader = leader_of(three)
+    follower = next(n for n in three if n is not leader)
+    others = [n for n in three if n is not follower]
+    for k in range(10):
+        leader.propose(b"before%d" % k, timeout=10)
+    _wait(lambda: _all_applied(three, leader.applied_index), 10, "the first entries were not applied everywhere")
+    settings, lock = follower.settings, threading.RLock()
+    follower.stop()
+    for k in range(30):
+        leader.propose(b"while-away%d" % k, timeout=10)
+    _wait(lambda: quiet(leader._replica), 10, "the leader never found its log quiet without the follower")
+    back = RaftNode(settings, Counter(), lock)
+    three[three.index(follower)] = back  # the fixture stops it
+    _wait(lambda: _all_applied(others + [back], leader.applied_index), 5 * IDLE_S,
+          "the follower that came back was not caught up")  # fmt: skip
+    assert back.commit_index == leader.commit_index
