@@ -29,7 +29,7 @@ from raftsched.cluster.domain import limits as lim
 from raftsched.cluster.domain.errors import RejectedError, ValidationError
 from raftsched.cluster.domain.leases import MAX_RUNS_PER_GRANT, TOKENS_PER_ENTRY, Grant, Renewal, lease_id_for
 from raftsched.cluster.domain.model import Run
-from raftsched.cluster.domain.output import OutputKey
+from raftsched.cluster.domain.output import EMPTY_OUTPUT_URI, OutputKey
 from raftsched.cluster.domain.output_location import OutputLocation
 from raftsched.cluster.domain.results import FailedPrecondition
 from raftsched.cluster.domain.unsafe_text import check_text
@@ -51,6 +51,8 @@ MAX_ERROR_CHARS = lim.MAX_ERROR_CHARS
 MAX_COMPLETE_BATCH = lim.MAX_COMPLETE_BATCH
 DEFAULT_MAX_RESULT_BYTES = lim.DEFAULT_MAX_RESULT_BYTES
 DEFAULT_MAX_LONG_POLLS = 512
+#: the log URIs of an attempt that kept no log: its own whoever sends them
+_NO_LOG = frozenset({"", EMPTY_OUTPUT_URI})
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,10 +288,15 @@ class LeaseService:
         """Each command, or the ``RejectedError`` of a lease it names that can no longer be held, or the
         ``ValidationError`` of a ``log_uri`` that is not its own attempt's output."""
         todo = [cmd for cmd in commands if isinstance(cmd, c.CompleteRun)]
-        leases = [(cmd.lease_id, cmd.fencing_token) for cmd in todo]
+        # the attempt's place is read only for a completion that names a log: "" and EMPTY_OUTPUT_URI are every
+        # attempt's own, and reading its run for nothing cost a no-op run's completion a record read and decode
+        leases = [(cmd.lease_id, cmd.fencing_token, cmd.log_uri not in _NO_LOG) for cmd in todo]
 
         def read(m: JobStateMachine) -> list[tuple[str, OutputKey | None]]:
-            return [(final_refusal(m, lease_id, token), m.lease_output(lease_id, token)) for lease_id, token in leases]
+            return [
+                (final_refusal(m, lease_id, token), m.lease_output(lease_id, token) if named else None)
+                for lease_id, token, named in leases
+            ]
 
         found = iter(self._replica.read(read, barrier=False))
         out: list[c.CompleteRun | Exception] = []
