@@ -99,6 +99,7 @@ from raftsched.raft.membership import RaftMembership
 from raftsched.raft.peer_probe import DISK as DISK_REPORT
 from raftsched.raft.peer_probe import PeerProbes
 from raftsched.raft.proposal_errors import DISK_TROUBLE, LOG_FULL, STATE_FULL, ProposalError, log_full_message
+from raftsched.raft.quiet_ticks import QuietTicks
 from raftsched.raft.settings import RaftSettings, build_conf
 from raftsched.raft.snapshot_file import SnapshotFile, check_body, open_body, read_snapshot
 from raftsched.raft.snapshotter import Snapshotter, StateCopy
@@ -182,7 +183,7 @@ def _file_id(path: str) -> tuple[int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class _Replica(QuietHeartbeats, SyncObj):
+class _Replica(QuietTicks, QuietHeartbeats, SyncObj):
     def __init__(self, owner: "RaftNode", s: RaftSettings, conf: SyncObjConf) -> None:
         self._owner = owner
         super().__init__(s.self_address, list(s.peer_addresses), conf)

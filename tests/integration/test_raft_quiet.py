@@ -1,8 +1,9 @@
-"""A quiet leader sends AppendEntries seldom; anything proposed still leaves at once and commits everywhere.
+"""A quiet cluster: its leader sends AppendEntries seldom and its nodes tick seldom; anything proposed still
+leaves at once and commits everywhere.
 
-In-process RaftNodes (real sockets on loopback, real LMDB logs) with long election timeouts and a quiet
-period of 2 s, so that "seldom" and "at once" cannot be told apart by luck: every send the leader makes is
-counted on its transport.
+In-process RaftNodes (real sockets on loopback, real LMDB logs) with long election timeouts, heartbeats every
+2 s and ticks every 1.5 s while quiet, so that "seldom" and "at once" cannot be told apart by luck: every send
+the leader makes and every tick of every node is counted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.integration.test_raft_port import Counter, leader_of
 pytestmark = pytest.mark.integration
 
 IDLE_S = 2.0
+QUIET_WAIT_S = 1.5
 
 
 @pytest.fixture
@@ -35,6 +37,8 @@ def three(tmp_path: Path) -> Iterator[list[RaftNode]]:
         )  # fmt: skip
         node = RaftNode(settings, Counter(), threading.RLock())
         node._replica._idle_period = IDLE_S
+        node._replica._quiet_wait = QUIET_WAIT_S
+        node.peer_probes._interval = 600.0  # no probe wakes a tick thread early: only what the test looks at
         nodes.append(node)
     try:
         yield nodes
@@ -62,6 +66,17 @@ class Sends:
         return sum(1 for x in self.times if x >= t)
 
 
+class Ticks:
+    """Every tick of a node (its tick thread calls back at the end of each)."""
+
+    def __init__(self, node: RaftNode) -> None:
+        self.count = 0
+        node._replica.addOnTickCallback(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+
+
 def _wait(condition: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -83,23 +98,29 @@ def test_a_quiet_leader_sends_seldom_and_a_proposal_still_leaves_at_once(three: 
     _wait(lambda: _all_applied(three, leader.applied_index), 10, "the warm-up entries were not applied everywhere")
     _wait(lambda: quiet(leader._replica), 10, "the leader never found its log quiet")
     sends = Sends(leader)
+    ticks = [Ticks(n) for n in three]
 
     began = time.monotonic()
     time.sleep(3 * IDLE_S)
     quiet_sends = sends.since(began)
     # 2 followers, a send each every IDLE_S: ~6; every append period (10 ms) it would be ~1,200
     assert 2 <= quiet_sends <= 12, f"{quiet_sends} AppendEntries in {3 * IDLE_S:.0f} s of a quiet log"
+    counts = [t.count for t in ticks]
+    # a tick per QUIET_WAIT_S, one per heartbeat or answer, a few for probes: ~15; every 5 ms it would be ~1,200
+    assert max(counts) <= 60, f"ticks in {3 * IDLE_S:.0f} s of a quiet log, by node: {counts}"
 
-    # right after a quiet heartbeat, the next one is IDLE_S away: a proposal must not wait for it
+    # right after a quiet heartbeat, the next one is IDLE_S away, and every tick thread may be waiting for
+    # QUIET_WAIT_S: a proposal must wait for neither (waiting for the tick, each would come within 0.3 s one time
+    # in five, all four one time in ~600)
     n = len(sends.times)
     _wait(lambda: len(sends.times) > n, 3 * IDLE_S, "no heartbeat came")
-    for proposer in (leader, next(x for x in three if x is not leader)):
+    follower = next(x for x in three if x is not leader)
+    for proposer in (leader, follower, leader, follower):
         asked = time.monotonic()
         proposer.propose(b"after-quiet", timeout=10)
-        _wait(lambda: _all_applied(three, leader.applied_index), IDLE_S / 2,
-              "a proposal after a quiet spell waited for the quiet heartbeat")  # fmt: skip
+        _wait(lambda: _all_applied(three, leader.applied_index), 5.0, "a proposal was not applied everywhere")
         took = time.monotonic() - asked
-        assert took < IDLE_S / 2, f"committed and applied everywhere {took:.2f} s after it was proposed"
+        assert took < 0.3, f"committed and applied everywhere {took:.2f} s after it was proposed"
         _wait(lambda: quiet(leader._replica), 5, "the leader did not find its log quiet again")
     assert {n.term for n in three} == {term}, "an election happened while the leader was quiet"
 
