@@ -105,7 +105,7 @@ class RaftTuning:
     #: how often the leader sends AppendEntries (pysyncobj batches new entries until then): a write's
     #: commit waits for about one period, a follower's read of it another. 10 ms instead of 20 ms took
     #: e2e runs/s from ~2,400 to ~3,900 here. A leader with nothing in flight sends every 100 ms instead
-    #: (``raftsched.raft.heartbeats``)
+    #: (``raftsched.raft.heartbeats``), and a node with nothing to do ticks every 25 ms (``raftsched.raft.quiet_ticks``)
     append_entries_period: float = 0.01
     raft_min_timeout: float = 0.8
     raft_max_timeout: float = 1.6
