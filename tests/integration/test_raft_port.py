@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 import zlib
+from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import pytest
@@ -67,6 +68,26 @@ def start_nodes(password: str | None, count: int = 2) -> list[RaftNode]:
         settings = RaftSettings(self_address=a, peer_addresses=tuple(x for x in addrs if x != a), password=password)
         nodes.append(RaftNode(settings, Counter(), threading.RLock()))
     return nodes
+
+
+def journaled_nodes(folder: Path, count: int = 3, **tuning: Any) -> list[RaftNode]:
+    """``count`` nodes on loopback, each with its Raft log in ``folder`` (not fsynced); ``tuning``: more
+    ``RaftSettings`` fields."""
+    addrs = [f"127.0.0.1:{p}" for p in free_ports(count)]
+    return [
+        RaftNode(
+            RaftSettings(
+                self_address=a,
+                peer_addresses=tuple(x for x in addrs if x != a),
+                journal_file=str(folder / f"log-{k}"),
+                journal_fsync=False,
+                **tuning,
+            ),  # fmt: skip
+            Counter(),
+            threading.RLock(),
+        )
+        for k, a in enumerate(addrs)
+    ]
 
 
 def leader_of(nodes: list[RaftNode], timeout: float = 15.0) -> RaftNode:

@@ -15,10 +15,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from raftsched.cluster.app.local_cluster import free_ports
-from raftsched.raft.adapter import RaftNode, RaftSettings
+from raftsched.raft.adapter import RaftNode
 from raftsched.raft.heartbeats import quiet
-from tests.integration.test_raft_port import Counter, leader_of
+from tests.helpers import wait_for
+from tests.integration.test_raft_port import Counter, journaled_nodes, leader_of
 
 pytestmark = pytest.mark.integration
 
@@ -28,18 +28,11 @@ QUIET_WAIT_S = 1.5
 
 @pytest.fixture
 def three(tmp_path: Path) -> Iterator[list[RaftNode]]:
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    nodes = []
-    for k, a in enumerate(addrs):
-        settings = RaftSettings(
-            self_address=a, peer_addresses=tuple(x for x in addrs if x != a), journal_file=str(tmp_path / f"log-{k}"),
-            journal_fsync=False, raft_min_timeout=6.0, raft_max_timeout=8.0, leader_fallback_timeout=10.0,
-        )  # fmt: skip
-        node = RaftNode(settings, Counter(), threading.RLock())
+    nodes = journaled_nodes(tmp_path, raft_min_timeout=6.0, raft_max_timeout=8.0, leader_fallback_timeout=10.0)
+    for node in nodes:
         node._replica._idle_period = IDLE_S
         node._replica._quiet_wait = QUIET_WAIT_S
         node.peer_probes._interval = 600.0  # no probe wakes a tick thread early: only what the test looks at
-        nodes.append(node)
     try:
         yield nodes
     finally:
@@ -77,15 +70,6 @@ class Ticks:
         self.count += 1
 
 
-def _wait(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError(what)
-
-
 def _all_applied(nodes: list[RaftNode], index: int) -> bool:
     return min(n.applied_index for n in nodes) >= index
 
@@ -95,8 +79,8 @@ def test_a_quiet_leader_sends_seldom_and_a_proposal_still_leaves_at_once(three: 
     term = leader.term
     for k in range(20):
         leader.propose(b"warm%d" % k, timeout=10)
-    _wait(lambda: _all_applied(three, leader.applied_index), 10, "the warm-up entries were not applied everywhere")
-    _wait(lambda: quiet(leader._replica), 10, "the leader never found its log quiet")
+    wait_for(lambda: _all_applied(three, leader.applied_index), 10, "the warm-up entries were not applied everywhere")
+    wait_for(lambda: quiet(leader._replica), 10, "the leader never found its log quiet")
     sends = Sends(leader)
     ticks = [Ticks(n) for n in three]
 
@@ -113,32 +97,35 @@ def test_a_quiet_leader_sends_seldom_and_a_proposal_still_leaves_at_once(three: 
     # QUIET_WAIT_S: a proposal must wait for neither (waiting for the tick, each would come within 0.3 s one time
     # in five, all four one time in ~600)
     n = len(sends.times)
-    _wait(lambda: len(sends.times) > n, 3 * IDLE_S, "no heartbeat came")
+    wait_for(lambda: len(sends.times) > n, 3 * IDLE_S, "no heartbeat came")
     follower = next(x for x in three if x is not leader)
     for proposer in (leader, follower, leader, follower):
         asked = time.monotonic()
         proposer.propose(b"after-quiet", timeout=10)
-        _wait(lambda: _all_applied(three, leader.applied_index), 5.0, "a proposal was not applied everywhere")
+        wait_for(lambda: _all_applied(three, leader.applied_index), 5.0, "a proposal was not applied everywhere", 0.01)
         took = time.monotonic() - asked
         assert took < 0.3, f"committed and applied everywhere {took:.2f} s after it was proposed"
-        _wait(lambda: quiet(leader._replica), 5, "the leader did not find its log quiet again")
+        wait_for(lambda: quiet(leader._replica), 5, "the leader did not find its log quiet again")
     assert {n.term for n in three} == {term}, "an election happened while the leader was quiet"
 
 
-def test_a_follower_that_comes_back_is_caught_up_by_a_quiet_leader(three: list[RaftNode], tmp_path: Path) -> None:
+def test_a_follower_that_comes_back_is_caught_up_by_a_quiet_leader(three: list[RaftNode]) -> None:
     leader = leader_of(three)
     follower = next(n for n in three if n is not leader)
     others = [n for n in three if n is not follower]
     for k in range(10):
         leader.propose(b"before%d" % k, timeout=10)
-    _wait(lambda: _all_applied(three, leader.applied_index), 10, "the first entries were not applied everywhere")
+    wait_for(lambda: _all_applied(three, leader.applied_index), 10, "the first entries were not applied everywhere")
     settings, lock = follower.settings, threading.RLock()
     follower.stop()
     for k in range(30):
         leader.propose(b"while-away%d" % k, timeout=10)
-    _wait(lambda: quiet(leader._replica), 10, "the leader never found its log quiet without the follower")
+    wait_for(lambda: quiet(leader._replica), 10, "the leader never found its log quiet without the follower")
     back = RaftNode(settings, Counter(), lock)
     three[three.index(follower)] = back  # the fixture stops it
-    _wait(lambda: _all_applied(others + [back], leader.applied_index), 5 * IDLE_S,
-          "the follower that came back was not caught up")  # fmt: skip
+
+    def caught_up() -> bool:
+        return _all_applied(others + [back], leader.applied_index)
+
+    wait_for(caught_up, 5 * IDLE_S, "the follower that came back was not caught up")
     assert back.commit_index == leader.commit_index

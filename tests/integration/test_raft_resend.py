@@ -17,9 +17,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from raftsched.cluster.app.local_cluster import free_ports
-from raftsched.raft.adapter import RaftNode, RaftSettings
-from tests.integration.test_raft_port import Counter, leader_of
+from raftsched.raft.adapter import RaftNode
+from tests.integration.test_raft_port import journaled_nodes, leader_of
 
 pytestmark = pytest.mark.integration
 
@@ -30,12 +29,7 @@ BACK = 25
 
 @pytest.fixture
 def three(tmp_path: Path) -> Iterator[list[RaftNode]]:
-    addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
-    nodes = []
-    for k, a in enumerate(addrs):
-        settings = RaftSettings(self_address=a, peer_addresses=tuple(x for x in addrs if x != a),
-                                journal_file=str(tmp_path / f"log-{k}"), journal_fsync=False)  # fmt: skip
-        nodes.append(RaftNode(settings, Counter(), threading.RLock()))
+    nodes = journaled_nodes(tmp_path)
     try:
         yield nodes
     finally:
