@@ -91,20 +91,29 @@ class Timeout(RaftError):
         self.proposed = proposed
 
 
-class _Item:
-    __slots__ = ("data", "weight", "event", "result", "error", "proposed")
+class _Waiter:
+    """What one ``submit_many`` call waits on: its event is set once every one of its proposals has its answer.
+    One per call, not per proposal: a batch of completions wakes its caller once (each wake-up of a waiting thread
+    is a system call on the thread that answers, the Raft tick thread)."""
 
-    def __init__(self, data: bytes, weight: int) -> None:
+    __slots__ = ("left", "event")
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.event = threading.Event()
+
+
+class _Item:
+    __slots__ = ("data", "weight", "waiter", "result", "error", "proposed", "answered")
+
+    def __init__(self, data: bytes, weight: int, waiter: _Waiter) -> None:
         self.data = data
         self.weight = weight
-        self.event = threading.Event()
+        self.waiter = waiter
         self.result: Any = None
         self.error = 0
         self.proposed = False
-
-    def finish(self, result: Any, error: int) -> None:
-        self.result, self.error = result, error
-        self.event.set()
+        self.answered = False
 
 
 class GroupCommitter:
@@ -150,26 +159,26 @@ class GroupCommitter:
     def submit_many(self, proposals: list[tuple[bytes, int]], timeout: float) -> list[tuple[Any, int] | Timeout]:
         """Propose several ``(data, weight)`` together (adjacent in the queue, so they share
         entries as far as the limits allow); an answer or a ``Timeout`` for each, in order."""
-        items = [_Item(data, weight) for data, weight in proposals]
+        waiter = _Waiter(len(proposals))
+        items = [_Item(data, weight, waiter) for data, weight in proposals]
         with self._lock:
             self._queue.extend(items)
         self._flush()
         deadline = self._monotonic() + timeout
+        while not waiter.event.wait(min(0.25, max(0.0, deadline - self._monotonic()))):
+            if self._monotonic() >= deadline:
+                break
+            self._flush()  # a batch may have gone stale: do not leave the queue stranded
         answers: list[tuple[Any, int] | Timeout] = []
-        for item in items:
-            while not item.event.wait(min(0.25, max(0.0, deadline - self._monotonic()))):
-                if self._monotonic() >= deadline:
-                    break
-                self._flush()  # a batch may have gone stale: do not leave the queue stranded
-            if item.event.is_set():
-                answers.append((item.result, item.error))
-                continue
-            with self._lock:
-                if not item.proposed:  # never left this node: it certainly did not commit
+        with self._lock:  # answers are written under it: none half-read
+            for item in items:
+                if item.answered:
+                    answers.append((item.result, item.error))
+                elif not item.proposed:  # never left this node: it certainly did not commit
                     self._queue.remove(item)
                     answers.append(Timeout(proposed=False))
-                    continue
-            answers.append(Timeout(proposed=True))
+                else:
+                    answers.append(Timeout(proposed=True))
         return answers
 
     def _take(self) -> list[_Item] | None:
@@ -214,17 +223,17 @@ class GroupCommitter:
         data = batch[0].data if len(batch) == 1 else pack([item.data for item in batch])
 
         def done(result: Any, error: int) -> None:
+            if error != 0 or len(batch) == 1:
+                answers: Any = [(result, error)] * len(batch)
+            elif isinstance(result, list) and len(result) == len(batch):
+                answers = [(one, 0) for one in result]
+            else:  # the entry was applied as something else than our batch: tell everyone the same
+                answers = [(result, 0)] * len(batch)
             with self._lock:
                 self._inflight.pop(number, None)
-            if error != 0 or len(batch) == 1:
-                for item in batch:
-                    item.finish(result, error)
-            elif isinstance(result, list) and len(result) == len(batch):
-                for item, one in zip(batch, result):
-                    item.finish(one, 0)
-            else:  # the entry was applied as something else than our batch: tell everyone the same
-                for item in batch:
-                    item.finish(result, 0)
+                ready = self._answer(batch, answers)
+            for waiter in ready:
+                waiter.event.set()
             self._flush()
 
         try:
@@ -232,5 +241,20 @@ class GroupCommitter:
         except Exception:  # noqa: BLE001 - the proposal never left: free the slot, fail the callers
             with self._lock:
                 self._inflight.pop(number, None)
-            for item in batch:
-                item.finish(None, -1)
+                ready = self._answer(batch, [(None, -1)] * len(batch))
+            for waiter in ready:
+                waiter.event.set()
+
+    @staticmethod
+    def _answer(batch: list[_Item], answers: list[tuple[Any, int]]) -> list[_Waiter]:
+        """Under the lock: each item's answer; the waiters whose every item now has one."""
+        ready: list[_Waiter] = []
+        for item, (result, error) in zip(batch, answers):
+            if item.answered:
+                continue
+            item.result, item.error, item.answered = result, error, True
+            waiter = item.waiter
+            waiter.left -= 1
+            if waiter.left == 0:
+                ready.append(waiter)
+        return ready

@@ -8,6 +8,7 @@ run ``submit`` in threads; everything waits on events with short timeouts.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -489,3 +490,75 @@ def test_many_concurrent_callers_each_get_their_own_result() -> None:
     assert sorted(sent) == sorted(caller.payload for caller in callers)  # each exactly once
     assert all(len(commands_of(data)) <= 7 for data, _ in fake.sent)
     assert gc.commands == 60 and gc.entries == len(fake.sent)
+
+
+class ManyCaller(threading.Thread):
+    """One ``submit_many`` in a thread of its own."""
+
+    def __init__(self, gc: GroupCommitter, proposals: list[tuple[bytes, int]], timeout: float = WAIT) -> None:
+        super().__init__(daemon=True)
+        self.gc, self.proposals, self.timeout = gc, proposals, timeout
+        self.answers: list[Any] | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.answers = self.gc.submit_many(self.proposals, self.timeout)
+        finally:
+            self.done.set()
+
+
+def test_one_call_split_over_entries_returns_once_every_entry_answered_each_answer_in_place() -> None:
+    fake = FakeRaft()
+    gc = GroupCommitter(fake.propose_async, max_inflight=1, max_commands=2)
+    caller = ManyCaller(gc, [(bytes([65 + i]), 0) for i in range(5)])
+    caller.start()
+    for n in range(2):
+        fake.wait_sent(n + 1)
+        fake.answer(n, echo(fake.data(n)))
+        assert not caller.done.wait(0.05), f"returned after entry {n} of 3"
+    fake.wait_sent(3)
+    fake.answer(2, echo(fake.data(2)))
+    assert caller.done.wait(WAIT)
+    assert caller.answers == [(b"r:" + bytes([65 + i]), 0) for i in range(5)]
+
+
+def test_one_call_that_times_out_part_way_keeps_the_answers_it_got_and_leaves_the_queue() -> None:
+    fake = FakeRaft()
+    gc = GroupCommitter(fake.propose_async, max_inflight=1, max_commands=2)
+    caller = ManyCaller(gc, [(b"a", 0), (b"b", 0), (b"c", 0), (b"d", 0), (b"e", 0)], timeout=0.4)
+    caller.start()
+    fake.wait_sent(1)
+    fake.answer(0, echo(fake.data(0)))
+    fake.wait_sent(2)  # (c, d) left the node and stay unanswered; e waits behind them
+    assert caller.done.wait(WAIT)
+    answers = caller.answers
+    assert answers is not None and answers[:2] == [(b"r:a", 0), (b"r:b", 0)]
+    assert [(type(a), a.proposed) for a in answers[2:]] == [(Timeout, True), (Timeout, True), (Timeout, False)]
+    assert queued(gc) == 0
+    fake.answer(1, echo(fake.data(1)))  # a late answer changes nothing and sends nothing more
+    time.sleep(0.05)
+    assert len(fake.sent) == 2 and answers[2].proposed is True
+    assert_still_commits(gc, fake, 2, b"next")
+
+
+def test_a_call_is_woken_once_whatever_the_number_of_its_proposals(monkeypatch: pytest.MonkeyPatch) -> None:
+    sets: list[int] = []  # the events the committer sets
+    real_set = threading.Event.set
+
+    def counted(event: threading.Event) -> None:
+        if sys._getframe(1).f_globals["__name__"] == "raftsched.raft.batching":
+            sets.append(id(event))
+        real_set(event)
+
+    monkeypatch.setattr(threading.Event, "set", counted)
+    fake = FakeRaft()
+    gc = GroupCommitter(fake.propose_async, max_inflight=1)
+    caller = ManyCaller(gc, [(f"c{i}".encode(), 0) for i in range(30)])
+    caller.start()
+    fake.wait_sent(1)
+    before = len(sets)
+    fake.answer(0, echo(fake.data(0)))
+    assert caller.done.wait(WAIT)
+    assert caller.answers == [(f"r:c{i}".encode(), 0) for i in range(30)]
+    assert len(sets) - before == 1, f"the answer set {len(sets) - before} events for one call of 30"
