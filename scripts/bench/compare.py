@@ -95,7 +95,7 @@ def higher_is_better(key: str) -> bool | None:
     """Whether a larger value of the figure is better (None: not known)."""
     if key in report.TARGETS:
         return report.TARGETS[key][1]
-    if key.endswith(_HIGHER_ENDS) or key == "create_call_ratio":
+    if key.endswith(_HIGHER_ENDS):
         return True
     if key.endswith(_LOWER_ENDS) or key.startswith("steady_cpu_us_per_run."):
         return False
@@ -110,8 +110,6 @@ def rows(runs: list[tuple[str, dict[str, float]]]) -> list[tuple[str, list[float
     for key in both:
         a = [figures[key] for side, figures in runs if side == AGAINST]
         b = [figures[key] for side, figures in runs if side == THIS]
-        if not a or not b:
-            continue
         ma, mb = st.median(a), st.median(b)
         higher = higher_is_better(key)
         ratio: float | None = None
