@@ -300,9 +300,11 @@ class LocalCluster:
         join: list[str] | None = None,
         env: dict[str, str] | None = None,
         module: str = "raftsched.cluster.app.main",
+        python: str | None = None,
     ) -> NodeProcess:
         """Start ``node_id`` (``join``: with ``--join`` and these addresses; ``env``: extra environment;
-        ``module``: another entry point taking the same arguments, e.g. a test's)."""
+        ``module``: another entry point taking the same arguments, e.g. a test's; ``python``: the interpreter, this
+        one by default, another installation's to run its version of the node)."""
         node = self.nodes[node_id]
         if node.alive():
             return node
@@ -310,7 +312,7 @@ class LocalCluster:
         env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
         extra = ["--join", ",".join(join)] if join else []
         node.proc = subprocess.Popen(
-            [sys.executable, "-m", module, "node", "--config", self.config_path, "--node-id", node_id, *extra],
+            [python or sys.executable, "-m", module, "node", "--config", self.config_path, "--node-id", node_id, *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.root,

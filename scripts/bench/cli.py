@@ -22,6 +22,7 @@ from bench.harness.cluster import start_cluster
 from bench.harness.context import Bench
 from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
+from bench.harness.runtime import from_checkout, this_checkout
 from bench.profile import FULL, QUICK, Profile
 from bench.report import table, write_outputs
 from bench.scenarios import CLUSTER_SCENARIOS, NOT_QUICK_SCENARIOS, OPT_IN_SCENARIOS, SCENARIOS
@@ -61,6 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None, help="threads per client process (default 16)")
     ap.add_argument("--fire-rate", type=int, default=None, help="every-1s jobs for the fire-lag scenario (default 2000)")
     ap.add_argument("--burst-jobs", type=int, default=None, help="jobs in the burst (default 100000, 20000 with --quick)")
+    ap.add_argument(
+        "--nodes-from",
+        default="",
+        metavar="DIR",
+        help="run the cluster's nodes and the executors from the raftsched checkout DIR (with its .venv), everything "
+        "else from this one: another version under this harness's load (cluster scenarios only)",
+    )
     args = ap.parse_args(argv)
     # how this run was started, for bench.json's machine description (and the docs' performance page)
     args.command_line = shlex.join(["python", "scripts/bench.py", *(sys.argv[1:] if argv is None else argv)])
@@ -154,14 +162,31 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown scenario(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    runtime = this_checkout()
+    if args.nodes_from:
+        try:
+            runtime = from_checkout(args.nodes_from)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if args.scenarios == "all":
+            wanted = [n for n in wanted if n in CLUSTER_SCENARIOS]
+        outside = [n for n in wanted if n not in CLUSTER_SCENARIOS]
+        if outside:
+            print(
+                f"--nodes-from runs only the scenarios on the shared cluster ({', '.join(sorted(CLUSTER_SCENARIOS))}); "
+                f"not {', '.join(outside)}, which start processes of their own",
+                file=sys.stderr,
+            )
+            return 2
 
     def on_sigterm(*_: Any) -> None:
         raise KeyboardInterrupt("SIGTERM")
 
     signal.signal(signal.SIGTERM, on_sigterm)  # same clean-up as Ctrl-C: every started process is stopped
     root = tempfile.mkdtemp(prefix="raftsched-bench-", dir="/tmp")
-    b = Bench(args, profile, root, os.path.abspath(args.out), wanted=wanted)
-    b.say(f"raftsched bench ({profile.name}); temp dir {root}; output {b.out_dir}")
+    b = Bench(args, profile, root, os.path.abspath(args.out), wanted=wanted, runtime=runtime)
+    b.say(f"raftsched bench ({profile.name}); temp dir {root}; output {b.out_dir}; nodes from {runtime.label}")
     failed: list[str] = []
     try:
         _run(b, failed)

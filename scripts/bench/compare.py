@@ -22,6 +22,12 @@ for a fixed time and do as much as they can), ``node_rss_mb.max``, and ``<figure
 per-role figure's followers, e.g. ``steady_cpu_us_per_run``). Figures per
 node name are not compared: which node leads differs between runs.
 
+``--same-bench`` runs this checkout's ``scripts/bench.py`` for both sides,
+the against side with ``--nodes-from`` its checkout: its nodes and executors,
+this checkout's scenarios, clients and measures. That compares a scenario
+the other version's own benchmark does not have (``steady``: what a run
+costs each node, due->leased at a fixed rate) on exactly the same load.
+
 Nothing is started here but the two benchmarks (one at a time, each
 stopping its own processes) and git and the bootstrap script; the worktree
 is removed at the end unless ``--keep``.
@@ -143,6 +149,19 @@ def _run(cmd: list[str], cwd: Path, log: Path, timeout: float) -> None:
         raise SystemExit(f"{' '.join(cmd)} failed with exit {done.returncode}: see {log}")
 
 
+def side_command(
+    side: str, bench_args: list[str], folder: Path, repo: Path, against_dir: Path, against_python: Path, same_bench: bool
+) -> tuple[list[str], Path]:
+    """The command that runs ``side``'s benchmark into ``folder``, and its working directory: each side's own
+    ``scripts/bench.py``, or with ``same_bench`` this checkout's for both, the against side's nodes and executors
+    run from its checkout (``--nodes-from``)."""
+    if side == THIS:
+        return [sys.executable, "scripts/bench.py", *bench_args, "--out", str(folder)], repo
+    if same_bench:
+        return [sys.executable, "scripts/bench.py", *bench_args, "--nodes-from", str(against_dir), "--out", str(folder)], repo
+    return [str(against_python), "scripts/bench.py", *bench_args, "--out", str(folder)], against_dir
+
+
 def _build(repo: Path, rev: str, where: Path, log: Path) -> Path:
     """REV checked out at ``where`` (a detached worktree) with its own venv; the venv's python."""
     _run(["git", "-C", str(repo), "worktree", "add", "--detach", str(where), rev], repo, log, 120)
@@ -161,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="bench-compare", help="where each run's bench.json goes (default bench-compare/)")
     ap.add_argument("--keep", action="store_true", help="keep the worktree built for --against")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds one benchmark run may take (default 1800)")
+    ap.add_argument(
+        "--same-bench",
+        action="store_true",
+        help="both sides under this checkout's scripts/bench.py, the other's nodes and executors run from its checkout "
+        "(bench.py --nodes-from): the same scenarios and measures, for scenarios the other's bench.py lacks "
+        "(cluster scenarios only)",
+    )
     ap.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: arguments for both sides' scripts/bench.py")
     args = ap.parse_args(argv)
     if args.rounds < 1:
@@ -168,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     bench_args = [a for a in args.bench_args if a != "--"]
     if any(a.startswith("--out") for a in bench_args):
         ap.error("give --out to the comparison, not to bench.py: each run gets a folder of its own under it")
+    if any(a.startswith("--nodes-from") for a in bench_args):
+        ap.error("--nodes-from is the comparison's to give: use --same-bench")
     repo = Path(__file__).resolve().parents[2]
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -183,13 +211,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"building {args.against} in {built} (log {out / 'build.log'})", flush=True)
             against_python = _build(repo, args.against, built, out / "build.log")
             against_dir = built
-        sides = {AGAINST: (against_dir, against_python), THIS: (repo, Path(sys.executable))}
         runs: list[tuple[str, dict[str, float]]] = []
         for n, side in enumerate(order(args.rounds), start=1):
-            where, python = sides[side]
             folder = out / f"{n:02d}-{side}"
-            print(f"run {n}: {side} ({where}) -> {folder}", flush=True)
-            cmd = [str(python), "scripts/bench.py", *bench_args, "--out", str(folder)]
+            cmd, where = side_command(side, bench_args, folder, repo, against_dir, against_python, args.same_bench)
+            print(f"run {n}: {side} ({against_dir if side == AGAINST else repo}) -> {folder}", flush=True)
             _run(cmd, where, out / f"{n:02d}-{side}.log", args.timeout)
             with open(folder / "bench.json") as f:
                 runs.append((side, flatten(json.load(f))))

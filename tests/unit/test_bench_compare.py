@@ -115,3 +115,43 @@ def test_main_runs_both_sides_alternated_and_writes_the_table(tmp_path: Path, mo
 def test_bench_arguments_may_not_name_the_output_folder(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         cm.main(["--against", "abc123", "--against-dir", str(tmp_path), "--", "--out", "x"])
+
+
+def test_same_bench_runs_this_harness_on_both_sides_with_the_other_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    against = tmp_path / "against"
+    (against / ".venv" / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, against / ".venv" / "bin" / "python")
+    calls: list[tuple[Path, list[str]]] = []
+
+    def fake_run(cmd: list[str], cwd: Path, log: Path, timeout: float) -> None:
+        calls.append((Path(cwd), cmd))
+        folder = Path(cmd[cmd.index("--out") + 1])
+        folder.mkdir(parents=True)
+        (folder / "bench.json").write_text(json.dumps({"machine": {}, "steady_runs_per_s": 100.0 + len(calls)}))
+
+    monkeypatch.setattr(cm, "_run", fake_run)
+    out = tmp_path / "out"
+    args = ["--against", "abc123", "--against-dir", str(against), "--out", str(out), "--same-bench", "--rounds", "1"]
+    assert cm.main([*args, "--", "--quick", "--scenarios", "steady"]) == 0
+    repo = Path(cm.__file__).resolve().parents[2]
+    (cwd_a, cmd_a), (cwd_t, cmd_t) = calls
+    # both under this checkout's interpreter and bench.py, from this checkout; only the against side names its nodes
+    assert cwd_a == cwd_t == repo
+    assert cmd_a[0] == cmd_t[0] == sys.executable
+    assert cmd_a[cmd_a.index("--nodes-from") + 1] == str(against.resolve())
+    assert "--nodes-from" not in cmd_t
+    assert cmd_a[1:4] == cmd_t[1:4] == ["scripts/bench.py", "--quick", "--scenarios"]
+
+
+def test_without_same_bench_each_side_runs_its_own_bench(tmp_path: Path) -> None:
+    against, python = tmp_path / "against", tmp_path / "against" / ".venv" / "bin" / "python"
+    repo = Path(cm.__file__).resolve().parents[2]
+    cmd, cwd = cm.side_command(A, ["--quick"], tmp_path / "o", repo, against, python, same_bench=False)
+    assert (cmd[0], cwd) == (str(python), against) and "--nodes-from" not in cmd
+    cmd, cwd = cm.side_command(T, ["--quick"], tmp_path / "o", repo, against, python, same_bench=True)
+    assert (cmd[0], cwd) == (sys.executable, repo) and "--nodes-from" not in cmd
+
+
+def test_the_comparison_names_the_other_nodes_itself(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        cm.main(["--against", "abc123", "--against-dir", str(tmp_path), "--", "--nodes-from", "x"])

@@ -39,7 +39,8 @@ def start_cluster(b: Bench) -> None:
     root = os.path.join(b.root, "cluster")
     b.cluster = LocalCluster.create(root, 3, b.args.nodes_extra_config)
     b.say(f"raftsched: starting 3 nodes in {root}")
-    b.cluster.start_all()
+    for node_id in b.cluster.nodes:
+        b.start_node(node_id)
     leader = b.leader(60)
     b.mark("leader", node=leader)
     for node in b.cluster.nodes.values():

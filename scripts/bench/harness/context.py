@@ -21,6 +21,7 @@ from bench.harness.common import now_ms, split
 from bench.harness.load import LoadMonitor
 from bench.harness.pool import WorkerPool
 from bench.harness.processes import cpu_s, device_of, device_written_mb, user_sys_s
+from bench.harness.runtime import NodeRuntime, this_checkout
 from bench.harness.watch import Watcher
 from bench.profile import Profile
 from raftsched.cluster.app.local_cluster import LocalCluster
@@ -52,6 +53,8 @@ class Bench:
     failover_jobs: list[str] = field(default_factory=list)
     wanted: list[str] = field(default_factory=list)
     monitor: LoadMonitor | None = None
+    #: the raftsched the cluster's nodes and the executors run (``--nodes-from``)
+    runtime: NodeRuntime = field(default_factory=this_checkout)
 
     # ---------------------------------------------------------------- output
 
@@ -67,6 +70,12 @@ class Bench:
     def nodes(self) -> dict[str, Any]:
         assert self.cluster is not None, "the raftsched cluster is not started"
         return self.cluster.nodes
+
+    def start_node(self, node_id: str) -> None:
+        """Start (or restart) one of the cluster's nodes, as the run's ``runtime`` runs it."""
+        assert self.cluster is not None
+        rt = self.runtime
+        self.cluster.start(node_id, module=rt.module, python=rt.python)
 
     def addresses(self) -> list[str]:
         assert self.cluster is not None, "the raftsched cluster is not started"

@@ -10,11 +10,10 @@ import multiprocessing.process
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 
-from bench.harness.common import REPO_ROOT
+from bench.harness.runtime import NodeRuntime, this_checkout
 
 
 def cpu_s(pid: int | None) -> float | None:
@@ -90,20 +89,27 @@ def stop_mp(procs: Sequence[multiprocessing.process.BaseProcess], join_s: float 
 
 
 def spawn_executors(
-    addresses: list[str], root: str, prefix: str, queues: list[str], concurrency: int, count: int
+    addresses: list[str],
+    root: str,
+    prefix: str,
+    queues: list[str],
+    concurrency: int,
+    count: int,
+    runtime: NodeRuntime | None = None,
 ) -> list[subprocess.Popen]:
     """``count`` `raftsched executor` processes serving ``queues``; their logs go in ``root`` (the cluster's
-    directory), their run outputs under the nodes' output directory (the only place nodes take logs from)."""
+    directory), their run outputs under the nodes' output directory (the only place nodes take logs from).
+    ``runtime``: the raftsched they run (``--nodes-from``; this checkout's by default)."""
     from raftsched.cluster.node.config import load_config
 
+    rt = runtime or this_checkout()
     outputs = load_config(os.path.join(root, "cluster.toml")).output_dir()
     procs = []
     for i in range(count):
-        args = [sys.executable, "-m", "raftsched.cluster.app.main", "executor", "--cluster", ",".join(addresses),
-                "--executor-id", f"{prefix}-{i}", "--concurrency", str(concurrency),
-                "--output-dir", os.path.join(outputs, f"{prefix}-{i}")]  # fmt: skip
+        args = rt.command("executor", "--cluster", ",".join(addresses), "--executor-id", f"{prefix}-{i}",
+                          "--concurrency", str(concurrency), "--output-dir", os.path.join(outputs, f"{prefix}-{i}"))  # fmt: skip
         for q in queues:
             args += ["--queue", q]
         with open(os.path.join(root, f"{prefix}-{i}.log"), "ab") as log:
-            procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True))
+            procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=rt.cwd, start_new_session=True))
     return procs

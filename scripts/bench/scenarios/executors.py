@@ -38,7 +38,7 @@ DUE_QUEUE = "bench-due"
 def _executors(b: Bench, prefix: str, queues: list[str], concurrency: int) -> list[subprocess.Popen]:
     assert b.cluster is not None
     root = os.path.dirname(b.cluster.config_path)
-    return spawn_executors(b.addresses(), root, prefix, queues, concurrency, E2E_EXECUTORS)
+    return spawn_executors(b.addresses(), root, prefix, queues, concurrency, E2E_EXECUTORS, b.runtime)
 
 
 def _create_due_jobs(stub: Any, job_ids: list[str]) -> None:

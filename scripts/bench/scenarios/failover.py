@@ -83,13 +83,13 @@ def _kill_once(b: Bench, k: int, elected_at: float) -> tuple[dict[str, Any], flo
         new = b.cluster.wait_leader(ELECTION_WAIT_S, among=survivors)
     except TimeoutError as exc:
         b.say(f"  kill {k + 1}: no new leader: {exc}")
-        b.cluster.start(old)
+        b.start_node(old)
         b.mark("restart", node=old)
         return {**detail, "error": str(exc)}, time.monotonic()
     elected = time.monotonic()
     detail.update(new_leader=new, leader_seen_after_s=round(elected - killed, 3))
     b.mark("leader", node=new)
-    b.cluster.start(old)
+    b.start_node(old)
     b.mark("restart", node=old)
     resumed_ms = _wait_resume(b, survivors, kill_ms)
     if resumed_ms is None:

@@ -76,6 +76,8 @@ def scenario_machine(b: Bench) -> None:
         "etcd": _etcd_version(),
         "profile": b.profile.name,
         "command": getattr(b.args, "command_line", None),
+        # whose nodes and executors ran (``--nodes-from``): git_commit is the harness's
+        "nodes_from": b.runtime.label,
         "loadavg_at_start": os.getloadavg(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -115,7 +115,9 @@ def scenario_steady(b: Bench) -> None:
     root = os.path.dirname(b.cluster.config_path)
     with grpc.insecure_channel(b.nodes[leader].grpc) as ch:
         stub = pb_grpc.JobServiceStub(ch)
-        procs = spawn_executors(b.addresses(), root, "bench-steady", [STEADY_QUEUE], STEADY_CONCURRENCY, STEADY_EXECUTORS)
+        procs = spawn_executors(
+            b.addresses(), root, "bench-steady", [STEADY_QUEUE], STEADY_CONCURRENCY, STEADY_EXECUTORS, b.runtime
+        )
         ids: list[str] = []
         counter = StatusPoller(b.follower_address(), lambda status: status.runs.succeeded)
         backlog = StatusPoller(b.follower_address(), lambda status: status.pending_by_queue.get(STEADY_QUEUE, 0))
