@@ -30,6 +30,8 @@ def test_a_checkout_with_one_import_root_runs_its_package_entry_point(tmp_path: 
     assert found.module == rt.PACKAGE_MAIN and found.python == str(root / ".venv" / "bin" / "python")
     assert found.cwd == str(root.resolve())  # its own packages first on the path, never this checkout's
     assert found.command("node", "--config", "c.toml") == [found.python, "-m", rt.PACKAGE_MAIN, "node", "--config", "c.toml"]
+    # a node starts in its cluster's folder: the checkout goes on the path ahead of whatever its venv installed
+    assert found.env() == {"PYTHONPATH": found.cwd}
 
 
 def test_an_older_checkout_runs_its_top_level_entry_point(tmp_path: Path) -> None:
@@ -54,6 +56,7 @@ def test_what_cannot_run_nodes_is_refused_by_name(tmp_path: Path, venv: bool, ma
 def test_this_checkout_is_the_default() -> None:
     here = rt.this_checkout()
     assert (here.python, here.module, here.label) == (sys.executable, rt.PACKAGE_MAIN, "this checkout")
+    assert here.env() == {}
     assert (Path(here.cwd) / "raftsched" / "cluster" / "app" / "main.py").exists()
 
 

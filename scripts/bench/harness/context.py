@@ -75,7 +75,7 @@ class Bench:
         """Start (or restart) one of the cluster's nodes, as the run's ``runtime`` runs it."""
         assert self.cluster is not None
         rt = self.runtime
-        self.cluster.start(node_id, module=rt.module, python=rt.python)
+        self.cluster.start(node_id, env=rt.env(), module=rt.module, python=rt.python)
 
     def addresses(self) -> list[str]:
         assert self.cluster is not None, "the raftsched cluster is not started"

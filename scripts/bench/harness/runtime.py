@@ -25,6 +25,8 @@ from bench.harness.common import REPO_ROOT
 #: the entry point of a checkout with one import root, and of one from before it
 PACKAGE_MAIN = "raftsched.cluster.app.main"
 LEGACY_MAIN = "cluster.app.main"
+#: the label of this checkout's runtime
+THIS = "this checkout"
 
 
 @dataclass(frozen=True)
@@ -40,9 +42,14 @@ class NodeRuntime:
     def command(self, *args: str) -> list[str]:
         return [self.python, "-m", self.module, *args]
 
+    def env(self) -> dict[str, str]:
+        """What a node started elsewhere than ``cwd`` (in its cluster's folder) needs to import this runtime's code
+        first: another checkout on the path ahead of whatever its venv installed (none for this checkout)."""
+        return {} if self.label == THIS else {"PYTHONPATH": self.cwd}
+
 
 def this_checkout() -> NodeRuntime:
-    return NodeRuntime(sys.executable, PACKAGE_MAIN, REPO_ROOT, "this checkout")
+    return NodeRuntime(sys.executable, PACKAGE_MAIN, REPO_ROOT, THIS)
 
 
 def from_checkout(path: str) -> NodeRuntime:
