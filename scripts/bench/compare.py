@@ -9,10 +9,11 @@ before), then runs each side's own ``scripts/bench.py`` with the same
 arguments, alternated A B B A (``--rounds`` pairs): a drift during the window
 weighs on both sides alike. Each run writes its ``bench.json`` under
 ``--out``; the table lists every figure both sides reported: each run's
-value, the medians, and the ratio of the medians oriented so that above 1 is
-this checkout doing better (this/against for a figure where higher is
-better, against/this where lower is). Figures with no known direction show
-this/against.
+value (``-`` for a run that did not report it, as a ``steady`` run whose
+cluster fell behind), the medians of the runs that did, and the ratio of the
+medians oriented so that above 1 is this checkout doing better
+(this/against for a figure where higher is better, against/this where
+lower is). Figures with no known direction show this/against.
 
 Derived figures: ``create_call_ratio`` (CreateJob single calls per second
 over the same run's no-op gRPC ceiling), ``node_cpu_s.total`` (CPU seconds
@@ -53,6 +54,8 @@ AGAINST, THIS = "against", "this"
 _HIGHER_ENDS = ("_per_s", "_ratio", ".ratio")
 _LOWER_ENDS = ("_s", "_ms", ".min", ".p50", ".p90", ".p99", ".max", ".median", ".mean", "_mb", ".total", "_per_run")
 #: figures per node: their node names differ between runs (who leads), so only what is derived from them is compared
+#: how a run that did not report a figure shows in the table
+MISSING = "-"
 _PER_NODE = ("node_cpu_s", "node_rss_mb")
 
 
@@ -108,15 +111,23 @@ def higher_is_better(key: str) -> bool | None:
     return None
 
 
-def rows(runs: list[tuple[str, dict[str, float]]]) -> list[tuple[str, list[float], list[float], float | None]]:
+Row = tuple[str, list[float | None], list[float | None], float | None]
+
+
+def rows(runs: list[tuple[str, dict[str, float]]]) -> list[Row]:
     """(figure, against's values, this checkout's values, ratio: above 1 is this checkout doing better) for every
-    figure both sides reported, in key order."""
-    both = sorted(set.intersection(*(set(f) for _, f in runs))) if runs else []
-    out = []
+    figure each side reported in at least one of its runs, in key order. A run that did not report it (a ``steady``
+    run whose cluster fell behind has no figures) shows None in its place; the medians are of the runs that did."""
+
+    def seen(side: str) -> set[str]:
+        return set().union(*(set(f) for s, f in runs if s == side))
+
+    both = sorted(seen(AGAINST) & seen(THIS))
+    out: list[Row] = []
     for key in both:
-        a = [figures[key] for side, figures in runs if side == AGAINST]
-        b = [figures[key] for side, figures in runs if side == THIS]
-        ma, mb = st.median(a), st.median(b)
+        a = [figures.get(key) for side, figures in runs if side == AGAINST]
+        b = [figures.get(key) for side, figures in runs if side == THIS]
+        ma, mb = st.median([v for v in a if v is not None]), st.median([v for v in b if v is not None])
         higher = higher_is_better(key)
         ratio: float | None = None
         if ma is not None and mb is not None:
@@ -126,7 +137,7 @@ def rows(runs: list[tuple[str, dict[str, float]]]) -> list[tuple[str, list[float
     return out
 
 
-def table(against: str, found: list[tuple[str, list[float], list[float], float | None]]) -> str:
+def table(against: str, found: list[Row]) -> str:
     """The comparison as text: one line per figure."""
     lines = [
         f"{'figure':<32}  {'against ' + against[:12]:<26}  {'this checkout':<26}  ratio (>1: this better)",
@@ -136,9 +147,11 @@ def table(against: str, found: list[tuple[str, list[float], list[float], float |
         higher = higher_is_better(key)
         note = "" if higher is not None else "  (this/against: direction unknown)"
         shown = "n/a" if ratio is None else f"{ratio:.3f}"
-        a_s = ", ".join(report.fmt(v) for v in a)
-        b_s = ", ".join(report.fmt(v) for v in b)
+        a_s = ", ".join(MISSING if v is None else report.fmt(v) for v in a)
+        b_s = ", ".join(MISSING if v is None else report.fmt(v) for v in b)
         lines.append(f"{key:<32}  {a_s:<26}  {b_s:<26}  {shown}{note}")
+    if any(v is None for _, a, b, _ in found for v in a + b):
+        lines.append(f"{MISSING}: a run that did not report the figure (its bench.json's notes say why); medians of the others")
     return "\n".join(lines)
 
 

@@ -70,18 +70,36 @@ def test_which_way_is_better(key: str, higher: bool | None) -> None:
 def test_ratios_of_medians_point_above_one_when_this_checkout_does_better() -> None:
     runs = [
         (A, {"e2e_runs_per_s": 1700.0, "burst_fire_s": 7.5, "other": 2.0, "only_a": 1.0}),
-        (T, {"e2e_runs_per_s": 1500.0, "burst_fire_s": 15.0, "other": 3.0, "only_a": 1.0}),
+        (T, {"e2e_runs_per_s": 1500.0, "burst_fire_s": 15.0, "other": 3.0, "only_this": 4.0}),
         (T, {"e2e_runs_per_s": 1400.0, "burst_fire_s": 17.0, "other": 3.0}),
         (A, {"e2e_runs_per_s": 1800.0, "burst_fire_s": 7.5, "other": 2.0, "only_a": 1.0}),
     ]
     got = {key: (a, b, ratio) for key, a, b, ratio in cm.rows(runs)}
-    assert set(got) == {"e2e_runs_per_s", "burst_fire_s", "other"}  # a figure missing from one run is left out
+    assert set(got) == {"e2e_runs_per_s", "burst_fire_s", "other"}  # a figure one side never reported is left out
     assert got["e2e_runs_per_s"] == ([1700.0, 1800.0], [1500.0, 1400.0], pytest.approx(1450.0 / 1750.0))
     assert got["burst_fire_s"][2] == pytest.approx(7.5 / 16.0)  # lower is better: against/this
     assert got["other"][2] == pytest.approx(1.5)  # no known direction: this/against
     text = cm.table("f91d6df", cm.rows(runs))
     lines = {line.split()[0]: line for line in text.splitlines()[2:]}
     assert "direction unknown" in lines["other"] and "unknown" not in lines["burst_fire_s"]
+    assert f"{cm.MISSING}: " not in text  # every run reported what is shown: no footnote
+
+
+def test_a_run_that_did_not_report_a_figure_shows_as_missing_and_the_others_make_the_median() -> None:
+    # a steady run whose cluster fell behind reports no steady figures: the comparison still shows the figure
+    runs = [
+        (A, {"steady_runs_per_s": 1800.0}),
+        (T, {"steady_runs_per_s": 980.0}),
+        (T, {}),
+        (A, {"steady_runs_per_s": 1900.0}),
+    ]
+    ((key, a, b, ratio),) = cm.rows(runs)
+    assert (key, a, b) == ("steady_runs_per_s", [1800.0, 1900.0], [980.0, None])
+    assert ratio == pytest.approx(980.0 / 1850.0)
+    text = cm.table("f91d6df", cm.rows(runs))
+    row = next(line for line in text.splitlines() if line.startswith("steady_runs_per_s"))
+    assert f"980.0, {cm.MISSING}" in row
+    assert text.splitlines()[-1].startswith(f"{cm.MISSING}: a run that did not report the figure")
 
 
 def test_main_runs_both_sides_alternated_and_writes_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
