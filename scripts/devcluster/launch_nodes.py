@@ -69,7 +69,10 @@ def add_node(root: str, node_id: str | None, base_ports: tuple[int, ...] | None)
         return 1
     number = int(node_id[1:]) if node_id[1:].isdigit() else 0
     wanted = tuple(p + number - 1 for p in base_ports) if base_ports and number else ()
-    node = cluster.new_node(node_id, wanted if wanted and not any(port_in_use(p) for p in wanted) else None, http=True)
+    held = [p for p in wanted if port_in_use(p)]
+    if held:
+        print(f"{node_id}: port(s) {', '.join(map(str, held))} on 127.0.0.1 in use: it listens on free ports instead")
+    node = cluster.new_node(node_id, wanted if wanted and not held else None, http=True)
     request = pb.AddNodeRequest(id=node_id, raft_address=node.raft, grpc_address=node.grpc, http_address=node.http)
     others = [cluster.nodes[n].grpc for n in live]
     try:
