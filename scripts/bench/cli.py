@@ -61,6 +61,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--procs", type=int, default=None, help="client processes (default 4)")
     ap.add_argument("--threads", type=int, default=None, help="threads per client process (default 16)")
     ap.add_argument("--fire-rate", type=int, default=None, help="every-1s jobs for the fire-lag scenario (default 2000)")
+    ap.add_argument(
+        "--steady-spread",
+        type=float,
+        default=None,
+        metavar="S",
+        help="the steady scenario's jobs are created over S seconds, their instants in that part of every second "
+        "(default 1: evenly over it; 0.4: in bursts, as a client creating them as fast as it can gets)",
+    )
     ap.add_argument("--burst-jobs", type=int, default=None, help="jobs in the burst (default 100000, 20000 with --quick)")
     ap.add_argument(
         "--nodes-from",
@@ -70,6 +78,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "else from this one: another version under this harness's load (cluster scenarios only)",
     )
     args = ap.parse_args(argv)
+    if args.steady_spread is not None and not 0 < args.steady_spread <= 1:
+        ap.error(f"--steady-spread {args.steady_spread:g}: give a part of a second, above 0 and at most 1")
     # how this run was started, for bench.json's machine description (and the docs' performance page)
     args.command_line = shlex.join(["python", "scripts/bench.py", *(sys.argv[1:] if argv is None else argv)])
     if args.nodes_extra_config.startswith("@"):
@@ -83,7 +93,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _profile(args: argparse.Namespace) -> Profile:
     """The full or quick profile with the sizes given on the command line."""
     profile = QUICK if args.quick else FULL
-    given = (("fire_rate", args.fire_rate), ("burst_jobs", args.burst_jobs), ("procs", args.procs), ("threads", args.threads))
+    given = (
+        ("fire_rate", args.fire_rate), ("burst_jobs", args.burst_jobs), ("procs", args.procs), ("threads", args.threads),
+        ("steady_spread_s", args.steady_spread),
+    )  # fmt: skip
     overrides = {k: v for k, v in given if v is not None}
     return Profile(**{**profile.__dict__, **overrides}) if overrides else profile
 

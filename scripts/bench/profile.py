@@ -15,6 +15,8 @@ class Profile:
     fire_rate: int = 2000
     fire_stagger_s: int = 2  # the every-1s jobs are created over this many whole seconds
     fire_warmup_s: float = 2.0
+    #: the steady scenario's jobs are created over this part of a second: their instants fall in it every second
+    steady_spread_s: float = 1.0
     fire_window_s: float = 10.0
     failover_jobs: int = 200
     failover_kills: int = 10

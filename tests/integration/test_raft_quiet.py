@@ -1,5 +1,5 @@
 """A quiet cluster: its leader sends AppendEntries seldom and its nodes tick seldom; anything proposed still
-leaves at once and commits everywhere.
+leaves at once and commits everywhere. A busy leader's send carries what was proposed up to it.
 
 In-process RaftNodes (real sockets on loopback, real LMDB logs) with long election timeouts, heartbeats every
 2 s and ticks every 1.5 s while quiet, so that "seldom" and "at once" cannot be told apart by luck: every send
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from pysyncobj.monotonic import monotonic as raft_monotonic
 
 from raftsched.raft.adapter import RaftNode
 from raftsched.raft.heartbeats import quiet
@@ -129,3 +130,47 @@ def test_a_follower_that_comes_back_is_caught_up_by_a_quiet_leader(three: list[R
 
     wait_for(caught_up, 5 * IDLE_S, "the follower that came back was not caught up")
     assert back.commit_index == leader.commit_index
+
+
+def test_a_proposal_queued_while_the_leader_is_busy_leaves_with_the_next_send(tmp_path: Path) -> None:
+    """pysyncobj's tick sends, then appends what is queued: a proposal queued while the tick thread was busy (as a
+    gRPC thread proposes while the tick applies) must go with the send that tick makes, not one period later."""
+    period = 1.0
+    nodes = journaled_nodes(
+        tmp_path, raft_min_timeout=6.0, raft_max_timeout=8.0, leader_fallback_timeout=10.0, append_entries_period=period
+    )
+    try:
+        for node in nodes:
+            node._replica._idle_period = period  # the same period, quiet or not
+            node.peer_probes._interval = 600.0
+        leader = leader_of(nodes)
+        replica: Any = leader._replica
+        leader.propose(b"first", timeout=10)
+        wait_for(lambda: _all_applied(nodes, leader.applied_index), 10, "the first entry was not applied everywhere")
+        queue = replica._SyncObj__commandsQueue
+        armed, busy = threading.Event(), threading.Event()
+        released: list[float] = []
+
+        def busy_tick() -> None:  # on the tick thread, after the tick appended what was queued
+            if not armed.is_set():
+                return
+            armed.clear()
+            busy.set()
+            wait_for(lambda: len(queue._FastQueue__queue) > 0, 5, "the proposal was not queued", 0.001)
+            # busy until the next send is due: the next tick sends first, with the proposal still in the queue
+            time.sleep(max(0.0, replica._SyncObj__newAppendEntriesTime - raft_monotonic()) + 0.05)
+            released.append(time.monotonic())
+
+        replica.addOnTickCallback(busy_tick)
+        took: list[float] = []
+        for k in range(3):
+            armed.set()
+            wait_for(busy.is_set, 5, "the leader's tick thread did not come round", 0.001)
+            busy.clear()
+            leader.propose(b"queued-while-busy%d" % k, timeout=10)
+            took.append(time.monotonic() - released[-1])
+        # sent by the tick right after the busy one: committed a round trip later, not a period (1 s) later
+        assert max(took) < 0.4, f"committed {[round(t, 2) for t in took]} s after the send was due: it missed the send"
+    finally:
+        for n in nodes:
+            n.stop()

@@ -14,6 +14,16 @@ warm-up. Measured:
   instant, p50 and p99, read back after the window from the runs of a sample of
   the jobs: no watch stream loads the nodes while they are measured.
 
+The jobs are created ``CREATE_BATCH`` a call, the calls spaced evenly over the
+profile's ``steady_spread_s`` (``--steady-spread``; each call sent at its time,
+whatever the others take), so the jobs' instants fall in that part of every
+second, the same for every version measured: 1 s (the default) spreads them
+evenly, ``fire_rate`` runs a second at any moment; 0.4 s puts them in bursts
+of 2.5 times the rate. (Created as fast as a version could, their instants fell
+in the part of the second the creation took: a version that created faster got
+the same runs in shorter bursts.) ``details.steady.instants_busiest_100ms`` is
+the share of the instants in the busiest tenth of the second (0.1 when even).
+
 When the runs PENDING grow past ``BEHIND_S`` seconds of the load, the cluster
 does not keep up: the window ends there and the figures are ``None``, with a
 note of how far behind it fell. The jobs are paused, then deleted, afterwards.
@@ -40,6 +50,8 @@ from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
 
 STEADY_EXECUTORS = 3
+#: jobs per CreateJobs call; the calls are spaced evenly over the profile's ``steady_spread_s``
+CREATE_BATCH = 20
 STEADY_CONCURRENCY = 64
 STEADY_QUEUE = "bench-steady"
 WARMUP_S = 5.0
@@ -50,18 +62,38 @@ BEHIND_S = 10
 KEYS = ("steady_runs_per_s", "steady_cpu_us_per_run", "steady_due_to_leased_ms")
 
 
-def _create(stub: pb_grpc.JobServiceStub, n: int) -> list[str]:
-    """``n`` every-1s jobs, through CreateJobs, 100 a call (their phases spread over the time this takes)."""
-    ids: list[str] = []
-    for k in range(0, n, 100):
+def _create(stub: pb_grpc.JobServiceStub, n: int, spread_s: float) -> tuple[list[str], float]:
+    """``n`` every-1s jobs through CreateJobs, ``CREATE_BATCH`` a call, the calls sent at times spaced evenly over
+    ``spread_s`` seconds (16 at once at most: a slow call does not hold the next back); their ids, and the share of
+    their first instants in the busiest tenth of a second (0.1 when spread evenly over it)."""
+    batches = [range(k, min(k + CREATE_BATCH, n)) for k in range(0, n, CREATE_BATCH)]
+    began = time.monotonic()
+
+    def one(j: int) -> list[pb.Job]:
+        wait = began + j * spread_s / len(batches) - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
         reqs = []
-        for i in range(k, min(k + 100, n)):
+        for i in batches[j]:
             spec = pb.JobSpec(name=f"steady-{i}", queue=STEADY_QUEUE, type="noop")
             spec.every.seconds = 1
             reqs.append(pb.CreateJobRequest(spec=spec, idempotency_key=uuid.uuid4().hex))
         resp = stub.CreateJobs(pb.CreateJobsRequest(jobs=reqs), timeout=60)
-        ids += [r.job.job_id for r in resp.results if r.status.code == 0]
-    return ids
+        return [r.job for r in resp.results if r.status.code == 0]
+
+    with ThreadPoolExecutor(16) as pool:
+        jobs = [job for made in pool.map(one, range(len(batches))) for job in made]
+    return [job.job_id for job in jobs], busiest_tenth([ts_ms(job.next_fire_time) for job in jobs])
+
+
+def busiest_tenth(instants_ms: list[int]) -> float:
+    """The share of ``instants_ms`` whose place in their second falls in its busiest tenth (0.1: spread evenly)."""
+    if not instants_ms:
+        return 0.0
+    tenths = [0] * 10
+    for ms in instants_ms:
+        tenths[ms % 1000 // 100] += 1
+    return round(max(tenths) / len(instants_ms), 3)
 
 
 def _each(call: Any, ids: list[str]) -> None:
@@ -119,13 +151,14 @@ def scenario_steady(b: Bench) -> None:
             b.addresses(), root, "bench-steady", [STEADY_QUEUE], STEADY_CONCURRENCY, STEADY_EXECUTORS, b.runtime
         )
         ids: list[str] = []
+        busiest = 0.0
         counter = StatusPoller(b.follower_address(), lambda status: status.runs.succeeded)
         backlog = StatusPoller(b.follower_address(), lambda status: status.pending_by_queue.get(STEADY_QUEUE, 0))
         start = until = time.time()
         try:
             time.sleep(2.0)  # executors up and long-polling
             b.say(f"steady: {n} every-1s no-op jobs, {STEADY_EXECUTORS} executors, {window_s:g} s measured")
-            ids = _create(stub, n)
+            ids, busiest = _create(stub, n, b.profile.steady_spread_s)
             time.sleep(WARMUP_S)
             cpu0, term0 = b.cpu_snapshot(), b.term()
             start, until = _window(b, backlog, window_s, limit)
@@ -140,7 +173,8 @@ def scenario_steady(b: Bench) -> None:
         lags, fired = ([], []) if behind else _lags(stub, ids, start, until)
         _each(lambda j: stub.DeleteJob(pb.DeleteJobRequest(job_id=j), timeout=30), ids)
     how = (
-        f"{len(ids)} every-1s no-op jobs on one queue, {STEADY_EXECUTORS} `raftsched executor` processes "
+        f"{len(ids)} every-1s no-op jobs on one queue (instants spread over the second: {busiest:.0%} in its busiest "
+        f"tenth), {STEADY_EXECUTORS} `raftsched executor` processes "
         f"(concurrency {STEADY_CONCURRENCY}), {window_s:g} s after {WARMUP_S:g} s of warm-up"
     )
     if behind:
@@ -169,6 +203,7 @@ def scenario_steady(b: Bench) -> None:
         "window_s": round(until - start, 2),
         "cpu_s": cpu,
         "sampled_runs": len(lags),
+        "instants_busiest_100ms": busiest,
         # the first part of due -> leased: the leader's fire (its commit is not in it)
         "due_to_fired_ms": st.summarize(fired) if fired else None,
     }
