@@ -198,6 +198,8 @@ def test_the_job_page_shows_the_summary_pause_labels_and_spec_rows_as_grpc_answe
     job, c = world.billing, world.c
     assert job.status == pb.JOB_STATUS_PAUSED and job.failure_count == 1 and job.success_count >= 3
     assert "command exited with code 7" in job.last_error and job.pause_note == NOTE
+    # the page says how long ago the failure was, "now" within a second of it: load it once that second is over
+    time.sleep(max(0.0, cv.ts_ms(job.last_failure_time) / 1000 + 1.2 - time.time()))
     driver = chromium(tmp_path)
     shots = Screenshots(driver, tmp_path / "screenshots")
     try:
