@@ -174,3 +174,29 @@ def test_a_proposal_queued_while_the_leader_is_busy_leaves_with_the_next_send(tm
     finally:
         for n in nodes:
             n.stop()
+
+
+def test_a_proposal_to_a_leader_with_nothing_in_flight_leaves_at_once(tmp_path: Path) -> None:
+    """Sends wait for the append period only while something is in flight (to batch what comes meanwhile): a
+    proposal made when every entry is committed and acknowledged goes out at once, so one client's calls one after
+    the other each take a round trip, not a period."""
+    period = 1.0
+    nodes = journaled_nodes(
+        tmp_path, raft_min_timeout=6.0, raft_max_timeout=8.0, leader_fallback_timeout=10.0, append_entries_period=period
+    )
+    try:
+        for node in nodes:
+            node._replica._idle_period = 2 * period
+            node.peer_probes._interval = 600.0
+        leader = leader_of(nodes)
+        took: list[float] = []
+        for k in range(6):
+            wait_for(lambda: quiet(leader._replica), 10, "the leader never found its log quiet", 0.001)
+            asked = time.monotonic()
+            leader.propose(b"one-after-the-other%d" % k, timeout=10)
+            took.append(time.monotonic() - asked)
+            wait_for(lambda: _all_applied(nodes, leader.applied_index), 10, "an entry was not applied everywhere", 0.001)
+        assert max(took) < 0.3, f"commits took {[round(t, 2) for t in took]} s: a send waited for the period (1 s)"
+    finally:
+        for n in nodes:
+            n.stop()
