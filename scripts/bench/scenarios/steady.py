@@ -173,8 +173,8 @@ def scenario_steady(b: Bench) -> None:
         lags, fired = ([], []) if behind else _lags(stub, ids, start, until)
         _each(lambda j: stub.DeleteJob(pb.DeleteJobRequest(job_id=j), timeout=30), ids)
     how = (
-        f"{len(ids)} every-1s no-op jobs on one queue (instants spread over the second: {busiest:.0%} in its busiest "
-        f"tenth), {STEADY_EXECUTORS} `raftsched executor` processes "
+        f"{len(ids)} every-1s no-op jobs on one queue (created over {b.profile.steady_spread_s:g} s: {busiest:.0%} of "
+        f"their instants in the busiest tenth of each second), {STEADY_EXECUTORS} `raftsched executor` processes "
         f"(concurrency {STEADY_CONCURRENCY}), {window_s:g} s after {WARMUP_S:g} s of warm-up"
     )
     if behind:
