@@ -54,9 +54,9 @@ AGAINST, THIS = "against", "this"
 _HIGHER_ENDS = ("_per_s", "_ratio", ".ratio")
 _LOWER_ENDS = ("_s", "_ms", ".min", ".p50", ".p90", ".p99", ".max", ".median", ".mean", "_mb", ".total", "_per_run")
 #: figures per node: their node names differ between runs (who leads), so only what is derived from them is compared
+_PER_NODE = ("node_cpu_s", "node_rss_mb")
 #: how a run that did not report a figure shows in the table
 MISSING = "-"
-_PER_NODE = ("node_cpu_s", "node_rss_mb")
 
 
 def order(rounds: int) -> list[str]:
