@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import re
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,49 @@ def test_the_floor_writes_what_the_state_machine_writes() -> None:
         same = [k for k in range(21) if k not in (8, 9)]  # the lease id and token come from the entry's index
         assert [ours[k] for k in same] == [theirs[k] for k in same], key
         assert len(ours) == len(theirs) == 21  # no history: a machine at format 1 records none either
+
+
+def test_the_steady_shape_reports_each_phase_and_the_cpu_per_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every measured second fires, grants and completes each job once (the round stops otherwise), on both stores."""
+    before = gc.get_threshold()
+    assert apply_cost.main(["--shape", "steady", "--jobs", "30", "--cycles", "2", "--store", "both", "--format", "7"]) == 0
+    assert gc.get_threshold() == before
+    lines = capsys.readouterr().out.splitlines()
+    pattern = (
+        r"steady (memory|lmdb) +30 every-1s jobs x 2 s, format 7: fire ([\d.]+) us/run, grant ([\d.]+) us/run, "
+        r"complete ([\d.]+) us/run; CPU user ([\d.]+) \+ system ([\d.]+) us/run \(best of 3, node gc\)"
+    )
+    found = [re.fullmatch(pattern, line) for line in lines]
+    assert [m.group(1) for m in found if m] == ["memory", "lmdb"], lines
+    assert all(float(x) > 0 for m in found if m for x in m.groups()[1:5])
+
+
+def test_the_steady_shape_stops_when_the_jobs_do_not_all_come_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = apply_cost.JobStateMachine.due_jobs
+    monkeypatch.setattr(apply_cost.JobStateMachine, "due_jobs", lambda m, until, limit: real(m, until, limit)[:-1])
+    with pytest.raises(SystemExit, match="second 0: 4 of 5 jobs due, 4 runs granted"):
+        apply_cost._steady_round("memory", 5, 7, 1)
+
+
+def test_the_steady_shape_refuses_what_it_cannot_measure(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        apply_cost.main(["--shape", "steady", "--floor"])
+    assert "--floor measures the burst's shape only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        apply_cost.main(["--shape", "steady", "--cycles", "0"])
+    assert "--jobs and --cycles must be at least 1" in capsys.readouterr().err
+
+
+def test_it_finds_a_version_under_its_import_root_or_without_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This version's modules under ``raftsched.``; a version from before the one import root has them as they are
+    (standing in for one here: a module of the standard library); a module that is there but cannot import what it
+    needs is not taken for a missing one."""
+    assert apply_cost._module("cluster.fsm.machine", "cluster.domain.state").__name__ == "raftsched.cluster.fsm.machine"
+    assert apply_cost._module("no_such_module_here", "json").__name__ == "json"
+    with pytest.raises(ModuleNotFoundError, match="none of no_such_a, no_such_b found"):
+        apply_cost._module("no_such_a", "no_such_b")
+    (tmp_path / "apply_cost_broken_module.py").write_text("import a_dependency_nobody_installed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError) as raised:
+        apply_cost._module("apply_cost_broken_module")
+    assert raised.value.name == "a_dependency_nobody_installed"

@@ -3,6 +3,7 @@
 
     python scripts/bench/micro/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3] [--gc node|default]
     python scripts/bench/micro/apply_cost.py --floor [--jobs 100000]
+    python scripts/bench/micro/apply_cost.py --shape steady [--jobs 2000] [--cycles 10] [--store ...] [--format 7]
 
 Creates ``--jobs`` one-off jobs all due at one instant in a ``JobStateMachine``,
 fires them in ``Fire`` commands of 256 (as the leader batches them), leases
@@ -38,10 +39,26 @@ bound, as the runs carry no history. Beside it, the index work the version
 that kept the state in memory did in dicts, sets and sorted lists instead
 (a grant there changed the run in place).
 
-To compare with another version, run this file from that version's checkout
-(``PYTHONPATH=<checkout> python scripts/bench/micro/apply_cost.py``): it uses only the
-commands' constructors and ``JobStateMachine.apply``, and versions before the
-state lived in LMDB have only the in-memory store.
+``--shape steady``: the load of ``scripts/bench.py``'s ``steady`` scenario
+instead of a burst: ``--jobs`` every-1s jobs (default 2,000: 2,000 runs a
+second), each second fired in ``Fire`` commands of 50 items (the leader
+gathers what comes due over 20 ms), leased 20 at a time (what an executor's
+poll takes at that rate) and completed 20 ``CompleteRun`` commands to an
+entry, for ``--cycles`` seconds after two seconds of warm-up. Prints
+microseconds per run for each phase, and the process's user and system CPU
+per run over the three (system: the store's writes and commits), best of
+three. Most of a node's CPU per run in ``steady`` is this, on every replica.
+``replay_cost.py`` replays the very entries a cluster committed under that
+load, on this version and later ones; this synthetic shape also runs on the
+versions before (the one that kept its state in memory among them).
+
+To compare with another version, run this file with that version's checkout
+and its interpreter (``PYTHONPATH=<checkout> <checkout>/.venv/bin/python
+scripts/bench/micro/apply_cost.py``): it uses only the commands' constructors,
+``JobStateMachine.apply`` and ``due_jobs``; it finds them under the versions'
+import root (``raftsched.``, or none in versions before it), and versions
+before the state lived in LMDB have only the in-memory store (``--store
+memory``; their newest command format is 2).
 """
 
 from __future__ import annotations
@@ -50,22 +67,45 @@ import argparse
 import bisect
 import contextlib
 import gc
+import importlib
 import inspect
 import os
+import resource
 import shutil
 import tempfile
 import time
+from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from raftsched.cluster.domain import commands as c
-from raftsched.cluster.domain.model import At, JobSpec
-from raftsched.cluster.fsm.machine import JobStateMachine
+
+def _module(*names: str) -> ModuleType:
+    """The first of ``names`` found under ``raftsched.`` (this version's import root), else the first found as it is
+    (a version from before the one import root, run with its checkout on ``PYTHONPATH``)."""
+    for root in ("raftsched.", ""):
+        for name in names:
+            try:
+                return importlib.import_module(root + name)
+            except ModuleNotFoundError as exc:
+                if exc.name is None or not (root + name + ".").startswith(exc.name + "."):
+                    raise  # the module is there: something it imports is not
+    raise ModuleNotFoundError(f"none of {', '.join(names)} found, under raftsched. or as they are")
+
+
+c: Any = _module("cluster.domain.commands")
+_model: Any = _module("cluster.domain.model")
+At, Every, JobSpec = _model.At, _model.Every, _model.JobSpec
+JobStateMachine: Any = _module("cluster.fsm.machine", "cluster.domain.state").JobStateMachine
 
 FIRE_BATCH = 256
 LEASE_BATCH = 500
 COMPLETE_BATCH = 100
 T0 = 1_800_000_000_000
 ROUNDS = 3
+#: the steady shape (``--shape steady``): items per Fire, runs per grant, completions per entry, seconds of warm-up
+STEADY_FIRE_BATCH = 50
+STEADY_LEASE_BATCH = 20
+STEADY_COMPLETE_BATCH = 20
+STEADY_WARMUP = 2
 
 
 def _machine(store: str, folder: str) -> tuple[Any, Callable[[], None]]:
@@ -97,6 +137,18 @@ def entry_applier(machine: Any) -> Callable[[list[Any]], list[Any]]:
     return apply_entry
 
 
+def _use_format(machine: Any, apply: Callable[[Any], Any], command_format: int) -> None:
+    """Switch ``machine`` to ``command_format`` (``SetClusterFormat``, as the leader proposes it), if above 1."""
+    if command_format <= 1:
+        return
+    set_format: Any = getattr(c, "SetClusterFormat", None)
+    if set_format is None or getattr(machine, "cluster_format", 1) != 1:
+        raise SystemExit(f"this version cannot switch to command format {command_format}")
+    apply(set_format(T0 - 60_000, command_format))
+    if machine.cluster_format != command_format:
+        raise SystemExit(f"the machine stayed at command format {machine.cluster_format}, not {command_format}")
+
+
 def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, float, float]:
     """Microseconds per run to fire, to grant and to complete, in one fresh machine."""
     folder = tempfile.mkdtemp(prefix="raftsched-apply-")
@@ -107,13 +159,7 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
         return apply_entry([cmd])[0]
 
     try:
-        if command_format > 1:
-            set_format: Any = getattr(c, "SetClusterFormat", None)
-            if set_format is None or getattr(machine, "cluster_format", 1) != 1:
-                raise SystemExit(f"this version cannot switch to command format {command_format}")
-            apply(set_format(T0 - 60_000, command_format))
-            if machine.cluster_format != command_format:
-                raise SystemExit(f"the machine stayed at command format {machine.cluster_format}, not {command_format}")
+        _use_format(machine, apply, command_format)
         for i in range(jobs):
             apply(c.CreateJob(T0 - 60_000, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=At(T0), type="noop")))
         items = [(f"j-{i:07d}", T0) for i in range(jobs)]
@@ -142,6 +188,71 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
             apply_entry(completions[k : k + COMPLETE_BATCH])
         complete_us = (time.perf_counter() - began) / jobs * 1e6
         return fire_us, grant_us, complete_us
+    finally:
+        close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cpu() -> tuple[float, float]:
+    """The process's user and system CPU seconds so far (every thread's; microsecond resolution, unlike ``os.times``)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
+def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tuple[float, ...]:
+    """Microseconds per run to fire, to grant and to complete, then the process's user and system CPU per run over
+    the three, for ``cycles`` seconds of ``jobs`` every-1s jobs (``--shape steady``), in one fresh machine."""
+    folder = tempfile.mkdtemp(prefix="raftsched-apply-")
+    machine, close = _machine(store, folder)
+    apply_entry = entry_applier(machine)
+
+    def apply(cmd: Any) -> Any:
+        return apply_entry([cmd])[0]
+
+    try:
+        _use_format(machine, apply, command_format)
+        for i in range(jobs):  # their instants: T0 and every second after it
+            apply(c.CreateJob(T0 - 1_000, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=Every(1_000), type="noop")))
+        extra = {"lookahead_ms": 100} if "lookahead_ms" in inspect.signature(c.Fire).parameters else {}
+        wall = [0.0, 0.0, 0.0]
+        user = system = 0.0
+        runs = 0
+        for cycle in range(STEADY_WARMUP + cycles):
+            now = T0 + cycle * 1_000 + 50
+            items = machine.due_jobs(now + 100, jobs + 1)
+            cpu, began = _cpu(), time.perf_counter()
+            for k in range(0, len(items), STEADY_FIRE_BATCH):
+                apply(c.Fire(now, tuple(items[k : k + STEADY_FIRE_BATCH]), **extra))
+            fired = time.perf_counter()
+            grants: list[Any] = []
+            while True:
+                answer = apply(c.AcquireLeases(now + 10, "bench", ("default",), STEADY_LEASE_BATCH))
+                granted = getattr(answer, "value", answer)
+                if not granted:
+                    break
+                grants.extend(granted)
+            granted_at, cpu_granted = time.perf_counter(), _cpu()
+            completions = [
+                c.CompleteRun(now + 20, g.run.lease_id, g.run.fencing_token, True, executor_id="bench") for g in grants
+            ]  # built off the clocks: a node decodes them, it does not build them
+            cpu_built, built = _cpu(), time.perf_counter()
+            for k in range(0, len(completions), STEADY_COMPLETE_BATCH):
+                apply_entry(completions[k : k + STEADY_COMPLETE_BATCH])
+            done, cpu_done = time.perf_counter(), _cpu()
+            if len(items) != jobs or len(grants) != jobs:
+                raise SystemExit(
+                    f"second {cycle}: {len(items)} of {jobs} jobs due, {len(grants)} runs granted: the benchmark no longer "
+                    "fits this version"
+                )
+            if cycle < STEADY_WARMUP:
+                continue
+            wall[0] += fired - began
+            wall[1] += granted_at - fired
+            wall[2] += done - built
+            user += (cpu_granted[0] - cpu[0]) + (cpu_done[0] - cpu_built[0])
+            system += (cpu_granted[1] - cpu[1]) + (cpu_done[1] - cpu_built[1])
+            runs += len(grants)
+        return tuple(x / runs * 1e6 for x in (*wall, user, system))
     finally:
         close()
         shutil.rmtree(folder, ignore_errors=True)
@@ -311,12 +422,23 @@ def _collector(mode: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--jobs", type=int, default=5000)
+    p.add_argument("--jobs", type=int, default=None, help="jobs (default 5,000; 2,000 with --shape steady)")
+    p.add_argument("--shape", choices=("burst", "steady"), default="burst", help="one burst of one-off jobs (default), or "
+                   "every-1s jobs, second after second (the bench's steady scenario)")  # fmt: skip
+    p.add_argument("--cycles", type=int, default=10, help="--shape steady: seconds measured, after two of warm-up")
     p.add_argument("--store", choices=("memory", "lmdb", "both"), default="both")
     p.add_argument("--format", type=int, default=1, help="the command format the machine uses (default 1)")
     p.add_argument("--gc", choices=("node", "default"), default="node", help="the collector's thresholds (default: a node's)")
     p.add_argument("--floor", action="store_true", help="only the LMDB work of a fire, from a bare loop (a lower bound)")
     a = p.parse_args(argv)
+    if a.jobs is None:
+        a.jobs = 2000 if a.shape == "steady" else 5000
+    if a.jobs < 1 or a.cycles < 1:
+        p.error("--jobs and --cycles must be at least 1")
+    if a.shape == "steady":
+        if a.floor:
+            p.error("--floor measures the burst's shape only")
+        return _steady(a.store, a.jobs, a.format, a.cycles, a.gc)
     if a.floor:
         with _collector(a.gc):
             floors = [_floor_round(a.jobs) for _ in range(ROUNDS)]
@@ -340,6 +462,19 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{store:7} {a.jobs} runs, format {a.format}: fire {fire:.1f} us/run, grant {grant:.1f} us/run, "
             f"complete {complete:.1f} us/run (best of {ROUNDS}, {a.gc} gc)"
+        )
+    return 0
+
+
+def _steady(stores: str, jobs: int, command_format: int, cycles: int, gc_mode: str) -> int:
+    for store in ("memory", "lmdb") if stores == "both" else (stores,):
+        with _collector(gc_mode):
+            rounds = [_steady_round(store, jobs, command_format, cycles) for _ in range(ROUNDS)]
+        fire, grant, complete, user, system = (min(r[k] for r in rounds) for k in range(5))
+        print(
+            f"steady {store:7} {jobs} every-1s jobs x {cycles} s, format {command_format}: fire {fire:.1f} us/run, "
+            f"grant {grant:.1f} us/run, complete {complete:.1f} us/run; CPU user {user:.1f} + system {system:.1f} "
+            f"us/run (best of {ROUNDS}, {gc_mode} gc)"
         )
     return 0
 
