@@ -137,6 +137,27 @@ def entry_applier(machine: Any) -> Callable[[list[Any]], list[Any]]:
     return apply_entry
 
 
+@contextlib.contextmanager
+def _fresh_machine(
+    store: str, command_format: int
+) -> Iterator[tuple[Any, Callable[[list[Any]], list[Any]], Callable[[Any], Any]]]:
+    """A fresh machine on ``store`` at ``command_format``: it, its entry applier (``entry_applier``) and a function
+    applying one command as an entry; its files are removed afterwards."""
+    folder = tempfile.mkdtemp(prefix="raftsched-apply-")
+    machine, close = _machine(store, folder)
+    apply_entry = entry_applier(machine)
+
+    def apply(cmd: Any) -> Any:
+        return apply_entry([cmd])[0]
+
+    try:
+        _use_format(machine, apply, command_format)
+        yield machine, apply_entry, apply
+    finally:
+        close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _use_format(machine: Any, apply: Callable[[Any], Any], command_format: int) -> None:
     """Switch ``machine`` to ``command_format`` (``SetClusterFormat``, as the leader proposes it), if above 1."""
     if command_format <= 1:
@@ -151,15 +172,7 @@ def _use_format(machine: Any, apply: Callable[[Any], Any], command_format: int) 
 
 def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, float, float]:
     """Microseconds per run to fire, to grant and to complete, in one fresh machine."""
-    folder = tempfile.mkdtemp(prefix="raftsched-apply-")
-    machine, close = _machine(store, folder)
-    apply_entry = entry_applier(machine)
-
-    def apply(cmd: Any) -> Any:
-        return apply_entry([cmd])[0]
-
-    try:
-        _use_format(machine, apply, command_format)
+    with _fresh_machine(store, command_format) as (machine, apply_entry, apply):
         for i in range(jobs):
             apply(c.CreateJob(T0 - 60_000, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=At(T0), type="noop")))
         items = [(f"j-{i:07d}", T0) for i in range(jobs)]
@@ -188,9 +201,6 @@ def _one_round(store: str, jobs: int, command_format: int = 1) -> tuple[float, f
             apply_entry(completions[k : k + COMPLETE_BATCH])
         complete_us = (time.perf_counter() - began) / jobs * 1e6
         return fire_us, grant_us, complete_us
-    finally:
-        close()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _cpu() -> tuple[float, float]:
@@ -202,15 +212,7 @@ def _cpu() -> tuple[float, float]:
 def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tuple[float, ...]:
     """Microseconds per run to fire, to grant and to complete, then the process's user and system CPU per run over
     the three, for ``cycles`` seconds of ``jobs`` every-1s jobs (``--shape steady``), in one fresh machine."""
-    folder = tempfile.mkdtemp(prefix="raftsched-apply-")
-    machine, close = _machine(store, folder)
-    apply_entry = entry_applier(machine)
-
-    def apply(cmd: Any) -> Any:
-        return apply_entry([cmd])[0]
-
-    try:
-        _use_format(machine, apply, command_format)
+    with _fresh_machine(store, command_format) as (machine, apply_entry, apply):
         for i in range(jobs):  # their instants: T0 and every second after it
             apply(c.CreateJob(T0 - 1_000, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=Every(1_000), type="noop")))
         extra = {"lookahead_ms": 100} if "lookahead_ms" in inspect.signature(c.Fire).parameters else {}
@@ -253,9 +255,6 @@ def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tu
             system += (cpu_granted[1] - cpu[1]) + (cpu_done[1] - cpu_built[1])
             runs += len(grants)
         return tuple(x / runs * 1e6 for x in (*wall, user, system))
-    finally:
-        close()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: None) -> tuple[float, float, float]:
