@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import apply_cost
+import store_calls
 
 pytestmark = pytest.mark.unit
 
@@ -126,10 +127,59 @@ def test_the_steady_shape_stops_when_the_jobs_do_not_all_come_due(monkeypatch: p
         apply_cost._steady_round("memory", 5, 7, 1)
 
 
+def test_the_steady_floor_times_each_phases_store_calls_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    before = gc.get_threshold()
+    assert apply_cost.main(["--shape", "steady", "--floor", "--jobs", "30", "--cycles", "2", "--format", "7"]) == 0
+    assert gc.get_threshold() == before
+    lines = capsys.readouterr().out.strip().splitlines()
+    pattern = (
+        r"steady floor 30 every-1s jobs x 2 s, format 7, the LMDB work alone: fire ([\d.]+) us/run, grant ([\d.]+) "
+        r"us/run, complete ([\d.]+) us/run; ([\d.]+) store calls a run \(best of 3, node gc\)"
+    )
+    m = re.fullmatch(pattern, lines[0]) if len(lines) == 1 else None
+    assert m is not None, lines
+    assert all(float(x) > 0 for x in m.groups()[:3])
+    # each run is written at least once in each phase (its record), its job read at its fire
+    assert float(m.group(4)) >= 4
+
+
+def test_the_steady_floor_makes_every_call_apply_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replayed from the recording, the bare loop leaves every table byte for byte as the machine left it: no write
+    of apply's escapes the recording (one that did would be missing from the floor)."""
+    import lmdb
+
+    from raftsched.cluster.fsm.store import Table
+
+    def tables(env: lmdb.Environment) -> dict[str, dict[bytes, bytes]]:
+        with env.begin() as txn:
+            return {t: dict(txn.cursor(db=env.open_db(t.encode(), txn=txn)).iternext()) for t in Table.ALL}
+
+    left: list[dict[str, dict[bytes, bytes]]] = []
+    real = apply_cost._machine
+
+    def machine_kept_on_close(store: str, folder: str, ops: list[store_calls.StoreOp] | None = None) -> tuple[object, object]:
+        machine, close = real(store, folder, ops)
+
+        def close_after_reading() -> None:
+            left.append(tables(machine.store.env))
+            close()
+
+        return machine, close_after_reading
+
+    monkeypatch.setattr(apply_cost, "_machine", machine_kept_on_close)
+    ops: list[store_calls.StoreOp] = []
+    apply_cost._steady_round("lmdb", 12, 7, 2, ops)
+    replayed: list[dict[str, dict[bytes, bytes]]] = []
+    fire, grant, complete, calls = store_calls.replay(ops, lambda env: replayed.append(tables(env)))
+    assert len(left) == len(replayed) == 1
+    assert replayed[0] == left[0]
+    assert sum(len(rows) for rows in left[0].values()) > 12 * 4  # jobs, runs and their index rows
+    assert min(fire, grant, complete) > 0 and calls >= 12 * 2 * 4
+    marks = [op[3] for op in ops if op[0] == "mark"]
+    assert [m for m in marks if m] == ["fire", "grant", "complete"] * 2  # the two measured seconds, not the warm-up
+
+
 def test_the_steady_shape_refuses_what_it_cannot_measure(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit):
-        apply_cost.main(["--shape", "steady", "--floor"])
-    assert "--floor measures the burst's shape only" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         apply_cost.main(["--shape", "steady", "--cycles", "0"])
     assert "--jobs and --cycles must be at least 1" in capsys.readouterr().err

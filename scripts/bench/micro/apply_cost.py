@@ -4,6 +4,7 @@
     python scripts/bench/micro/apply_cost.py [--jobs 5000] [--store memory|lmdb|both] [--format 1|2|3] [--gc node|default]
     python scripts/bench/micro/apply_cost.py --floor [--jobs 100000]
     python scripts/bench/micro/apply_cost.py --shape steady [--jobs 2000] [--cycles 10] [--store ...] [--format 7]
+    python scripts/bench/micro/apply_cost.py --shape steady --floor [--format 7]
 
 Creates ``--jobs`` one-off jobs all due at one instant in a ``JobStateMachine``,
 fires them in ``Fire`` commands of 256 (as the leader batches them), leases
@@ -38,6 +39,15 @@ read. Apply can cost no less than this plus the domain logic; a lower
 bound, as the runs carry no history. Beside it, the index work the version
 that kept the state in memory did in dicts, sets and sorted lists instead
 (a grant there changed the run in place).
+
+``--floor`` with ``--shape steady`` is recorded rather than written out: a
+steady round runs on LMDB with every call apply makes into its store
+recorded (each read, write, delete, scan and commit, with its very keys and
+values), then the same calls are made again, in order, from a bare loop on a
+fresh environment, one write transaction per entry as the store batches
+them. Prints the microseconds per run of each phase's calls, and the calls
+per run: what apply would cost if everything it does around the store cost
+nothing.
 
 ``--shape steady``: the load of ``scripts/bench.py``'s ``steady`` scenario
 instead of a burst: ``--jobs`` every-1s jobs (default 2,000: 2,000 runs a
@@ -77,6 +87,8 @@ import time
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
+from store_calls import StoreOp, bare_env, record_calls, replay
+
 
 def _module(*names: str) -> ModuleType:
     """The first of ``names`` found under ``raftsched.`` (this version's import root), else the first found as it is
@@ -108,12 +120,16 @@ STEADY_COMPLETE_BATCH = 20
 STEADY_WARMUP = 2
 
 
-def _machine(store: str, folder: str) -> tuple[Any, Callable[[], None]]:
+def _machine(store: str, folder: str, ops: list[StoreOp] | None = None) -> tuple[Any, Callable[[], None]]:
+    """A machine on ``store`` in ``folder`` and what closes it; with ``ops``, its LMDB store records every call
+    apply makes into it (``--floor`` of the steady shape)."""
     if store == "memory":
         return JobStateMachine(), lambda: None
     from raftsched.storage.lmdb_state import LmdbTableStore
 
     lmdb_store = LmdbTableStore(os.path.join(folder, "state.mdb"), 8 << 30)
+    if ops is not None:
+        record_calls(lmdb_store, ops)
     return JobStateMachine(lmdb_store), lmdb_store.close
 
 
@@ -139,12 +155,12 @@ def entry_applier(machine: Any) -> Callable[[list[Any]], list[Any]]:
 
 @contextlib.contextmanager
 def _fresh_machine(
-    store: str, command_format: int
+    store: str, command_format: int, ops: list[StoreOp] | None = None
 ) -> Iterator[tuple[Any, Callable[[list[Any]], list[Any]], Callable[[Any], Any]]]:
     """A fresh machine on ``store`` at ``command_format``: it, its entry applier (``entry_applier``) and a function
-    applying one command as an entry; its files are removed afterwards."""
+    applying one command as an entry; its files are removed afterwards (``ops``: as ``_machine``)."""
     folder = tempfile.mkdtemp(prefix="raftsched-apply-")
-    machine, close = _machine(store, folder)
+    machine, close = _machine(store, folder, ops)
     apply_entry = entry_applier(machine)
 
     def apply(cmd: Any) -> Any:
@@ -209,10 +225,16 @@ def _cpu() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
-def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tuple[float, ...]:
+def _steady_round(store: str, jobs: int, command_format: int, cycles: int, ops: list[StoreOp] | None = None) -> tuple[float, ...]:
     """Microseconds per run to fire, to grant and to complete, then the process's user and system CPU per run over
-    the three, for ``cycles`` seconds of ``jobs`` every-1s jobs (``--shape steady``), in one fresh machine."""
-    with _fresh_machine(store, command_format) as (machine, apply_entry, apply):
+    the three, for ``cycles`` seconds of ``jobs`` every-1s jobs (``--shape steady``), in one fresh machine. With
+    ``ops`` (LMDB only), every store call is recorded there, each measured phase between marks (``store_calls.replay``)."""
+
+    def mark(phase: str) -> None:
+        if ops is not None:
+            ops.append(("mark", "", b"", phase, 0))
+
+    with _fresh_machine(store, command_format, ops) as (machine, apply_entry, apply):
         for i in range(jobs):  # their instants: T0 and every second after it
             apply(c.CreateJob(T0 - 1_000, f"j-{i:07d}", JobSpec(name=f"n{i}", schedule=Every(1_000), type="noop")))
         extra = {"lookahead_ms": 100} if "lookahead_ms" in inspect.signature(c.Fire).parameters else {}
@@ -222,10 +244,13 @@ def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tu
         for cycle in range(STEADY_WARMUP + cycles):
             now = T0 + cycle * 1_000 + 50
             items = machine.due_jobs(now + 100, jobs + 1)
+            measured = cycle >= STEADY_WARMUP
+            mark("fire" if measured else "")
             cpu, began = _cpu(), time.perf_counter()
             for k in range(0, len(items), STEADY_FIRE_BATCH):
                 apply(c.Fire(now, tuple(items[k : k + STEADY_FIRE_BATCH]), **extra))
             fired = time.perf_counter()
+            mark("grant" if measured else "")
             grants: list[Any] = []
             while True:
                 answer = apply(c.AcquireLeases(now + 10, "bench", ("default",), STEADY_LEASE_BATCH))
@@ -234,13 +259,16 @@ def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tu
                     break
                 grants.extend(granted)
             granted_at, cpu_granted = time.perf_counter(), _cpu()
+            mark("")
             completions = [
                 c.CompleteRun(now + 20, g.run.lease_id, g.run.fencing_token, True, executor_id="bench") for g in grants
             ]  # built off the clocks: a node decodes them, it does not build them
+            mark("complete" if measured else "")
             cpu_built, built = _cpu(), time.perf_counter()
             for k in range(0, len(completions), STEADY_COMPLETE_BATCH):
                 apply_entry(completions[k : k + STEADY_COMPLETE_BATCH])
             done, cpu_done = time.perf_counter(), _cpu()
+            mark("")
             if len(items) != jobs or len(grants) != jobs:
                 raise SystemExit(
                     f"second {cycle}: {len(items)} of {jobs} jobs due, {len(grants)} runs granted: the benchmark no longer "
@@ -257,12 +285,21 @@ def _steady_round(store: str, jobs: int, command_format: int, cycles: int) -> tu
         return tuple(x / runs * 1e6 for x in (*wall, user, system))
 
 
+def _steady_floor_round(jobs: int, command_format: int, cycles: int) -> tuple[float, float, float, float]:
+    """``--floor`` of the steady shape: a steady round on LMDB with every store call recorded, then the same calls
+    replayed from a bare loop on a fresh environment (``store_calls.replay``): microseconds per run of each phase's store work
+    alone, and the store calls per run."""
+    ops: list[StoreOp] = []
+    _steady_round("lmdb", jobs, command_format, cycles, ops)
+    fire, grant, complete, calls = replay(ops)
+    runs = jobs * cycles
+    return fire / runs * 1e6, grant / runs * 1e6, complete / runs * 1e6, calls / runs
+
+
 def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: None) -> tuple[float, float, float]:
     """Microseconds per run of the LMDB work a fire, a grant and a completion do, and nothing else (``--floor``);
     ``before_close`` is handed the environment once all three are done (the tests read what they left)."""
     import marshal
-
-    import lmdb
 
     from raftsched.cluster.domain.leases import lease_id_for
     from raftsched.cluster.domain.model import Job, JobStatus, Run, RunStatus, run_id_for
@@ -271,9 +308,7 @@ def _floor_round(jobs: int, before_close: Callable[[Any], None] = lambda env: No
 
     v = layout.MARSHAL_VERSION
     folder = tempfile.mkdtemp(prefix="raftsched-floor-")
-    env = lmdb.open(
-        os.path.join(folder, "floor.mdb"), subdir=False, map_size=8 << 30, max_dbs=len(Table.ALL) + 1, sync=False, metasync=False
-    )  # fmt: skip
+    env = bare_env(folder)
     try:
         names = (Table.META, Table.JOBS, Table.RUNS, Table.JOB_RUNS, Table.ACTIVE, Table.DUE, Table.EXPIRY, Table.FINISHED,
                  Table.FAILED)  # fmt: skip
@@ -428,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", choices=("memory", "lmdb", "both"), default="both")
     p.add_argument("--format", type=int, default=1, help="the command format the machine uses (default 1)")
     p.add_argument("--gc", choices=("node", "default"), default="node", help="the collector's thresholds (default: a node's)")
-    p.add_argument("--floor", action="store_true", help="only the LMDB work of a fire, from a bare loop (a lower bound)")
+    p.add_argument("--floor", action="store_true", help="only the LMDB work of each phase, from a bare loop (a lower bound)")
     a = p.parse_args(argv)
     if a.jobs is None:
         a.jobs = 2000 if a.shape == "steady" else 5000
@@ -436,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--jobs and --cycles must be at least 1")
     if a.shape == "steady":
         if a.floor:
-            p.error("--floor measures the burst's shape only")
+            return _steady_floor(a.jobs, a.format, a.cycles, a.gc)
         return _steady(a.store, a.jobs, a.format, a.cycles, a.gc)
     if a.floor:
         with _collector(a.gc):
@@ -475,6 +510,18 @@ def _steady(stores: str, jobs: int, command_format: int, cycles: int, gc_mode: s
             f"grant {grant:.1f} us/run, complete {complete:.1f} us/run; CPU user {user:.1f} + system {system:.1f} "
             f"us/run (best of {ROUNDS}, {gc_mode} gc)"
         )
+    return 0
+
+
+def _steady_floor(jobs: int, command_format: int, cycles: int, gc_mode: str) -> int:
+    with _collector(gc_mode):
+        rounds = [_steady_floor_round(jobs, command_format, cycles) for _ in range(ROUNDS)]
+    fire, grant, complete, calls = (min(r[k] for r in rounds) for k in range(4))
+    print(
+        f"steady floor {jobs} every-1s jobs x {cycles} s, format {command_format}, the LMDB work alone: fire {fire:.1f} "
+        f"us/run, grant {grant:.1f} us/run, complete {complete:.1f} us/run; {calls:.1f} store calls a run (best of "
+        f"{ROUNDS}, {gc_mode} gc)"
+    )
     return 0
 
 
