@@ -59,7 +59,7 @@ def add_worker_command(sub: Any) -> None:
     p.add_argument("--cluster", help="comma-separated gRPC addresses (default: as the client commands find them)")
     p.add_argument("--queue", action="append", default=[], help="queue to serve (repeatable; default: the Worker's)")
     p.add_argument("--concurrency", type=int, help="tasks run at once (default: the Worker's)")
-    p.add_argument("--executor-id", help="default: the Worker's, else host:pid (with a token: its name or name/...)")
+    p.add_argument("--executor-id", help="default: the Worker's, else host:pid (with a token: <its name>/host:pid)")
     p.add_argument(
         "--output-dir", help="where run logs go (default: [logs] dir of --config, else the client config's output_dir)"
     )

@@ -51,7 +51,7 @@ from raftsched.cluster.node.config import LogsConfig
 from raftsched.rpc.client.client import Client as RpcClient
 from raftsched.rpc.client.lease_api import GrpcLeaseApi
 from raftsched.sdk.connection import Connection, Target
-from raftsched.sdk.errors import ConfigurationError, translated
+from raftsched.sdk.errors import ConfigurationError, RaftschedError, translated
 from raftsched.sdk.event_loop import LoopThread
 from raftsched.sdk.objects import Job
 from raftsched.sdk.schedules import Declaration, reconcile
@@ -112,9 +112,10 @@ class Worker:
         grace: float = 30.0,
     ) -> None:
         """A worker serving ``queues`` with ``concurrency`` tasks at once. The cluster, TLS and token as
-        ``Client`` takes them; ``executor_id`` (default host:pid; with a token, the token's name or
-        ``name/...``); where run logs go: ``output`` (a store), ``output_dir``, else found from the config;
-        ``grace``: seconds running tasks get to finish on SIGTERM."""
+        ``Client`` takes them; ``executor_id``: who it acts as (with a token, the token's name or ``name/...``;
+        default ``host:pid``, with a token ``<its name>/host:pid``, the name as the cluster knows it); where run
+        logs go: ``output`` (a store), ``output_dir``, else found from the config; ``grace``: seconds running
+        tasks get to finish on SIGTERM."""
         self.settings = WorkerSettings(
             queues=_queues(queues),
             concurrency=concurrency,
@@ -233,16 +234,40 @@ class Worker:
         store = s.output or self._output_store(target)
         with translated():
             check_output_store(store, s.output_retry_s, log)
-        if target.security.token and not s.executor_id:
-            raise ConfigurationError("with a token, give executor_id=: the token's name, or name/<suffix> for several workers")
-        executor_id = s.executor_id or f"{socket.gethostname()}:{os.getpid()}"
         self._rpc = RpcClient(target.addresses, deadline_s=30, prefer_leader=True, security=target.security)
         self._rpc.source = target.source
         try:
+            executor_id = s.executor_id or self._default_executor_id(bool(target.security.token))
             self._serve(executor_id, store)
         except BaseException:
             self.stop(0)  # nothing half started is left behind
             raise
+
+    def _default_executor_id(self, with_token: bool) -> str:
+        """``host:pid``; with a token, ``<the token's name>/host:pid`` (the cluster says whose token it is: an
+        executor token acts as its name and ``name/...``, an admin token as anyone)."""
+        here = f"{socket.gethostname()}:{os.getpid()}"
+        if not with_token:
+            return here
+        assert self._rpc is not None
+        try:
+            with translated():
+                me = self._rpc.who_am_i()
+        except RaftschedError as exc:
+            if exc.code != "UNIMPLEMENTED":
+                raise
+            raise ConfigurationError(
+                "with a token, give executor_id=: the token's name, or name/<suffix> for several workers (the cluster "
+                "is of a version that cannot say whose token this is)"
+            ) from None
+        if not me.tokens_required:
+            return here
+        if not {"executor", "admin"} & set(me.roles):
+            raise ConfigurationError(
+                f"token {me.name!r} (roles: {', '.join(me.roles) or 'none'}) cannot serve runs: a worker needs a token "
+                "with the executor role"
+            )
+        return f"{me.name}/{here}"
 
     def _serve(self, executor_id: str, store: OutputStore) -> None:
         """Make the declared schedules so, then start the event loop (for async tasks) and the executor."""

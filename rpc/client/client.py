@@ -300,6 +300,9 @@ class Client:
     def cluster_status(self) -> pb.ClusterStatus:
         return self.cluster("GetClusterStatus", pb.GetClusterStatusRequest())
 
+    def who_am_i(self) -> pb.WhoAmIResponse:
+        return self.cluster("WhoAmI", pb.WhoAmIRequest())
+
     def _reachable(self) -> int:
         """Point ``_current`` at the first node, from it on, whose connection comes up (``connects``; left as
         it is when none does), and return it: a stream, once begun, is not retried elsewhere."""

@@ -17,7 +17,8 @@ runs on the worker thread, with the decoded request) and, in this order:
    it lacks.
 
 Health checking (``grpc.health.v1``) and reflection (``grpc.reflection``) need
-no token. Reads (the reader role) are not restricted by queue or type.
+no token. Reads (the reader role) are not restricted by queue or type. WhoAmI
+answers any valid token, whatever its roles: what that token itself is.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ SUBMITTER_METHODS = frozenset(
     }
 )
 EXECUTOR_METHODS = frozenset({"AcquireLease", "RenewLease", "CompleteRun", "CompleteRuns"})
+#: methods any valid token may call, whatever its roles: what the token itself is
+ANY_TOKEN_METHODS = frozenset({"WhoAmI"})
 #: the roles that may call each kind of method; any other method (AddNode, RemoveNode, one added later) is admin's only
 _GRANTED_BY = {"reader": ("reader", "submitter", "admin"), "submitter": ("submitter", "admin"), "executor": ("executor", "admin")}
 #: methods that need no token
@@ -63,7 +66,10 @@ _DEFAULT_TYPE: str = JobSpec._field_defaults["type"]
 
 
 def method_kind(method: str) -> str:
-    """``reader``, ``submitter``, ``executor`` or ``admin``: whose rules a method (its short name) follows."""
+    """``reader``, ``submitter``, ``executor``, ``admin``, or ``any`` (any valid token): whose rules a method (its
+    short name) follows."""
+    if method in ANY_TOKEN_METHODS:
+        return "any"
     if method in READER_METHODS:
         return "reader"
     if method in SUBMITTER_METHODS:
@@ -95,6 +101,8 @@ def decide(token: Token, method: str, access: Access) -> str | None:
     if "admin" in token.roles:
         return None
     kind = method_kind(method)
+    if kind == "any":
+        return None
     who = f"token {token.name!r} (roles: {', '.join(sorted(token.roles))})"
     if not token.roles.intersection(_GRANTED_BY.get(kind, ("admin",))):
         needs = "the admin role" if kind == "admin" else f"the {kind} role"
@@ -227,6 +235,12 @@ def caller_name() -> str:
     return str(getattr(_caller, "name", ""))
 
 
+def caller_token() -> Token | None:
+    """The token the current RPC (on this worker thread) was authorized with; None without [auth]."""
+    token: Token | None = getattr(_caller, "token", None)
+    return token
+
+
 class AuthInterceptor(grpc.ServerInterceptor):
     """Applies the module's rules to every RPC but health checking and reflection."""
 
@@ -243,6 +257,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
             )
         token = self._tokens.find(presented)
         _caller.name = token.name if token is not None else ""
+        _caller.token = token
         if token is None:
             return (
                 grpc.StatusCode.UNAUTHENTICATED,

@@ -1,5 +1,6 @@
 """ClusterService: who leads, who is a member (and reachable), how far the log is, how many jobs and runs;
-AddNode and RemoveNode (``raftsched.cluster.node.membership``); Backup (``raftsched.cluster.node.backup``)."""
+AddNode and RemoveNode (``raftsched.cluster.node.membership``); Backup (``raftsched.cluster.node.backup``); WhoAmI
+(the caller's token, as ``raftsched.rpc.server.auth`` found it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from raftsched.cluster.node.membership import MembershipService, MembershipView
 from raftsched.cluster.node.ports import RaftStatus
 from raftsched.protos.raftsched.v1 import scheduler_pb2 as pb
 from raftsched.protos.raftsched.v1 import scheduler_pb2_grpc as pb_grpc
+from raftsched.rpc.server.auth import caller_token
 from raftsched.rpc.server.errors import guarded, guarded_stream
 
 #: jobs and runs of the answering node's state
@@ -157,6 +159,19 @@ class ClusterServicer(pb_grpc.ClusterServiceServicer):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node serves no membership changes")
         assert self._membership is not None
         return self._status(self._membership.remove(request.id, _wait_s(context)))
+
+    @guarded
+    def WhoAmI(self, request: pb.WhoAmIRequest, context: grpc.ServicerContext) -> pb.WhoAmIResponse:
+        token = caller_token()
+        if token is None:  # no [auth]: the interceptor that finds tokens is not there
+            return pb.WhoAmIResponse(tokens_required=False)
+        return pb.WhoAmIResponse(
+            tokens_required=True,
+            name=token.name,
+            roles=sorted(token.roles),
+            queues=sorted(token.queues),
+            types=sorted(token.types),
+        )
 
     @guarded_stream
     def Backup(self, request: pb.BackupRequest, context: grpc.ServicerContext) -> Iterator[pb.BackupChunk]:

@@ -1,6 +1,6 @@
 """The examples/ folder runs as its docstrings say: ``examples/worker.py`` serves, ``examples/client.py`` creates
 a job, runs it once and prints its result; the schedule the worker declares is a job; a second client run finds
-the same job (its idempotency key)."""
+the same job (its idempotency key). Against a cluster that requires a token, as the quick start's is."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -22,17 +23,33 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_the_examples_run_against_a_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
-    # a user's folder: the cluster found through ./local-cluster/client.toml, as the CLI finds it
+@pytest.fixture(scope="module")
+def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster that requires a token, as ``scripts/launch_cluster.sh`` starts one (one node is enough here)."""
+    c = LocalCluster.create(str(tmp_path_factory.mktemp("closed")), 1, auth=True)
+    c.start_all()
+    try:
+        c.wait_leader(30)
+        yield c
+    finally:
+        c.stop_all()
+
+
+def test_the_examples_run_against_a_cluster(closed: LocalCluster, tmp_path: Path) -> None:
+    """As the quick start has them run: ./local-cluster/client.toml names the cluster and the admin token, and
+    neither example names an executor id (the worker acts as ``admin/host:pid``)."""
+    assert closed.security is not None
+    cluster = closed
     (tmp_path / "local-cluster").mkdir()
-    (tmp_path / "local-cluster" / "client.toml").write_text(client_config_text(cluster.addresses, cluster.output_dir))
+    config = client_config_text(cluster.addresses, cluster.output_dir, token_file=closed.security.token_file())
+    (tmp_path / "local-cluster" / "client.toml").write_text(config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")} | {"HOME": str(tmp_path)}
     worker_log = open(tmp_path / "worker.log", "wb")
     worker = subprocess.Popen(
         [sys.executable, str(EXAMPLES / "worker.py")], cwd=tmp_path, env=env, stdout=worker_log, stderr=subprocess.STDOUT
     )
     try:
-        with Client(cluster.addresses) as client:
+        with Client(cluster.addresses, token_file=closed.security.token_file()) as client:
             wait_for(lambda: any(j.name == "examples-nightly-report" for j in client.list_jobs(queue="examples")), 60,
                      "the worker's schedule as a job")  # fmt: skip
             for _ in range(2):
@@ -44,6 +61,8 @@ def test_the_examples_run_against_a_cluster(cluster: LocalCluster, tmp_path: Pat
                 assert "SUCCEEDED: hello, Grace" in out.stdout, out.stdout
             greet = [j for j in client.list_jobs(queue="examples") if j.name == "examples-greet-Grace"]
             assert len(greet) == 1  # the idempotency key: one job for two runs of the client
+            ran = list(client.list_runs(job_id=greet[0].id))
+            assert len(ran) == 2 and all(r.executor_id.startswith("admin/") for r in ran), ran
     finally:
         worker.send_signal(signal.SIGTERM)
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from typing import Any, Iterator
@@ -15,6 +16,7 @@ from typing import Any, Iterator
 import grpc
 import pytest
 
+from raftsched import ConfigurationError, Worker
 from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.cluster.app.local_security import Grant
 from raftsched.cluster.app.pki import make_ca
@@ -203,6 +205,64 @@ def test_an_executor_token_completing_another_executors_run_is_refused(secure: L
         assert code_of(lambda: wa.lease("CompleteRun", _complete_request(lease, "w-b")))[0] == grpc.StatusCode.PERMISSION_DENIED
         assert admin.get_run(lease.run.run_id).status == pb.RUN_STATUS_LEASED
         assert wb.lease("CompleteRun", _complete_request(lease, "w-b")).run.status == pb.RUN_STATUS_SUCCEEDED
+
+
+def test_whoami_tells_any_token_its_own_name_roles_and_limits(secure: LocalCluster) -> None:
+    expected = {
+        "admin": (["admin"], [], []),
+        "viewer": (["reader"], [], []),
+        "alice": (["submitter"], ["reports"], []),
+        "w-a": (["executor"], ["reports"], []),
+    }
+    for name, (roles, queues, types) in expected.items():
+        with client(secure, name) as cl:
+            me = cl.who_am_i()
+        assert (me.tokens_required, me.name, list(me.roles), list(me.queues), list(me.types)) == (
+            True, name, roles, queues, types,
+        )  # fmt: skip
+    # w-a may read nothing (no reader role), yet it may ask who it is
+    with client(secure, "w-a") as wa:
+        assert code_of(lambda: wa.cluster_status())[0] == grpc.StatusCode.PERMISSION_DENIED
+    assert secure.security is not None
+    ch, stub = status_stub(secure, ChannelSecurity.from_files(secure.security.ca_file, token="rst_not-a-token-anyone-has"))
+    with ch:
+        code, _ = code_of(lambda: stub.WhoAmI(pb.WhoAmIRequest(), timeout=10))
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    out = ok(raftsched(secure, "cluster", "whoami", token="alice"))
+    assert out.strip() == "token 'alice': roles submitter; queues reports only"
+    as_json = json.loads(ok(raftsched(secure, "cluster", "whoami", "-o", "json", token="w-b")))
+    assert as_json["name"] == "w-b" and as_json["roles"] == ["executor"]
+
+
+def _done() -> str:
+    return "done"
+
+
+def test_a_worker_without_an_executor_id_acts_as_its_tokens_name(secure: LocalCluster) -> None:
+    """The SDK's Worker, as the API's example starts it (no executor_id): with an executor token it acts as
+    ``<the token's name>/host:pid``, which the cluster accepts; with a token that may not lease, it says so."""
+    assert secure.security is not None
+    connect = {"cluster": secure.addresses, "ca_file": secure.security.ca_file, "output_dir": secure.output_dir}
+    worker = Worker(queues=["reports"], concurrency=1, token_file=secure.security.token_file("walker"), **connect)
+    worker.register("noop", _done)
+    worker.start()
+    try:
+        with client(secure, "admin") as admin:
+            job = admin.create_job(spec("reports", "worker-as-token", now=True))
+            runs: list[pb.Run] = []
+
+            def succeeded() -> bool:
+                runs[:] = admin.list_runs(job.job_id)
+                return bool(runs) and runs[-1].status == pb.RUN_STATUS_SUCCEEDED
+
+            wait_for(succeeded, 30, "the worker to complete the run")
+        assert runs[-1].executor_id == f"walker/{socket.gethostname()}:{os.getpid()}"
+    finally:
+        worker.stop(5)
+    reader = Worker(queues=["reports"], token_file=secure.security.token_file("viewer"), **connect)
+    reader.register("noop", _done)
+    with pytest.raises(ConfigurationError, match=r"token 'viewer' \(roles: reader\) cannot serve runs"):
+        reader.start()
 
 
 # ------------------------------------------------------------------ who may connect

@@ -51,7 +51,9 @@ SUBMITTER = READER | {
     "BackfillJob",
 }
 EXECUTOR = {"AcquireLease", "RenewLease", "CompleteRun", "CompleteRuns"}
-EXPECTED = {"reader": READER, "submitter": SUBMITTER, "executor": EXECUTOR}
+#: what any valid token may ask, whatever its roles
+ANY = {"WhoAmI"}
+EXPECTED = {"reader": READER | ANY, "submitter": SUBMITTER | ANY, "executor": EXECUTOR | ANY}
 
 
 def every_rpc() -> list[str]:
@@ -89,6 +91,12 @@ def test_only_admin_may_change_membership_or_call_what_the_table_does_not_name(m
     for role in ("reader", "submitter", "executor"):
         assert "needs the admin role" in (decide(tok("x", (role,)), method, Access()) or "")
     assert decide(tok("root", ("admin",)), method, Access()) is None
+
+
+def test_any_token_may_ask_who_it_is_whatever_its_roles() -> None:
+    assert method_kind("WhoAmI") == "any"
+    for roles in (("reader",), ("submitter",), ("executor",), ("admin",), ("executor", "reader")):
+        assert decide(tok("dave", roles, queues=("q",), types=("t",)), "WhoAmI", Access()) is None
 
 
 def test_roles_add_up() -> None:

@@ -46,6 +46,7 @@ EXPECTED_SERVICES: dict[str, dict[str, tuple[str, str, bool]]] = {
         "AddNode": ("AddNodeRequest", "ClusterStatus", False),
         "RemoveNode": ("RemoveNodeRequest", "ClusterStatus", False),
         "Backup": ("BackupRequest", "BackupChunk", True),
+        "WhoAmI": ("WhoAmIRequest", "WhoAmIResponse", False),
     },
 }
 
@@ -105,6 +106,7 @@ def test_services_have_exactly_the_contract_rpcs() -> None:
         "AddNode",
         "RemoveNode",
         "Backup",  # admin: the snapshot `raftsched cluster backup FILE` saves
+        "WhoAmI",  # any valid token: its own name, roles and limits
     }
 
     # And their signatures.

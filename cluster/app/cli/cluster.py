@@ -70,6 +70,20 @@ def leader(a: argparse.Namespace, client: Client) -> None:
     print(render_message(a.output, member, lambda: text, s.leader_id))
 
 
+def whoami_text(me: pb.WhoAmIResponse) -> str:
+    if not me.tokens_required:
+        return "the cluster takes calls without a token (no [auth] tokens_file): anyone who reaches it may call anything"
+    limits = "".join(
+        f"; {what} {', '.join(values)} only" for what, values in (("queues", me.queues), ("types", me.types)) if values
+    )
+    return f"token {me.name!r}: roles {', '.join(me.roles) or 'none'}{limits}"
+
+
+def whoami(a: argparse.Namespace, client: Client) -> None:
+    me = client.who_am_i()
+    print(render_message(a.output, me, lambda: whoami_text(me), me.name))
+
+
 def add_node(a: argparse.Namespace, client: Client) -> None:
     req = pb.AddNodeRequest(id=a.id, raft_address=a.raft, grpc_address=a.grpc, http_address=a.http)
     s = client.cluster("AddNode", req, timeout=ADMIN_TIMEOUT_S)
@@ -120,6 +134,12 @@ COMMANDS = [
         "LEADER=$(raftsched cluster leader)\nraftsched cluster leader --wait 10s   # after a leader died: the next one",
         leader,
         _leader_args,
+    ),
+    Command(
+        "whoami",
+        "whose token this command line calls with: its name, roles and limits",
+        "raftsched cluster whoami\nraftsched cluster whoami --token-file worker.token -o json",
+        whoami,
     ),
     Command(
         "add-node",

@@ -782,6 +782,24 @@ class GetClusterStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class WhoAmIRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ("tokens_required", "name", "roles", "queues", "types")
+    TOKENS_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    tokens_required: bool
+    name: str
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tokens_required: _Optional[bool] = ..., name: _Optional[str] = ..., roles: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., types: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class Member(_message.Message):
     __slots__ = ("id", "raft_address", "grpc_address", "role", "reachable", "version", "http_address", "clock_offset", "clock_ok", "storage_ok", "clock_measured", "unfit_reason")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -1114,6 +1114,11 @@ class ClusterServiceStub:
                 request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
                 response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/raftsched.v1.ClusterService/WhoAmI',
+                request_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -1151,6 +1156,14 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """Who the caller's token is: its name, roles and limits (any valid token may
+        ask). A worker started without an executor id acts as "<name>/<host>:<pid>".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1173,6 +1186,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.Backup,
                     request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.FromString,
                     response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WhoAmIRequest.FromString,
+                    response_serializer=raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WhoAmIResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1284,6 +1302,33 @@ class ClusterService:
             '/raftsched.v1.ClusterService/Backup',
             raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupRequest.SerializeToString,
             raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.BackupChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ClusterService/WhoAmI',
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WhoAmIRequest.SerializeToString,
+            raftsched_dot_protos_dot_raftsched_dot_v1_dot_scheduler__pb2.WhoAmIResponse.FromString,
             options,
             channel_credentials,
             insecure,
