@@ -62,6 +62,7 @@ __all__ = [
     "Backfill",
     "Client",
     "ClusterStatus",
+    "Identity",
     "ConfigurationError",
     "Context",
     "DeadlineExceeded",

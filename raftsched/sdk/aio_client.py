@@ -20,7 +20,17 @@ from raftsched.sdk import from_pb
 from raftsched.sdk import requests as rq
 from raftsched.sdk.connection import Connection
 from raftsched.sdk.errors import RaftschedError, Timeout, from_item_status, translated
-from raftsched.sdk.objects import Backfill, ClusterStatus, Explanation, Job, Run, RunEvent, RunOutput, ScheduledInstant
+from raftsched.sdk.objects import (
+    Backfill,
+    ClusterStatus,
+    Explanation,
+    Identity,
+    Job,
+    Run,
+    RunEvent,
+    RunOutput,
+    ScheduledInstant,
+)
 from raftsched.sdk.spec import change_spec
 
 
@@ -229,6 +239,10 @@ class AsyncClient:
     async def cluster_status(self) -> ClusterStatus:
         """The cluster as the answering node sees it."""
         return from_pb.cluster_status(await self._cluster("GetClusterStatus", pb.GetClusterStatusRequest()))
+
+    async def whoami(self) -> Identity:
+        """Whose token this client calls with: its name, roles and limits."""
+        return from_pb.identity(await self._cluster("WhoAmI", pb.WhoAmIRequest()))
 
     async def add_node(self, node_id: str, raft_address: str, grpc_address: str, http_address: str = "") -> ClusterStatus:
         """Add a member (admin); answers once the change is committed."""

@@ -24,7 +24,17 @@ from raftsched.sdk import from_pb
 from raftsched.sdk import requests as rq
 from raftsched.sdk.connection import Connection
 from raftsched.sdk.errors import RaftschedError, Timeout, from_item_status, translated
-from raftsched.sdk.objects import Backfill, ClusterStatus, Explanation, Job, Run, RunEvent, RunOutput, ScheduledInstant
+from raftsched.sdk.objects import (
+    Backfill,
+    ClusterStatus,
+    Explanation,
+    Identity,
+    Job,
+    Run,
+    RunEvent,
+    RunOutput,
+    ScheduledInstant,
+)
 from raftsched.sdk.spec import change_spec
 
 
@@ -247,6 +257,11 @@ class Client:
     def cluster_status(self) -> ClusterStatus:
         """The cluster as the answering node sees it: leader, members, term, indexes, run counts."""
         return from_pb.cluster_status(self._cluster("GetClusterStatus", pb.GetClusterStatusRequest()))
+
+    def whoami(self) -> Identity:
+        """Whose token this client calls with: its name, roles and limits, as the cluster knows it (any token may
+        ask)."""
+        return from_pb.identity(self._cluster("WhoAmI", pb.WhoAmIRequest()))
 
     def add_node(self, node_id: str, raft_address: str, grpc_address: str, http_address: str = "") -> ClusterStatus:
         """Add a member (admin); answers once the change is committed. Then start the node with ``--join``."""

@@ -22,6 +22,7 @@ from raftsched.sdk.objects import (
     ClusterStatus,
     Explanation,
     ExplanationStep,
+    Identity,
     Job,
     JobSpec,
     Member,
@@ -226,6 +227,10 @@ def member(m: pb.Member) -> Member:
         clock_measured=m.clock_measured,
         unfit_reason=m.unfit_reason,
     )
+
+
+def identity(me: pb.WhoAmIResponse) -> Identity:
+    return Identity(me.tokens_required, me.name, tuple(me.roles), tuple(me.queues), tuple(me.types))
 
 
 def cluster_status(s: pb.ClusterStatus) -> ClusterStatus:

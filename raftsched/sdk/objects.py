@@ -285,6 +285,19 @@ class ClusterStatus:
 
 
 @dataclass(frozen=True)
+class Identity:
+    """Whose token the client calls with, as the cluster names it (``WhoAmI``). ``tokens_required`` False: the
+    cluster takes calls without a token (and the rest is empty). An executor token acts as executor ``name`` or
+    ``name/...``; ``queues`` and ``types`` empty: any."""
+
+    tokens_required: bool
+    name: str = ""
+    roles: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Backfill:
     """What ``backfill_job`` did (or, with ``dry_run``, would do): the instants, and the runs made for them."""
 

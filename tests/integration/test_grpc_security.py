@@ -16,7 +16,8 @@ from typing import Any, Iterator
 import grpc
 import pytest
 
-from raftsched import ConfigurationError, Worker
+from raftsched import Client as SdkClient
+from raftsched import ConfigurationError, Identity, Worker
 from raftsched.cluster.app.local_cluster import LocalCluster
 from raftsched.cluster.app.local_security import Grant
 from raftsched.cluster.app.pki import make_ca
@@ -228,6 +229,9 @@ def test_whoami_tells_any_token_its_own_name_roles_and_limits(secure: LocalClust
     with ch:
         code, _ = code_of(lambda: stub.WhoAmI(pb.WhoAmIRequest(), timeout=10))
     assert code == grpc.StatusCode.UNAUTHENTICATED
+    sdk = SdkClient(secure.addresses, token_file=secure.security.token_file("alice"), ca_file=secure.security.ca_file)
+    with sdk:
+        assert sdk.whoami() == Identity(True, "alice", ("submitter",), ("reports",), ())
     out = ok(raftsched(secure, "cluster", "whoami", token="alice"))
     assert out.strip() == "token 'alice': roles submitter; queues reports only"
     as_json = json.loads(ok(raftsched(secure, "cluster", "whoami", "-o", "json", token="w-b")))

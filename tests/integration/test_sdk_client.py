@@ -142,6 +142,7 @@ def test_cluster_status_and_schedule_preview(sdk: Client) -> None:
     status = sdk.cluster_status()
     assert isinstance(status, raftsched.ClusterStatus) and status.leader_id and len(status.members) == 3
     assert {m.role for m in status.members} >= {"LEADER"}
+    assert sdk.whoami() == raftsched.Identity(tokens_required=False)  # this cluster takes calls without a token
     instants = sdk.preview_schedule(cron="30 2 * * *", tz="Europe/Berlin", count=3, start="2026-03-28T00:00:00Z")
     assert [i.time for i in instants] == [
         dt.datetime(2026, 3, 28, 1, 30, tzinfo=dt.timezone.utc),
@@ -194,5 +195,6 @@ def test_async_client_has_the_same_methods_as_coroutines(cluster: LocalCluster, 
             await asyncio.wait_for(collector, 10)
             assert seen[-1].kind == "finished" and seen[-1].run.status == "SUCCEEDED"
             assert (await client.cluster_status()).leader_id
+            assert await client.whoami() == raftsched.Identity(tokens_required=False)
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
