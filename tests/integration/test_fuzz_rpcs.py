@@ -155,6 +155,7 @@ def base_requests(known: dict[str, list[Any]]) -> dict[str, Any]:
         "AddNode": pb.AddNodeRequest(),
         "RemoveNode": pb.RemoveNodeRequest(),
         "Backup": pb.BackupRequest(),
+        "WhoAmI": pb.WhoAmIRequest(),
     }
 
 
