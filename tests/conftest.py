@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -64,10 +64,11 @@ def _dump_logs(cluster: LocalCluster) -> None:
             print(f"----- {node.node_id} log tail ({node.log_path}) -----\n" + "".join(tail))
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root = str(tmp_path_factory.mktemp("cluster"))
-    c = LocalCluster.create(root, 3)
+@contextlib.contextmanager
+def started_cluster(root: str, count: int = 3, **options: Any) -> Iterator[LocalCluster]:
+    """A cluster of ``count`` nodes made with ``options`` (``LocalCluster.create``: ``auth``, ``secure``,
+    ``tokens``...), started, with a leader; stopped at the end, its nodes' log tails printed."""
+    c = LocalCluster.create(root, count, **options)
     c.start_all()
     try:
         c.wait_leader(30)
@@ -75,6 +76,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     finally:
         c.stop_all()
         _dump_logs(c)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with started_cluster(str(tmp_path_factory.mktemp("cluster"))) as c:
+        yield c
 
 
 @contextlib.contextmanager

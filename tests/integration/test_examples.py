@@ -16,6 +16,7 @@ import pytest
 from raftsched import Client
 from raftsched.cluster.app.client_config import client_config_text
 from raftsched.cluster.app.local_cluster import LocalCluster
+from tests.conftest import started_cluster
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -26,13 +27,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 @pytest.fixture(scope="module")
 def closed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A cluster that requires a token, as ``scripts/launch_cluster.sh`` starts one (one node is enough here)."""
-    c = LocalCluster.create(str(tmp_path_factory.mktemp("closed")), 1, auth=True)
-    c.start_all()
-    try:
-        c.wait_leader(30)
+    with started_cluster(str(tmp_path_factory.mktemp("closed")), 1, auth=True) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def test_the_examples_run_against_a_cluster(closed: LocalCluster, tmp_path: Path) -> None:
